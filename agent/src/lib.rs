@@ -1,0 +1,1 @@
+//! joiner-agent: see ARCHITECTURE.md for the map.

@@ -1,0 +1,1 @@
+//! terraform-provider-joiner: see ARCHITECTURE.md for the map.

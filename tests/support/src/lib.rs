@@ -1,0 +1,182 @@
+//! Test plumbing shared by every crate's end-to-end tests.
+//!
+//! It only knows where the project's installed tools live (`.tools/`, filled by
+//! `scripts/install-tools.sh`) and how to run the AWS emulator as a child process that
+//! never outlives the test. It uses the standard library only, so that depending on it
+//! costs nothing at build time.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workspace root, found from this crate's manifest directory (`tests/support`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root exists")
+}
+
+/// `.tools/` under the workspace root, where `scripts/install-tools.sh` installs things.
+pub fn tools_dir() -> PathBuf {
+    workspace_root().join(".tools")
+}
+
+/// The Terraform binary under test: `$TERRAFORM` when set (newer Terraform or OpenTofu),
+/// otherwise the pinned 1.0.3 in `.tools/bin`.
+pub fn terraform_bin() -> PathBuf {
+    match std::env::var_os("TERRAFORM") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => tools_dir().join("bin/terraform"),
+    }
+}
+
+/// Path of the emulator's server entry point in `.tools/venv`.
+pub fn moto_server_bin() -> PathBuf {
+    tools_dir().join("venv/bin/moto_server")
+}
+
+/// Asks the kernel for a free loopback port. The port is released before returning, so a
+/// race with another process is possible but harmless in tests: the server fails to bind
+/// and the caller sees a clear error.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// A running AWS emulator (moto server) bound to a free loopback port.
+///
+/// Each test gets its own server, so tests can run in parallel without sharing state.
+/// The process is killed and reaped on drop, so a failing test leaves no stray server.
+pub struct MotoServer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl MotoServer {
+    /// Starts the emulator and waits (up to 30 s) until it answers HTTP.
+    pub fn start() -> MotoServer {
+        let bin = moto_server_bin();
+        assert!(
+            bin.exists(),
+            "{} is missing: run scripts/install-tools.sh first",
+            bin.display()
+        );
+        let port = free_port();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        let mut server = MotoServer {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((status, _)) = server.request("GET", "/moto-api/data.json", "") {
+                if status == 200 {
+                    return server;
+                }
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("moto_server exited early with {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "moto_server did not answer on {} within 30 s",
+                server.addr
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`, the value for `AWS_ENDPOINT_URL`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The environment a child process (terraform, the provider, the agent) needs to
+    /// reach this emulator with the official AWS SDK: endpoint, dummy credentials, region.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL".into(), self.endpoint()),
+            ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+            ("AWS_SESSION_TOKEN".into(), "testing".into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+            ("AWS_DEFAULT_REGION".into(), "us-east-1".into()),
+            ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
+        ]
+    }
+
+    /// Clears every resource in the emulator (`POST /moto-api/reset`).
+    pub fn reset(&self) {
+        let (status, body) = self
+            .request("POST", "/moto-api/reset", "")
+            .expect("reach moto for reset");
+        assert_eq!(status, 200, "moto reset failed: {body}");
+    }
+
+    /// A minimal HTTP/1.1 exchange over loopback, enough for the emulator's control API.
+    /// Returns the status code and the body.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2))?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        )?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw)?;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// True when `KUBECONFIG` points at a real cluster, in which case end-to-end tests that use
+/// kube-sim must also run against it (and are skipped otherwise).
+pub fn real_cluster_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("KUBECONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moto_starts_answers_and_resets() {
+        let moto = MotoServer::start();
+        assert!(moto.endpoint().starts_with("http://127.0.0.1:"));
+        moto.reset();
+        let (status, body) = moto.request("GET", "/moto-api/data.json", "").unwrap();
+        assert_eq!(status, 200);
+        assert!(body.contains('{'), "data.json is JSON: {body}");
+    }
+}
