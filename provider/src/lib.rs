@@ -1,1 +1,10 @@
-//! terraform-provider-joiner: see ARCHITECTURE.md for the map.
+//! terraform-provider-joiner. See ARCHITECTURE.md for the map.
+//!
+//! `protocol` speaks Terraform's plugin protocol and knows nothing about AWS;
+//! `resources` and `data_sources` describe the objects we manage; `aws` holds the SDK
+//! plumbing (client setup, error mapping, retries) and one module per AWS service.
+
+pub mod aws;
+pub mod data_sources;
+pub mod protocol;
+pub mod resources;

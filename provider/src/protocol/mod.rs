@@ -1,0 +1,1 @@
+//! Terraform plugin protocol v6: handshake, DynamicValue codec, schema, gRPC server.
