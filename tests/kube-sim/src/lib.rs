@@ -1,1 +1,32 @@
-//! kube-sim: a test and sandbox stand-in for a Kubernetes API server.
+//! kube-sim: a small Kubernetes API server with simulated controllers, for joiner's
+//! end-to-end tests and sandbox. It is a test tool, not a Kubernetes: see docs/kube-sim.md.
+//!
+//! In a test:
+//! ```no_run
+//! # async fn t() -> anyhow::Result<()> {
+//! let sim = kube_sim::KubeSim::start(kube_sim::Options::default())?;
+//! let client = sim.client().await?;            // a kube::Client, admin token
+//! let path = sim.kubeconfig_path();            // for kubectl, terraform, the agent
+//! # Ok(()) }
+//! ```
+
+pub mod admission;
+pub mod api;
+pub mod aws;
+pub mod controllers;
+pub mod eviction;
+pub mod kubeconfig;
+pub mod patch;
+pub mod quantity;
+pub mod resources;
+pub mod selectors;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod target;
+pub mod tls;
+
+pub use controllers::ControllerSet;
+pub use server::{KubeSim, Options, Server};
+pub use target::TargetCluster;

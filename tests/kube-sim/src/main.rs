@@ -1,3 +1,98 @@
-fn main() {
-    println!("kube-sim");
+//! `kube-sim`: serves a Kubernetes API for tests and the sandbox until SIGTERM or Ctrl-C.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kube-sim",
+    about = "A small Kubernetes API server with simulated controllers (test and sandbox tool)"
+)]
+struct Args {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Where to write a kubeconfig pointing at this server.
+    #[arg(long)]
+    kubeconfig: std::path::PathBuf,
+    /// AWS emulator endpoint: EC2 instances tagged for the cluster become Nodes.
+    #[arg(long)]
+    aws_endpoint: Option<String>,
+    /// How long an instance "boots" before its Node registers (e.g. 2s, 500ms).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    boot_delay: Duration,
+    /// How long a Node of a stopped/terminated instance stays NotReady before deletion.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    node_grace: Duration,
+    /// Cluster name: kubeconfig names and the instance tag the bridge looks for.
+    #[arg(long, default_value = "kube-sim")]
+    cluster_name: String,
+    /// Simulated controllers to disable (comma-separated): deployments, daemonsets,
+    /// scheduler, kubelet, gc, disruption.
+    #[arg(long, value_delimiter = ',')]
+    disable: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    num.parse::<f64>()
+        .map(|n| Duration::from_secs_f64(n * mult))
+        .map_err(|_| format!("invalid duration {s:?}: use e.g. 500ms, 2s, 1m"))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "kube_sim=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let mut controllers = kube_sim::ControllerSet::default();
+    for d in &args.disable {
+        match d.as_str() {
+            "deployments" => controllers.deployments = false,
+            "daemonsets" => controllers.daemonsets = false,
+            "scheduler" => controllers.scheduler = false,
+            "kubelet" => controllers.kubelet = false,
+            "gc" => controllers.garbage_collector = false,
+            "disruption" => controllers.disruption = false,
+            other => anyhow::bail!("--disable: unknown controller {other:?}; allowed: deployments, daemonsets, scheduler, kubelet, gc, disruption"),
+        }
+    }
+    let opts = kube_sim::Options {
+        listen: args.listen,
+        kubeconfig: Some(args.kubeconfig.clone()),
+        cluster_name: args.cluster_name,
+        aws_endpoint: args.aws_endpoint,
+        boot_delay: args.boot_delay,
+        node_grace: args.node_grace,
+        controllers,
+        ..Default::default()
+    };
+    let server = kube_sim::server::serve(opts).await?;
+    println!("{}", server.url());
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    tracing::info!(address = %server.addr, kubeconfig = %args.kubeconfig.display(), "kube-sim serving");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down");
+    server.shutdown();
+    Ok(())
 }

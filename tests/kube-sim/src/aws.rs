@@ -1,0 +1,509 @@
+//! The kubelet bridge to the AWS emulator: EC2 instances tagged for the cluster become
+//! Nodes after a boot delay, and stopped or terminated instances take their Nodes down.
+//!
+//! This is what lets the agent's real launch path (CreateFleet against the emulator) end in
+//! schedulable capacity, as it would on EKS. A Node is named after the instance's private
+//! DNS name, carries `aws:///<zone>/<instance-id>` as providerID, capacity from
+//! DescribeInstanceTypes, the well-known labels, and the labels and taints asked for in the
+//! instance's tags or user data (see docs/kube-sim.md for the format).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use aws_sdk_ec2::types::{InstanceAttributeName, InstanceStateName, InstanceType};
+use serde_json::{json, Value};
+
+use crate::controllers::node_is_ready;
+use crate::store::{DeleteOptions, Store, Write};
+
+/// Tag naming the instance's cluster (value `owned` or `shared`), as EKS uses it.
+pub fn cluster_tag_key(cluster: &str) -> String {
+    format!("kubernetes.io/cluster/{cluster}")
+}
+/// Alternative tag: value = cluster name.
+pub const JOINER_CLUSTER_TAG: &str = "joiner.dev/cluster";
+/// Comma-separated `key=value` node labels.
+pub const NODE_LABELS_TAG: &str = "joiner.dev/node-labels";
+/// Comma-separated `key[=value]:Effect` node taints.
+pub const NODE_TAINTS_TAG: &str = "joiner.dev/node-taints";
+
+#[derive(Debug, Clone)]
+pub struct BridgeOptions {
+    pub endpoint: String,
+    pub cluster: String,
+    pub region: String,
+    pub boot_delay: Duration,
+    /// How long a Node of a stopped or terminated instance stays NotReady before deletion.
+    pub node_grace: Duration,
+    pub poll: Duration,
+}
+
+struct Tracked {
+    first_seen: Instant,
+    node: Option<String>,
+    down_since: Option<Instant>,
+}
+
+#[derive(Clone)]
+struct TypeInfo {
+    vcpus: i64,
+    memory_mib: i64,
+    arch: String,
+    max_pods: i64,
+}
+
+/// Parses `a=b,c=d` into label pairs.
+pub fn parse_labels(s: &str) -> Vec<(String, String)> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Parses `key=value:Effect,key:Effect` into taints.
+pub fn parse_taints(s: &str) -> Vec<Value> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (kv, effect) = p.rsplit_once(':')?;
+            if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+                return None;
+            }
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let mut t = json!({"key": k, "effect": effect});
+            if !v.is_empty() {
+                t["value"] = json!(v);
+            }
+            Some(t)
+        })
+        .collect()
+}
+
+/// Finds kubelet flags `--node-labels=...` and `--register-with-taints=...` anywhere in the
+/// user data (EKS bootstrap.sh `--kubelet-extra-args`, nodeadm `kubelet.flags`, or a script).
+pub fn labels_and_taints_from_user_data(text: &str) -> (Vec<(String, String)>, Vec<Value>) {
+    let mut labels = Vec::new();
+    let mut taints = Vec::new();
+    let token_after = |from: usize| -> &str {
+        let rest = &text[from..];
+        let end = rest
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == ']')
+            .unwrap_or(rest.len());
+        &rest[..end]
+    };
+    for (flag, is_label) in [("--node-labels=", true), ("--register-with-taints=", false)] {
+        let mut start = 0;
+        while let Some(i) = text[start..].find(flag) {
+            let at = start + i + flag.len();
+            let tok = token_after(at);
+            if is_label {
+                labels.extend(parse_labels(tok));
+            } else {
+                taints.extend(parse_taints(tok));
+            }
+            start = at;
+        }
+    }
+    (labels, taints)
+}
+
+/// EKS's kube-reserved model: CPU 6% of the first core, 1% of the second, 0.5% of the next
+/// two, 0.25% above; memory 255Mi + 11Mi per pod; plus the 100Mi hard eviction threshold.
+fn allocatable(t: &TypeInfo) -> (i64, i64) {
+    let cores = t.vcpus;
+    let mut reserved_m: f64 = 0.0;
+    for c in 1..=cores {
+        reserved_m += match c {
+            1 => 60.0,
+            2 => 10.0,
+            3 | 4 => 5.0,
+            _ => 2.5,
+        };
+    }
+    let cpu_m = cores * 1000 - reserved_m.ceil() as i64;
+    let mem_mi = t.memory_mib - (255 + 11 * t.max_pods) - 100;
+    (cpu_m, mem_mi.max(0))
+}
+
+pub async fn ec2_client(endpoint: &str, region: &str) -> aws_sdk_ec2::Client {
+    use aws_smithy_http_client::tls;
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let env = |k: &str, d: &str| {
+        std::env::var(k)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| d.to_string())
+    };
+    let creds = aws_credential_types::Credentials::new(
+        env("AWS_ACCESS_KEY_ID", "testing"),
+        env("AWS_SECRET_ACCESS_KEY", "testing"),
+        std::env::var("AWS_SESSION_TOKEN").ok(),
+        None,
+        "kube-sim",
+    );
+    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(http)
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new(region.to_string()))
+        .credentials_provider(creds)
+        .load()
+        .await;
+    aws_sdk_ec2::Client::new(&conf)
+}
+
+/// Runs the bridge until shutdown. Errors reaching the emulator are logged and retried.
+pub fn spawn(
+    store: Arc<Store>,
+    opts: BridgeOptions,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        let client = ec2_client(&opts.endpoint, &opts.region).await;
+        let mut tracked: HashMap<String, Tracked> = HashMap::new();
+        let mut types: HashMap<String, TypeInfo> = HashMap::new();
+        let mut interval = tokio::time::interval(opts.poll);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = interval.tick() => {}
+            }
+            if let Err(e) = poll_once(&store, &client, &opts, &mut tracked, &mut types).await {
+                tracing::warn!("kubelet bridge: {e:#}");
+            }
+        }
+    });
+}
+
+async fn poll_once(
+    store: &Store,
+    client: &aws_sdk_ec2::Client,
+    opts: &BridgeOptions,
+    tracked: &mut HashMap<String, Tracked>,
+    types: &mut HashMap<String, TypeInfo>,
+) -> anyhow::Result<()> {
+    let nodes_t = store.find_type("", "v1", "nodes").expect("nodes");
+    let cluster_tag = cluster_tag_key(&opts.cluster);
+    let mut token = None;
+    let mut instances = Vec::new();
+    loop {
+        let out = client
+            .describe_instances()
+            .set_next_token(token)
+            .send()
+            .await
+            .context("EC2 DescribeInstances")?;
+        for r in out.reservations() {
+            instances.extend(r.instances().iter().cloned());
+        }
+        token = out.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    for inst in instances {
+        let tags: HashMap<&str, &str> = inst
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?, t.value().unwrap_or(""))))
+            .collect();
+        let ours = tags.contains_key(cluster_tag.as_str())
+            || tags.get(JOINER_CLUSTER_TAG) == Some(&opts.cluster.as_str());
+        let Some(id) = inst.instance_id().map(str::to_string) else {
+            continue;
+        };
+        if !ours {
+            continue;
+        }
+        let state = inst
+            .state()
+            .and_then(|s| s.name())
+            .cloned()
+            .unwrap_or(InstanceStateName::Pending);
+        let entry = tracked.entry(id.clone()).or_insert_with(|| Tracked {
+            first_seen: Instant::now(),
+            node: None,
+            down_since: None,
+        });
+        match state {
+            InstanceStateName::Running => {
+                if let Some(node_name) = &entry.node {
+                    // Registered: finish booting (NotReady -> Ready), or recover after a restart.
+                    let _ = store.modify(&nodes_t, None, node_name, Write::Internal, |cur| {
+                        let mut n = cur.clone();
+                        if !node_is_ready(cur) {
+                            mark_ready(&mut n, true);
+                        }
+                        Ok(n)
+                    });
+                    entry.down_since = None;
+                } else if entry.first_seen.elapsed() >= opts.boot_delay {
+                    let itype = inst
+                        .instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default();
+                    let info = match types.get(&itype) {
+                        Some(i) => i.clone(),
+                        None => {
+                            let i = describe_type(client, &itype).await?;
+                            types.insert(itype.clone(), i.clone());
+                            i
+                        }
+                    };
+                    let user_data = client
+                        .describe_instance_attribute()
+                        .instance_id(&id)
+                        .attribute(InstanceAttributeName::UserData)
+                        .send()
+                        .await
+                        .ok()
+                        .and_then(|o| o.user_data().and_then(|u| u.value()).map(str::to_string))
+                        .and_then(|b| {
+                            use base64::Engine;
+                            base64::engine::general_purpose::STANDARD
+                                .decode(b.trim())
+                                .ok()
+                        })
+                        .map(|b| String::from_utf8_lossy(&b).into_owned())
+                        .unwrap_or_default();
+                    let (mut labels, mut taints) = labels_and_taints_from_user_data(&user_data);
+                    if let Some(l) = tags.get(NODE_LABELS_TAG) {
+                        labels.extend(parse_labels(l));
+                    }
+                    if let Some(t) = tags.get(NODE_TAINTS_TAG) {
+                        taints.extend(parse_taints(t));
+                    }
+                    let node = node_object(&inst, &id, &itype, &info, &opts.region, labels, taints);
+                    let name = node["metadata"]["name"].as_str().unwrap_or(&id).to_string();
+                    match store.create(&nodes_t, None, node) {
+                        Ok(_) => tracing::info!(instance = %id, node = %name, "node registered"),
+                        Err(e) if e.code == 409 => {}
+                        Err(e) => anyhow::bail!("create node {name}: {}", e.message),
+                    }
+                    entry.node = Some(name);
+                }
+            }
+            InstanceStateName::Pending => {}
+            _ => {
+                let Some(node_name) = entry.node.clone() else {
+                    continue;
+                };
+                let since = *entry.down_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= opts.node_grace {
+                    match store.delete(&nodes_t, None, &node_name, &DeleteOptions::default()) {
+                        Ok(_) => tracing::info!(instance = %id, node = %node_name, "node deleted"),
+                        Err(e) if e.code == 404 => {}
+                        Err(e) => tracing::warn!("delete node {node_name}: {}", e.message),
+                    }
+                    entry.node = None;
+                    entry.first_seen = Instant::now() + Duration::from_secs(365 * 86400);
+                } else {
+                    let _ = store.modify(&nodes_t, None, &node_name, Write::Internal, |cur| {
+                        let mut n = cur.clone();
+                        mark_ready(&mut n, false);
+                        Ok(n)
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mark_ready(node: &mut Value, ready: bool) {
+    use crate::controllers::set_condition;
+    let mut taints: Vec<Value> = node["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    taints.retain(|t| {
+        !matches!(
+            t["key"].as_str(),
+            Some("node.kubernetes.io/not-ready") | Some("node.kubernetes.io/unreachable")
+        )
+    });
+    if ready {
+        set_condition(
+            node,
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        );
+    } else {
+        set_condition(
+            node,
+            "Ready",
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status.",
+        );
+        taints.push(json!({"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": crate::store::now_rfc3339()}));
+        taints.push(json!({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": crate::store::now_rfc3339()}));
+    }
+    node["spec"]["taints"] = json!(taints);
+}
+
+async fn describe_type(client: &aws_sdk_ec2::Client, itype: &str) -> anyhow::Result<TypeInfo> {
+    let out = client
+        .describe_instance_types()
+        .instance_types(InstanceType::from(itype))
+        .send()
+        .await
+        .with_context(|| format!("EC2 DescribeInstanceTypes {itype}"))?;
+    let t = out
+        .instance_types()
+        .first()
+        .with_context(|| format!("EC2 DescribeInstanceTypes: no such type {itype}"))?;
+    let vcpus = t.v_cpu_info().and_then(|v| v.default_v_cpus()).unwrap_or(2) as i64;
+    let memory_mib = t
+        .memory_info()
+        .and_then(|m| m.size_in_mib())
+        .unwrap_or(4096);
+    let arch = t
+        .processor_info()
+        .map(|p| p.supported_architectures())
+        .and_then(|a| a.first())
+        .map(|a| {
+            if a.as_str().starts_with("arm64") {
+                "arm64"
+            } else {
+                "amd64"
+            }
+        })
+        .unwrap_or("amd64")
+        .to_string();
+    let (enis, ips) = t
+        .network_info()
+        .map(|n| {
+            (
+                n.maximum_network_interfaces().unwrap_or(3) as i64,
+                n.ipv4_addresses_per_interface().unwrap_or(10) as i64,
+            )
+        })
+        .unwrap_or((3, 10));
+    Ok(TypeInfo {
+        vcpus,
+        memory_mib,
+        arch,
+        max_pods: enis * (ips - 1) + 2,
+    })
+}
+
+fn node_object(
+    inst: &aws_sdk_ec2::types::Instance,
+    id: &str,
+    itype: &str,
+    info: &TypeInfo,
+    region: &str,
+    extra_labels: Vec<(String, String)>,
+    taints: Vec<Value>,
+) -> Value {
+    let zone = inst
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap_or("")
+        .to_string();
+    let name = inst
+        .private_dns_name()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(id)
+        .to_string();
+    let ip = inst.private_ip_address().unwrap_or("10.0.0.10").to_string();
+    let mut labels = serde_json::Map::new();
+    for (k, v) in [
+        ("kubernetes.io/arch", info.arch.clone()),
+        ("kubernetes.io/os", "linux".into()),
+        ("kubernetes.io/hostname", name.clone()),
+        ("node.kubernetes.io/instance-type", itype.to_string()),
+        ("topology.kubernetes.io/zone", zone.clone()),
+        ("topology.kubernetes.io/region", region.to_string()),
+        ("beta.kubernetes.io/arch", info.arch.clone()),
+        ("beta.kubernetes.io/os", "linux".into()),
+        ("beta.kubernetes.io/instance-type", itype.to_string()),
+        ("failure-domain.beta.kubernetes.io/zone", zone.clone()),
+        (
+            "failure-domain.beta.kubernetes.io/region",
+            region.to_string(),
+        ),
+    ] {
+        labels.insert(k.into(), json!(v));
+    }
+    for (k, v) in extra_labels {
+        labels.insert(k, json!(v));
+    }
+    let mut taints = taints;
+    taints.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
+    let (cpu_m, mem_mi) = allocatable(info);
+    let now = crate::store::now_rfc3339();
+    let cond = |ty: &str, st: &str, reason: &str, msg: &str| json!({"type": ty, "status": st, "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": now});
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0", "alpha.kubernetes.io/provided-node-ip": ip}},
+        "spec": {"providerID": format!("aws:///{zone}/{id}"), "taints": taints},
+        "status": {
+            "capacity": {"cpu": info.vcpus.to_string(), "memory": format!("{}Mi", info.memory_mib), "pods": info.max_pods.to_string(), "ephemeral-storage": "20959212Ki"},
+            "allocatable": {"cpu": format!("{cpu_m}m"), "memory": format!("{mem_mi}Mi"), "pods": info.max_pods.to_string(), "ephemeral-storage": "18242267924"},
+            "conditions": [
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                cond("Ready", "False", "KubeletNotReady", "container runtime status check may not have completed yet"),
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "InternalDNS", "address": name},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "architecture": info.arch, "operatingSystem": "linux", "kubeletVersion": "v1.33.0-kube-sim",
+                "kubeProxyVersion": "v1.33.0-kube-sim", "containerRuntimeVersion": "containerd://1.7.0",
+                "kernelVersion": "6.1.0", "osImage": "kube-sim", "machineID": id, "systemUUID": id, "bootID": id,
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kubelet_flags_from_user_data() {
+        let ud = "#!/bin/bash\n/etc/eks/bootstrap.sh c --kubelet-extra-args '--node-labels=team=a,karpenter.sh/capacity-type=spot --register-with-taints=dedicated=gpu:NoSchedule'\n";
+        let (labels, taints) = labels_and_taints_from_user_data(ud);
+        assert_eq!(
+            labels,
+            vec![
+                ("team".into(), "a".into()),
+                ("karpenter.sh/capacity-type".into(), "spot".into())
+            ]
+        );
+        assert_eq!(
+            taints,
+            vec![json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"})]
+        );
+    }
+
+    #[test]
+    fn eks_reserved_resources() {
+        let (cpu, mem) = allocatable(&TypeInfo {
+            vcpus: 2,
+            memory_mib: 8192,
+            arch: "amd64".into(),
+            max_pods: 29,
+        });
+        assert_eq!(cpu, 1930);
+        assert_eq!(mem, 8192 - 255 - 319 - 100);
+    }
+}

@@ -1,0 +1,985 @@
+//! The simulated control plane: Deployment and DaemonSet controllers, a scheduler, a
+//! kubelet, garbage collection and PodDisruptionBudget status.
+//!
+//! Each is a loop woken by store events (debounced) and by a slow tick, that reads a
+//! snapshot and writes back through the store like any client would. Writes that change
+//! nothing are no-ops in the store, so a loop never feeds itself.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::eviction::{budget, pod_is_ready};
+use crate::quantity;
+use crate::resources::ResourceType;
+use crate::selectors::{label_selector_matches, Requirement};
+use crate::store::{
+    name_of, namespace_of, now_rfc3339, random_suffix, DeleteOptions, Store, Write,
+};
+
+/// Which simulated controllers run.
+#[derive(Debug, Clone)]
+pub struct ControllerSet {
+    pub deployments: bool,
+    pub daemonsets: bool,
+    pub scheduler: bool,
+    pub kubelet: bool,
+    pub garbage_collector: bool,
+    pub disruption: bool,
+}
+
+impl Default for ControllerSet {
+    fn default() -> Self {
+        ControllerSet {
+            deployments: true,
+            daemonsets: true,
+            scheduler: true,
+            kubelet: true,
+            garbage_collector: true,
+            disruption: true,
+        }
+    }
+}
+
+impl ControllerSet {
+    pub fn none() -> Self {
+        ControllerSet {
+            deployments: false,
+            daemonsets: false,
+            scheduler: false,
+            kubelet: false,
+            garbage_collector: false,
+            disruption: false,
+        }
+    }
+}
+
+/// Sets (or replaces) a status condition, keeping lastTransitionTime when status is unchanged.
+pub fn set_condition(obj: &mut Value, ty: &str, status: &str, reason: &str, message: &str) {
+    if !obj["status"].is_object() {
+        obj["status"] = json!({});
+    }
+    let conds = obj["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(conds.len() + 1);
+    let mut found = false;
+    for c in conds {
+        if c["type"] == ty {
+            found = true;
+            let same = c["status"] == status
+                && c["reason"].as_str().unwrap_or("") == reason
+                && c["message"].as_str().unwrap_or("") == message;
+            if same {
+                out.push(c);
+            } else {
+                let ltt = if c["status"] == status {
+                    c["lastTransitionTime"].clone()
+                } else {
+                    json!(now_rfc3339())
+                };
+                out.push(condition(ty, status, reason, message, ltt));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    if !found {
+        out.push(condition(ty, status, reason, message, json!(now_rfc3339())));
+    }
+    obj["status"]["conditions"] = Value::Array(out);
+}
+
+fn condition(ty: &str, status: &str, reason: &str, message: &str, ltt: Value) -> Value {
+    let mut c =
+        json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": ltt});
+    if !reason.is_empty() {
+        c["reason"] = json!(reason);
+    }
+    if !message.is_empty() {
+        c["message"] = json!(message);
+    }
+    c
+}
+
+pub fn condition_status<'a>(obj: &'a Value, ty: &str) -> Option<&'a str> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)?["status"]
+        .as_str()
+}
+
+pub fn node_is_ready(node: &Value) -> bool {
+    condition_status(node, "Ready") == Some("True")
+}
+
+fn is_terminal(pod: &Value) -> bool {
+    matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+fn is_deleting(obj: &Value) -> bool {
+    obj["metadata"].get("deletionTimestamp").is_some()
+}
+
+fn owned_by(obj: &Value, uid: &str) -> bool {
+    obj["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}
+
+/// Runs `reconcile` whenever the store changes (coalescing bursts) and every `tick`.
+pub fn spawn_loop(
+    store: Arc<Store>,
+    name: &'static str,
+    tick: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    reconcile: impl Fn(&Store) + Send + 'static,
+) {
+    let mut rx = store.subscribe();
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(tick);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = interval.tick() => {}
+                r = rx.recv() => {
+                    if matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed)) { return; }
+                    tokio::time::sleep(Duration::from_millis(15)).await;
+                    while rx.try_recv().is_ok() {}
+                }
+            }
+            let s = store.clone();
+            let started = std::time::Instant::now();
+            reconcile(&s);
+            tracing::trace!(
+                controller = name,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "reconciled"
+            );
+        }
+    });
+}
+
+struct Types {
+    pods: Arc<ResourceType>,
+    nodes: Arc<ResourceType>,
+    deployments: Arc<ResourceType>,
+    daemonsets: Arc<ResourceType>,
+    pdbs: Arc<ResourceType>,
+}
+
+fn types(store: &Store) -> Types {
+    Types {
+        pods: store.find_type("", "v1", "pods").expect("pods"),
+        nodes: store.find_type("", "v1", "nodes").expect("nodes"),
+        deployments: store
+            .find_type("apps", "v1", "deployments")
+            .expect("deployments"),
+        daemonsets: store
+            .find_type("apps", "v1", "daemonsets")
+            .expect("daemonsets"),
+        pdbs: store
+            .find_type("policy", "v1", "poddisruptionbudgets")
+            .expect("pdbs"),
+    }
+}
+
+fn template_hash(template: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(template.to_string().as_bytes());
+    hex::encode(&h[..5])
+}
+
+fn pod_from_template(
+    owner: &Value,
+    owner_kind: &str,
+    template: &Value,
+    name: String,
+    extra_labels: &[(&str, String)],
+) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": template.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
+    });
+    pod["metadata"]["name"] = json!(name);
+    pod["metadata"]["namespace"] = owner["metadata"]["namespace"].clone();
+    if !pod["metadata"]["labels"].is_object() {
+        pod["metadata"]["labels"] = json!({});
+    }
+    for (k, v) in extra_labels {
+        pod["metadata"]["labels"][*k] = json!(v);
+    }
+    pod["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps/v1", "kind": owner_kind,
+        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+        "controller": true, "blockOwnerDeletion": true,
+    }]);
+    pod
+}
+
+/// Keeps `spec.replicas` pods per Deployment (directly owned: no ReplicaSets), and its status.
+pub fn reconcile_deployments(store: &Store) {
+    let t = types(store);
+    let (deps, _) = store.list(&t.deployments, None);
+    let (pods, _) = store.list(&t.pods, None);
+    let mut by_owner: HashMap<&str, Vec<&Arc<Value>>> = HashMap::new();
+    for p in &pods {
+        if let Some(refs) = p["metadata"]["ownerReferences"].as_array() {
+            for r in refs {
+                if r["kind"] == "Deployment" {
+                    if let Some(uid) = r["uid"].as_str() {
+                        by_owner.entry(uid).or_default().push(p);
+                    }
+                }
+            }
+        }
+    }
+    for d in &deps {
+        if is_deleting(d) {
+            continue;
+        }
+        let ns = namespace_of(d);
+        let uid = d["metadata"]["uid"].as_str().unwrap_or("");
+        let want = d["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+        let active: Vec<&Arc<Value>> = by_owner
+            .get(uid)
+            .map(|v| {
+                v.iter()
+                    .copied()
+                    .filter(|p| !is_deleting(p) && !is_terminal(p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let template = &d["spec"]["template"];
+        let hash = template_hash(template);
+        // A template change rolls: pods of older templates go as new ones become ready.
+        let (current, old): (Vec<&Arc<Value>>, Vec<&Arc<Value>>) = active
+            .into_iter()
+            .partition(|p| p["metadata"]["labels"]["pod-template-hash"] == hash.as_str());
+        let new_ready = current.iter().filter(|p| pod_is_ready(p)).count();
+        let surplus_old = (old.len() + new_ready).saturating_sub(want).min(old.len());
+        let mut old = old;
+        old.sort_by_key(|p| pod_is_ready(p));
+        for p in old.iter().take(surplus_old) {
+            let _ = store.delete(&t.pods, Some(ns), name_of(p), &DeleteOptions::default());
+        }
+        let mut active = current;
+        if active.len() < want {
+            for _ in active.len()..want {
+                let name = format!("{}-{hash}-{}", name_of(d), random_suffix(5));
+                let pod = pod_from_template(
+                    d,
+                    "Deployment",
+                    template,
+                    name,
+                    &[("pod-template-hash", hash.clone())],
+                );
+                if let Err(e) = store.create(&t.pods, Some(ns), pod) {
+                    tracing::warn!(deployment = name_of(d), "create pod: {}", e.message);
+                }
+            }
+        } else if active.len() > want {
+            // The ReplicaSet controller's ranking: unscheduled, then not ready, then newest.
+            active.sort_by_key(|p| {
+                let scheduled = p["spec"]["nodeName"]
+                    .as_str()
+                    .is_some_and(|n| !n.is_empty());
+                let ready = pod_is_ready(p);
+                let created = p["metadata"]["creationTimestamp"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let rv = crate::store::rv_of(p);
+                (
+                    scheduled,
+                    ready,
+                    std::cmp::Reverse(created),
+                    std::cmp::Reverse(rv),
+                )
+            });
+            for p in &active[..active.len() - want] {
+                let _ = store.delete(&t.pods, Some(ns), name_of(p), &DeleteOptions::default());
+            }
+        }
+        let (pods_now, _) = store.list(&t.pods, Some(ns));
+        let mine: Vec<&Arc<Value>> = pods_now
+            .iter()
+            .filter(|p| owned_by(p, uid) && !is_deleting(p) && !is_terminal(p))
+            .collect();
+        let ready = mine.iter().filter(|p| pod_is_ready(p)).count() as i64;
+        let total = mine.len() as i64;
+        let _ = store.modify(
+            &t.deployments,
+            Some(ns),
+            name_of(d),
+            Write::Internal,
+            |cur| {
+                let mut n = cur.clone();
+                let gen = cur["metadata"]["generation"].clone();
+                let mut status = cur["status"].clone();
+                if !status.is_object() {
+                    status = json!({});
+                }
+                status["observedGeneration"] = gen;
+                status["replicas"] = json!(total);
+                status["updatedReplicas"] = json!(total);
+                status["readyReplicas"] = json!(ready);
+                status["availableReplicas"] = json!(ready);
+                status["unavailableReplicas"] = json!((want as i64 - ready).max(0));
+                n["status"] = status;
+                let available = ready >= want as i64;
+                set_condition(
+                    &mut n,
+                    "Available",
+                    if available { "True" } else { "False" },
+                    if available {
+                        "MinimumReplicasAvailable"
+                    } else {
+                        "MinimumReplicasUnavailable"
+                    },
+                    if available {
+                        "Deployment has minimum availability."
+                    } else {
+                        "Deployment does not have minimum availability."
+                    },
+                );
+                set_condition(
+                    &mut n,
+                    "Progressing",
+                    "True",
+                    "NewReplicaSetAvailable",
+                    "kube-sim manages pods directly",
+                );
+                Ok(n)
+            },
+        );
+    }
+}
+
+/// One pod per eligible node for each DaemonSet, bound directly to the node.
+pub fn reconcile_daemonsets(store: &Store) {
+    let t = types(store);
+    let (dss, _) = store.list(&t.daemonsets, None);
+    if dss.is_empty() {
+        return;
+    }
+    let (nodes, _) = store.list(&t.nodes, None);
+    let (pods, _) = store.list(&t.pods, None);
+    for ds in &dss {
+        if is_deleting(ds) {
+            continue;
+        }
+        let ns = namespace_of(ds);
+        let uid = ds["metadata"]["uid"].as_str().unwrap_or("");
+        let template = &ds["spec"]["template"];
+        let mine: Vec<&Arc<Value>> = pods
+            .iter()
+            .filter(|p| owned_by(p, uid) && !is_deleting(p))
+            .collect();
+        let mut desired = 0;
+        for node in &nodes {
+            let probe = json!({"spec": template["spec"], "metadata": template["metadata"]});
+            let eligible =
+                node_selector_ok(&probe, node) && untolerated_taint(&probe, node, true).is_none();
+            let node_name = name_of(node);
+            let has = mine.iter().any(|p| p["spec"]["nodeName"] == node_name);
+            if eligible {
+                desired += 1;
+                if !has {
+                    let name = format!("{}-{}", name_of(ds), random_suffix(5));
+                    let mut pod = pod_from_template(ds, "DaemonSet", template, name, &[]);
+                    pod["spec"]["nodeName"] = json!(node_name);
+                    let _ = store.create(&t.pods, Some(ns), pod);
+                }
+            } else if has {
+                for p in mine.iter().filter(|p| p["spec"]["nodeName"] == node_name) {
+                    let _ = store.delete(&t.pods, Some(ns), name_of(p), &DeleteOptions::default());
+                }
+            }
+        }
+        let ready = mine.iter().filter(|p| pod_is_ready(p)).count();
+        let _ = store.modify(&t.daemonsets, Some(ns), name_of(ds), Write::Internal, |cur| {
+            let mut n = cur.clone();
+            n["status"] = json!({
+                "desiredNumberScheduled": desired, "currentNumberScheduled": mine.len(),
+                "numberReady": ready, "numberAvailable": ready, "updatedNumberScheduled": mine.len(),
+                "numberMisscheduled": 0, "observedGeneration": cur["metadata"]["generation"],
+            });
+            Ok(n)
+        });
+    }
+}
+
+/// Requests of a pod: the sum over containers (limits stand in for missing requests),
+/// at least the largest init container, plus overhead. Keys: cpu (cores), memory (bytes), pods.
+pub fn pod_requests(pod: &Value) -> BTreeMap<String, f64> {
+    let mut sum: BTreeMap<String, f64> = BTreeMap::new();
+    let add = |acc: &mut BTreeMap<String, f64>, c: &Value| {
+        let req = &c["resources"]["requests"];
+        let lim = &c["resources"]["limits"];
+        let mut keys: HashSet<String> = HashSet::new();
+        for m in [req, lim] {
+            if let Some(o) = m.as_object() {
+                keys.extend(o.keys().cloned());
+            }
+        }
+        for k in keys {
+            let v = quantity::from_json(&req[&k])
+                .or_else(|| quantity::from_json(&lim[&k]))
+                .unwrap_or(0.0);
+            *acc.entry(k).or_default() += v;
+        }
+    };
+    if let Some(cs) = pod["spec"]["containers"].as_array() {
+        for c in cs {
+            add(&mut sum, c);
+        }
+    }
+    if let Some(cs) = pod["spec"]["initContainers"].as_array() {
+        for c in cs {
+            let mut one = BTreeMap::new();
+            add(&mut one, c);
+            for (k, v) in one {
+                let e = sum.entry(k).or_default();
+                *e = e.max(v);
+            }
+        }
+    }
+    if let Some(o) = pod["spec"]["overhead"].as_object() {
+        for (k, v) in o {
+            *sum.entry(k.clone()).or_default() += quantity::from_json(v).unwrap_or(0.0);
+        }
+    }
+    sum.insert("pods".into(), 1.0);
+    sum
+}
+
+fn tolerates(tolerations: &[Value], taint: &Value) -> bool {
+    tolerations.iter().any(|t| {
+        let effect_ok = t["effect"]
+            .as_str()
+            .is_none_or(|e| e.is_empty() || Some(e) == taint["effect"].as_str());
+        let key = t["key"].as_str().unwrap_or("");
+        let op = t["operator"].as_str().unwrap_or("Equal");
+        let key_ok = key.is_empty() && op == "Exists" || Some(key) == taint["key"].as_str();
+        let value_ok = op == "Exists"
+            || t["value"].as_str().unwrap_or("") == taint["value"].as_str().unwrap_or("");
+        effect_ok && key_ok && value_ok
+    })
+}
+
+/// The first taint of the node (NoSchedule / NoExecute) the pod does not tolerate.
+fn untolerated_taint(pod: &Value, node: &Value, daemon: bool) -> Option<Value> {
+    let mut tolerations = pod["spec"]["tolerations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if daemon {
+        for key in [
+            "node.kubernetes.io/unschedulable",
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
+            tolerations.push(json!({"key": key, "operator": "Exists"}));
+        }
+    }
+    node["spec"]["taints"]
+        .as_array()?
+        .iter()
+        .find(|taint| taint["effect"] != "PreferNoSchedule" && !tolerates(&tolerations, taint))
+        .cloned()
+}
+
+fn node_selector_term_matches(term: &Value, node: &Value) -> bool {
+    let labels = &node["metadata"]["labels"];
+    let exprs_ok = term["matchExpressions"].as_array().is_none_or(|es| {
+        es.iter().all(|e| {
+            let key = e["key"].as_str().unwrap_or("");
+            let vals: Vec<String> = e["values"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let actual = labels[key].as_str();
+            match e["operator"].as_str().unwrap_or("") {
+                "In" => Requirement::In(key.into(), vals).matches(labels),
+                "NotIn" => Requirement::NotIn(key.into(), vals).matches(labels),
+                "Exists" => actual.is_some(),
+                "DoesNotExist" => actual.is_none(),
+                "Gt" => actual
+                    .and_then(|a| a.parse::<i64>().ok())
+                    .zip(vals.first().and_then(|v| v.parse::<i64>().ok()))
+                    .is_some_and(|(a, v)| a > v),
+                "Lt" => actual
+                    .and_then(|a| a.parse::<i64>().ok())
+                    .zip(vals.first().and_then(|v| v.parse::<i64>().ok()))
+                    .is_some_and(|(a, v)| a < v),
+                _ => false,
+            }
+        })
+    });
+    let fields_ok = term["matchFields"].as_array().is_none_or(|fs| {
+        fs.iter().all(|f| {
+            let vals: Vec<&str> = f["values"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let is_in = f["key"] == "metadata.name" && vals.contains(&name_of(node));
+            match f["operator"].as_str() {
+                Some("In") => is_in,
+                Some("NotIn") => !is_in,
+                _ => false,
+            }
+        })
+    });
+    exprs_ok && fields_ok
+}
+
+/// nodeSelector and required node affinity.
+fn node_selector_ok(pod: &Value, node: &Value) -> bool {
+    let labels = &node["metadata"]["labels"];
+    let sel_ok = pod["spec"]["nodeSelector"]
+        .as_object()
+        .is_none_or(|m| m.iter().all(|(k, v)| labels[k] == *v));
+    let terms = &pod["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    let aff_ok = terms
+        .as_array()
+        .is_none_or(|ts| ts.is_empty() || ts.iter().any(|t| node_selector_term_matches(t, node)));
+    sel_ok && aff_ok
+}
+
+/// Binds pending pods to Ready, schedulable nodes, or marks them Unschedulable.
+pub fn reconcile_scheduler(store: &Store) {
+    let t = types(store);
+    let (pods, _) = store.list(&t.pods, None);
+    let mut pending: Vec<&Arc<Value>> = pods
+        .iter()
+        .filter(|p| {
+            p["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
+                && !is_deleting(p)
+                && !is_terminal(p)
+                && p["spec"]["schedulerName"]
+                    .as_str()
+                    .unwrap_or("default-scheduler")
+                    == "default-scheduler"
+        })
+        .collect();
+    if pending.is_empty() {
+        return;
+    }
+    pending.sort_by_key(|p| {
+        (
+            p["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            name_of(p).to_string(),
+        )
+    });
+    let (nodes, _) = store.list(&t.nodes, None);
+    let node_index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (name_of(n), i))
+        .collect();
+    // Requested resources per node and the bound pods (for topology spread).
+    let mut used: Vec<BTreeMap<String, f64>> = vec![BTreeMap::new(); nodes.len()];
+    let mut bound: Vec<(usize, Value)> = Vec::new();
+    for p in &pods {
+        let Some(i) = p["spec"]["nodeName"]
+            .as_str()
+            .and_then(|n| node_index.get(n))
+        else {
+            continue;
+        };
+        if is_terminal(p) || is_deleting(p) {
+            continue;
+        }
+        for (k, v) in pod_requests(p) {
+            *used[*i].entry(k).or_default() += v;
+        }
+        bound.push((*i, json!({"metadata": {"namespace": p["metadata"]["namespace"], "labels": p["metadata"]["labels"]}})));
+    }
+    for pod in pending {
+        let req = pod_requests(pod);
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut best: Option<(usize, f64)> = None;
+        let spread = spread_constraints(pod);
+        for (i, node) in nodes.iter().enumerate() {
+            let reason = if !node_is_ready(node) {
+                Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }".to_string())
+            } else if node["spec"]["unschedulable"] == true {
+                Some("node(s) were unschedulable".to_string())
+            } else if let Some(taint) = untolerated_taint(pod, node, false) {
+                Some(format!(
+                    "node(s) had untolerated taint {{{}: {}}}",
+                    taint["key"].as_str().unwrap_or(""),
+                    taint["value"].as_str().unwrap_or("")
+                ))
+            } else if !node_selector_ok(pod, node) {
+                Some("node(s) didn't match Pod's node affinity/selector".to_string())
+            } else if let Some(r) = insufficient(&req, &used[i], node) {
+                Some(r)
+            } else if !spread.is_empty() && !spread_ok(pod, &spread, node, &nodes, &bound) {
+                Some("node(s) didn't match pod topology spread constraints".to_string())
+            } else {
+                None
+            };
+            match reason {
+                Some(r) => *reasons.entry(r).or_default() += 1,
+                None => {
+                    let cap = allocatable(node, "cpu").unwrap_or(0.0).max(1e-9);
+                    let score = used[i].get("cpu").copied().unwrap_or(0.0) / cap;
+                    if best.is_none_or(|(_, s)| score < s) {
+                        best = Some((i, score));
+                    }
+                }
+            }
+        }
+        let name = name_of(pod);
+        let ns = namespace_of(pod);
+        match best {
+            Some((i, _)) => {
+                let node_name = name_of(&nodes[i]).to_string();
+                let res = store.modify(&t.pods, Some(ns), name, Write::Internal, |cur| {
+                    if !cur["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
+                        return Ok(cur.clone());
+                    }
+                    let mut p = cur.clone();
+                    p["spec"]["nodeName"] = json!(node_name);
+                    set_condition(&mut p, "PodScheduled", "True", "", "");
+                    Ok(p)
+                });
+                if res.is_ok() {
+                    for (k, v) in req {
+                        *used[i].entry(k).or_default() += v;
+                    }
+                    bound.push((i, json!({"metadata": {"namespace": pod["metadata"]["namespace"], "labels": pod["metadata"]["labels"]}})));
+                }
+            }
+            None => {
+                let message = if nodes.is_empty() {
+                    "no nodes available to schedule pods".to_string()
+                } else {
+                    let parts: Vec<String> =
+                        reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+                    format!(
+                        "0/{} nodes are available: {}. preemption: 0/{} nodes are available: {} Preemption is not helpful for scheduling.",
+                        nodes.len(),
+                        parts.join(", "),
+                        nodes.len(),
+                        nodes.len()
+                    )
+                };
+                let _ = store.modify(&t.pods, Some(ns), name, Write::Internal, |cur| {
+                    let mut p = cur.clone();
+                    let already = cur["status"]["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c["type"] == "PodScheduled"
+                                && c["status"] == "False"
+                                && c["message"] == message.as_str()
+                        })
+                    });
+                    if !already {
+                        set_condition(&mut p, "PodScheduled", "False", "Unschedulable", &message);
+                    }
+                    Ok(p)
+                });
+            }
+        }
+    }
+}
+
+fn allocatable(node: &Value, res: &str) -> Option<f64> {
+    let a = &node["status"]["allocatable"][res];
+    let a = if a.is_null() {
+        &node["status"]["capacity"][res]
+    } else {
+        a
+    };
+    quantity::from_json(a)
+}
+
+fn insufficient(
+    req: &BTreeMap<String, f64>,
+    used: &BTreeMap<String, f64>,
+    node: &Value,
+) -> Option<String> {
+    for (k, v) in req {
+        if *v <= 0.0 {
+            continue;
+        }
+        let cap = match allocatable(node, k) {
+            Some(c) => c,
+            None if k == "pods" => 110.0,
+            None => 0.0,
+        };
+        if used.get(k).copied().unwrap_or(0.0) + v > cap + 1e-9 {
+            return Some(if k == "pods" {
+                "Too many pods".to_string()
+            } else {
+                format!("Insufficient {k}")
+            });
+        }
+    }
+    None
+}
+
+fn spread_constraints(pod: &Value) -> Vec<Value> {
+    pod["spec"]["topologySpreadConstraints"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter(|c| {
+                    c["whenUnsatisfiable"].as_str().unwrap_or("DoNotSchedule") == "DoNotSchedule"
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// DoNotSchedule topology spread: placing the pod on `node` keeps every constraint's skew
+/// (its domain's count plus one, minus the smallest domain's count) within maxSkew.
+fn spread_ok(
+    pod: &Value,
+    constraints: &[Value],
+    node: &Value,
+    nodes: &[Arc<Value>],
+    bound: &[(usize, Value)],
+) -> bool {
+    let ns = &pod["metadata"]["namespace"];
+    constraints.iter().all(|c| {
+        let key = c["topologyKey"].as_str().unwrap_or("");
+        let Some(domain) = node["metadata"]["labels"][key].as_str() else {
+            return false;
+        };
+        let max_skew = c["maxSkew"].as_i64().unwrap_or(1);
+        let mut counts: HashMap<&str, i64> = HashMap::new();
+        for n in nodes.iter() {
+            if let Some(d) = n["metadata"]["labels"][key].as_str() {
+                if node_selector_ok(pod, n) {
+                    counts.entry(d).or_insert(0);
+                }
+            }
+        }
+        for (i, p) in bound {
+            if p["metadata"]["namespace"] != *ns {
+                continue;
+            }
+            if !label_selector_matches(&c["labelSelector"], &p["metadata"]["labels"])
+                .unwrap_or(false)
+            {
+                continue;
+            }
+            if let Some(d) = nodes[*i]["metadata"]["labels"][key].as_str() {
+                if let Some(e) = counts.get_mut(d) {
+                    *e += 1;
+                }
+            }
+        }
+        let min = counts.values().copied().min().unwrap_or(0);
+        let self_match = label_selector_matches(&c["labelSelector"], &pod["metadata"]["labels"])
+            .unwrap_or(false) as i64;
+        counts.get(domain).copied().unwrap_or(0) + self_match - min <= max_skew
+    })
+}
+
+/// Bound pods on Ready nodes run; pods on NotReady nodes lose readiness; pods bound to
+/// nodes that no longer exist are deleted (pod garbage collection).
+pub fn reconcile_kubelet(store: &Store) {
+    let t = types(store);
+    let (pods, _) = store.list(&t.pods, None);
+    let (nodes, _) = store.list(&t.nodes, None);
+    let by_name: HashMap<&str, &Arc<Value>> = nodes.iter().map(|n| (name_of(n), n)).collect();
+    for pod in &pods {
+        let Some(node_name) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let ns = namespace_of(pod);
+        let name = name_of(pod);
+        let Some(node) = by_name.get(node_name) else {
+            let _ = store.delete(&t.pods, Some(ns), name, &DeleteOptions::default());
+            continue;
+        };
+        if is_deleting(pod) || is_terminal(pod) {
+            continue;
+        }
+        let ready = node_is_ready(node);
+        let pod_ready = condition_status(pod, "Ready") == Some("True");
+        if (ready && pod["status"]["phase"] == "Running" && pod_ready) || (!ready && !pod_ready) {
+            continue;
+        }
+        let host_ip = node["status"]["addresses"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["type"] == "InternalIP"))
+            .and_then(|x| x["address"].as_str())
+            .unwrap_or("10.0.0.1")
+            .to_string();
+        let _ = store.modify(&t.pods, Some(ns), name, Write::Internal, |cur| {
+            let mut p = cur.clone();
+            if ready {
+                if p["status"]["phase"] != "Running" {
+                    use rand::Rng;
+                    let mut r = rand::rng();
+                    let ip = format!("10.{}.{}.{}", r.random_range(1..250), r.random_range(0..250), r.random_range(1..250));
+                    p["status"]["phase"] = json!("Running");
+                    p["status"]["hostIP"] = json!(host_ip);
+                    p["status"]["hostIPs"] = json!([{"ip": host_ip}]);
+                    p["status"]["podIP"] = json!(ip);
+                    p["status"]["podIPs"] = json!([{"ip": ip}]);
+                    p["status"]["startTime"] = json!(now_rfc3339());
+                }
+                let statuses: Vec<Value> = p["spec"]["containers"].as_array().map(|cs| cs.iter().map(|c| json!({
+                    "name": c["name"], "image": c["image"], "imageID": "", "ready": true, "started": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": p["status"]["startTime"]}},
+                })).collect()).unwrap_or_default();
+                p["status"]["containerStatuses"] = json!(statuses);
+                for ty in ["PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled"] {
+                    set_condition(&mut p, ty, "True", "", "");
+                }
+            } else if p["status"]["phase"] == "Running" {
+                set_condition(&mut p, "Ready", "False", "NodeNotReady", "");
+                set_condition(&mut p, "ContainersReady", "False", "NodeNotReady", "");
+            }
+            Ok(p)
+        });
+    }
+}
+
+/// Background cascading deletion: objects whose every owner is gone are deleted.
+pub fn reconcile_gc(store: &Store) {
+    let all = store.types();
+    let mut seen_keys = HashSet::new();
+    let mut uids: HashSet<String> = HashSet::new();
+    let mut owned: Vec<(Arc<ResourceType>, Arc<Value>)> = Vec::new();
+    for rt in all {
+        if !seen_keys.insert(rt.key()) {
+            continue;
+        }
+        let (items, _) = store.list(&rt, None);
+        for o in items {
+            if let Some(uid) = o["metadata"]["uid"].as_str() {
+                uids.insert(uid.to_string());
+            }
+            if o["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+            {
+                owned.push((rt.clone(), o));
+            }
+        }
+    }
+    for (rt, o) in owned {
+        let refs = o["metadata"]["ownerReferences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if refs
+            .iter()
+            .all(|r| !uids.contains(r["uid"].as_str().unwrap_or("")))
+        {
+            let ns = rt.namespaced.then(|| namespace_of(&o));
+            let _ = store.delete(&rt, ns, name_of(&o), &DeleteOptions::default());
+        }
+    }
+}
+
+/// PodDisruptionBudget status, as the disruption controller maintains it.
+pub fn reconcile_disruption(store: &Store) {
+    let t = types(store);
+    let (pdbs, _) = store.list(&t.pdbs, None);
+    if pdbs.is_empty() {
+        return;
+    }
+    let (pods, _) = store.list(&t.pods, None);
+    for pdb in &pdbs {
+        let (expected, healthy, desired) = budget(pdb, &pods);
+        let allowed = (healthy - desired).max(0);
+        let _ = store.modify(&t.pdbs, Some(namespace_of(pdb)), name_of(pdb), Write::Internal, |cur| {
+            let mut n = cur.clone();
+            let conds = cur["status"]["conditions"].clone();
+            n["status"] = json!({
+                "observedGeneration": cur["metadata"]["generation"], "expectedPods": expected,
+                "currentHealthy": healthy, "desiredHealthy": desired, "disruptionsAllowed": allowed,
+                "conditions": conds,
+            });
+            if n["status"]["conditions"].is_null() {
+                n["status"]["conditions"] = json!([]);
+            }
+            let (s, r) = if allowed > 0 { ("True", "SufficientPods") } else { ("False", "InsufficientPods") };
+            set_condition(&mut n, "DisruptionAllowed", s, r, "");
+            Ok(n)
+        });
+    }
+}
+
+/// Starts the enabled controllers.
+pub fn start(
+    store: &Arc<Store>,
+    set: &ControllerSet,
+    shutdown: &tokio::sync::watch::Receiver<bool>,
+) {
+    let tick = Duration::from_secs(1);
+    if set.deployments {
+        spawn_loop(
+            store.clone(),
+            "deployments",
+            tick,
+            shutdown.clone(),
+            reconcile_deployments,
+        );
+    }
+    if set.daemonsets {
+        spawn_loop(
+            store.clone(),
+            "daemonsets",
+            tick,
+            shutdown.clone(),
+            reconcile_daemonsets,
+        );
+    }
+    if set.scheduler {
+        spawn_loop(
+            store.clone(),
+            "scheduler",
+            tick,
+            shutdown.clone(),
+            reconcile_scheduler,
+        );
+    }
+    if set.kubelet {
+        spawn_loop(
+            store.clone(),
+            "kubelet",
+            tick,
+            shutdown.clone(),
+            reconcile_kubelet,
+        );
+    }
+    if set.garbage_collector {
+        spawn_loop(store.clone(), "gc", tick, shutdown.clone(), reconcile_gc);
+    }
+    if set.disruption {
+        spawn_loop(
+            store.clone(),
+            "disruption",
+            tick,
+            shutdown.clone(),
+            reconcile_disruption,
+        );
+    }
+}
