@@ -488,16 +488,17 @@ fn decode_body(body: &[u8], content_type: &str) -> ApiResult<Value> {
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")));
     }
     if content_type.contains("protobuf") {
-        return Err(ApiError::unsupported_media(
-            "kube-sim speaks JSON only; protobuf bodies are not supported",
-        ));
+        return crate::proto::decode(body).map_err(ApiError::unsupported_media);
     }
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))
 }
 
 fn delete_options(body: &[u8], query: &Query) -> DeleteOptions {
-    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let v: Value = serde_json::from_slice(body)
+        .ok()
+        .or_else(|| crate::proto::decode(body).ok())
+        .unwrap_or(Value::Null);
     DeleteOptions {
         uid: v["preconditions"]["uid"].as_str().map(str::to_string),
         resource_version: v["preconditions"]["resourceVersion"]

@@ -17,6 +17,7 @@ pub mod controllers;
 pub mod eviction;
 pub mod kubeconfig;
 pub mod patch;
+pub mod proto;
 pub mod quantity;
 pub mod resources;
 pub mod selectors;

@@ -21,9 +21,16 @@ pub fn kubectl_stdin(target: &TargetCluster, args: &[&str], stdin: Option<&str>)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdin(std::process::Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl is on PATH (v1.32 is installed on these machines)");
+    let mut child = cmd
+        .spawn()
+        .expect("kubectl is on PATH (v1.32 is installed on these machines)");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     } else {
         drop(child.stdin.take());
     }
@@ -46,7 +53,8 @@ pub fn kubectl_ok(target: &TargetCluster, args: &[&str]) -> String {
 
 pub fn kubectl_json(target: &TargetCluster, args: &[&str]) -> serde_json::Value {
     let out = kubectl_ok(target, args);
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {} output is not JSON ({e}): {out}", args.join(" ")))
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("kubectl {} output is not JSON ({e}): {out}", args.join(" ")))
 }
 
 /// A namespace of its own for one test on one target, deleted when dropped.
@@ -57,7 +65,10 @@ pub struct TestNamespace<'a> {
 
 impl<'a> TestNamespace<'a> {
     pub fn create(target: &'a TargetCluster, prefix: &str) -> TestNamespace<'a> {
-        let name = format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let name = format!(
+            "{prefix}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
         kubectl_ok(target, &["create", "namespace", &name]);
         TestNamespace { name, target }
     }
@@ -65,7 +76,10 @@ impl<'a> TestNamespace<'a> {
 
 impl Drop for TestNamespace<'_> {
     fn drop(&mut self) {
-        let _ = kubectl(self.target, &["delete", "namespace", &self.name, "--wait=false"]);
+        let _ = kubectl(
+            self.target,
+            &["delete", "namespace", &self.name, "--wait=false"],
+        );
     }
 }
 
@@ -76,7 +90,10 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -91,23 +108,50 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 /// Adds a Ready node with the given capacity to a kube-sim through kubectl (create, then
 /// the status subresource), as a kubelet would register.
-pub fn add_fake_node(target: &TargetCluster, name: &str, cpu: &str, memory: &str, labels: &[(&str, &str)]) {
-    let labels: serde_json::Map<String, serde_json::Value> = labels.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect();
+pub fn add_fake_node(
+    target: &TargetCluster,
+    name: &str,
+    cpu: &str,
+    memory: &str,
+    labels: &[(&str, &str)],
+) {
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+        .collect();
     let node = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}});
     let out = kubectl_stdin(target, &["create", "-f", "-"], Some(&node.to_string()));
-    assert!(out.status.success(), "create node: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "create node: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status = serde_json::json!({"status": {
         "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
         "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
     }});
-    kubectl_ok(target, &["patch", "node", name, "--subresource=status", "--type=merge", "-p", &status.to_string()]);
+    kubectl_ok(
+        target,
+        &[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ],
+    );
 }
