@@ -1,1 +1,17 @@
-//! joiner-agent: see ARCHITECTURE.md for the map.
+//! joiner-agent's library: the API types (CRDs), the instance catalogue and the pure
+//! scheduling core. See ARCHITECTURE.md for the map.
+//!
+//! Nothing in this crate's scheduling path does I/O or reads a clock: it takes plain data in
+//! and gives decisions out, so that the provider can call the same code at plan time and the
+//! benchmarks can measure it in isolation.
+//!
+//! - [`catalog`]: instance types, prices, allocatable, DaemonSet overhead.
+//! - [`requirements`]: the node-requirement algebra; [`labels`]: well-known labels.
+//! - [`resources`], [`taints`]: quantities, taints and tolerations.
+
+pub mod api;
+pub mod catalog;
+pub mod labels;
+pub mod requirements;
+pub mod resources;
+pub mod taints;

@@ -1,0 +1,118 @@
+//! The `joiner.dev/v1` API: `NodePool`, `NodeClass` and `NodeClaim`.
+//!
+//! Field names follow Karpenter v1 (`NodePool`, `EC2NodeClass`, `NodeClaim`) where the
+//! concept is the same, so that manifests translate 1:1. The CRD YAML in `agent/crds/` is
+//! generated from these types (`UPDATE_CRDS=1 cargo test -p joiner-agent crds`).
+//!
+//! [`validate`] checks a spec and returns every problem with its field path; the provider
+//! calls the same functions at plan time, so they use no Kubernetes client.
+
+pub mod duration;
+pub mod node_claim;
+pub mod node_class;
+pub mod node_pool;
+pub mod validate;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use node_claim::{NodeClaim, NodeClaimSpec, NodeClaimStatus};
+pub use node_class::{NodeClass, NodeClassSpec, NodeClassStatus};
+pub use node_pool::{NodePool, NodePoolSpec, NodePoolStatus};
+
+pub const GROUP: &str = "joiner.dev";
+pub const VERSION: &str = "v1";
+
+/// A node selector requirement with Karpenter's `minValues`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorRequirementWithMinValues {
+    pub key: String,
+    /// One of In, NotIn, Exists, DoesNotExist, Gt, Lt.
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+    /// The minimum number of distinct values the launch must keep among its candidate
+    /// instance types (for example 3 instance families for Spot diversity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_values: Option<i32>,
+}
+
+/// A node taint.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// NoSchedule, PreferNoSchedule or NoExecute.
+    pub effect: String,
+}
+
+/// Reference to the NodeClass a NodePool or NodeClaim launches with.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassReference {
+    #[serde(default = "default_group")]
+    pub group: String,
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    pub name: String,
+}
+
+fn default_group() -> String {
+    GROUP.to_string()
+}
+
+fn default_kind() -> String {
+    "NodeClass".to_string()
+}
+
+/// A status condition, as in `metav1.Condition`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Converts API taints into the scheduler's, reporting the first invalid effect.
+pub fn convert_taints(taints: &[Taint]) -> Result<Vec<crate::taints::Taint>, String> {
+    taints
+        .iter()
+        .map(|t| {
+            Ok(crate::taints::Taint {
+                key: t.key.clone(),
+                value: t.value.clone(),
+                effect: crate::taints::Effect::parse(&t.effect)?,
+            })
+        })
+        .collect()
+}
+
+/// Converts API requirements into the algebra's, reporting the first invalid one.
+pub fn convert_requirements(
+    reqs: &[NodeSelectorRequirementWithMinValues],
+) -> Result<crate::requirements::Requirements, String> {
+    let mut out = crate::requirements::Requirements::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let op: crate::requirements::Operator = r
+            .operator
+            .parse()
+            .map_err(|e| format!("requirements[{i}].operator: {e}"))?;
+        let req = crate::requirements::Requirement::new(op, &r.values)
+            .map_err(|e| format!("requirements[{i}].values: {e}"))?
+            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
+        out.add(&r.key, req);
+    }
+    Ok(out)
+}

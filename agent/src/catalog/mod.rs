@@ -1,0 +1,425 @@
+//! The instance catalogue: every instance type with its labels, capacity, allocatable and
+//! priced offerings (zone × capacity type).
+//!
+//! Entry points (stable; the provider's `joiner_instance_types` data source uses them):
+//! - [`Catalog::from_ec2`]`(types, offerings)`: from the SDK's DescribeInstanceTypes and
+//!   DescribeInstanceTypeOfferings items, with on-demand prices from the embedded table
+//!   ([`prices::on_demand`]) and Spot prices from the fallback model
+//!   ([`prices::spot_fallback`]); [`Catalog::from_ec2_with`] takes [`CatalogOptions`]
+//!   (observed Spot prices, kubelet settings).
+//! - [`Catalog::from_dump`]: the same from a committed JSON dump ([`Ec2Dump`]).
+//! - [`Catalog::filter`]`(&Requirements)`: the types (and offerings) a set of NodePool
+//!   requirements allows, sorted by name.
+//! - [`InstanceType`]: `name`, `labels`, `capacity`, `allocatable`, `offerings`,
+//!   [`InstanceType::cheapest_price`].
+
+pub mod allocatable;
+pub mod daemonsets;
+pub mod instance_types;
+pub mod max_pods;
+pub mod prices;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::labels;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+pub use allocatable::KubeletSettings;
+pub use instance_types::{Ec2Dump, InstanceTypeRecord, OfferingRecord};
+pub use prices::SpotPrices;
+
+/// Spot or on-demand, with Karpenter's label values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CapacityType {
+    Spot,
+    OnDemand,
+}
+
+impl CapacityType {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CapacityType::Spot => labels::CAPACITY_TYPE_SPOT,
+            CapacityType::OnDemand => labels::CAPACITY_TYPE_ON_DEMAND,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CapacityType> {
+        match s {
+            labels::CAPACITY_TYPE_SPOT => Some(CapacityType::Spot),
+            labels::CAPACITY_TYPE_ON_DEMAND => Some(CapacityType::OnDemand),
+            _ => None,
+        }
+    }
+}
+
+/// A place and way to buy an instance type, with its price in USD per hour.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+}
+
+/// One instance type as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceType {
+    pub name: String,
+    pub record: InstanceTypeRecord,
+    /// Well-known labels (not zone or capacity type, which depend on the offering).
+    pub labels: BTreeMap<String, String>,
+    /// What the kubelet reports as capacity (memory after the VM overhead).
+    pub capacity: Resources,
+    /// Capacity minus reservations and eviction threshold, before DaemonSets.
+    pub allocatable: Resources,
+    /// Sorted by capacity type (Spot first), then zone.
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// Builds a type from its record and offerings, computing capacity and allocatable
+    /// with `settings` (max pods: record override, then settings override, then ENIs).
+    pub fn new(
+        record: InstanceTypeRecord,
+        mut offerings: Vec<Offering>,
+        settings: &KubeletSettings,
+    ) -> InstanceType {
+        let max_pods = record
+            .max_pods
+            .or(settings.max_pods)
+            .unwrap_or_else(|| max_pods::from_eni_limits(record.max_enis, record.ipv4_per_eni));
+        let mut capacity =
+            allocatable::capacity(record.vcpus, record.memory_mib, max_pods, settings);
+        if record.gpu_count > 0 {
+            let key = match record.gpu_manufacturer.to_ascii_lowercase().as_str() {
+                "amd" => "amd.com/gpu",
+                _ => crate::resources::NVIDIA_GPU,
+            };
+            capacity
+                .extended
+                .insert(key.to_string(), record.gpu_count as i64);
+        }
+        if record.local_storage_gb > 0 {
+            capacity.ephemeral_storage_bytes = record.local_storage_gb as i64 * 1_000_000_000;
+        }
+        let allocatable = allocatable::allocatable(&capacity, record.vcpus, settings);
+        offerings.sort_by(|a, b| (a.capacity_type, &a.zone).cmp(&(b.capacity_type, &b.zone)));
+        InstanceType {
+            name: record.name.clone(),
+            labels: record.labels(),
+            record,
+            capacity,
+            allocatable,
+            offerings,
+        }
+    }
+
+    /// Allocatable under different kubelet settings (a NodeClass's overrides).
+    pub fn allocatable_with(&self, settings: &KubeletSettings) -> Resources {
+        let max_pods = self
+            .record
+            .max_pods
+            .or(settings.max_pods)
+            .unwrap_or_else(|| {
+                max_pods::from_eni_limits(self.record.max_enis, self.record.ipv4_per_eni)
+            });
+        let mut cap = allocatable::capacity(
+            self.record.vcpus,
+            self.record.memory_mib,
+            max_pods,
+            settings,
+        );
+        cap.extended = self.capacity.extended.clone();
+        cap.ephemeral_storage_bytes = self.capacity.ephemeral_storage_bytes;
+        allocatable::allocatable(&cap, self.record.vcpus, settings)
+    }
+
+    /// The lowest price among offerings that `reqs` allows (zone and capacity type).
+    pub fn cheapest_price(&self, reqs: &Requirements) -> Option<f64> {
+        self.offerings
+            .iter()
+            .filter(|o| offering_allowed(o, reqs))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+    }
+
+    pub fn on_demand_price(&self) -> Option<f64> {
+        self.offerings
+            .iter()
+            .find(|o| o.capacity_type == CapacityType::OnDemand)
+            .map(|o| o.price)
+    }
+
+    /// Whether the type's own labels satisfy `reqs` (zone / capacity type ignored).
+    pub fn labels_match(&self, reqs: &Requirements) -> bool {
+        reqs.iter().all(|(k, r)| {
+            if k == labels::ZONE || k == labels::CAPACITY_TYPE {
+                return true;
+            }
+            match self.labels.get(k) {
+                Some(v) => r.has(v),
+                // Labels the catalogue does not model (custom NodePool labels) are decided
+                // by the NodePool, not by the instance type.
+                None => !labels::is_well_known(k) || r.matches(None),
+            }
+        })
+    }
+
+    /// Whether `reqs` allows this type and at least one of its offerings.
+    pub fn allowed_by(&self, reqs: &Requirements) -> bool {
+        self.labels_match(reqs) && self.offerings.iter().any(|o| offering_allowed(o, reqs))
+    }
+}
+
+/// Whether an offering's zone and capacity type satisfy `reqs`.
+pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
+    reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
+        && reqs
+            .get(labels::CAPACITY_TYPE)
+            .is_none_or(|r| r.has(o.capacity_type.as_str()))
+}
+
+/// How to build a catalogue from EC2 data.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogOptions {
+    pub kubelet: KubeletSettings,
+    /// Observed Spot prices; the fallback model fills the gaps.
+    pub spot_prices: SpotPrices,
+    /// When false, no Spot offerings are created (regions or accounts without Spot).
+    pub no_spot: bool,
+}
+
+/// Every known instance type, sorted by name.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub types: Vec<InstanceType>,
+}
+
+impl Catalog {
+    /// From the SDK's DescribeInstanceTypes and DescribeInstanceTypeOfferings items, with the
+    /// default options (embedded on-demand prices, modelled Spot prices, EKS kubelet defaults).
+    pub fn from_ec2(
+        types: &[aws_sdk_ec2::types::InstanceTypeInfo],
+        offerings: &[aws_sdk_ec2::types::InstanceTypeOffering],
+    ) -> Catalog {
+        Catalog::from_ec2_with(types, offerings, &CatalogOptions::default())
+    }
+
+    pub fn from_ec2_with(
+        types: &[aws_sdk_ec2::types::InstanceTypeInfo],
+        offerings: &[aws_sdk_ec2::types::InstanceTypeOffering],
+        options: &CatalogOptions,
+    ) -> Catalog {
+        let records: Vec<InstanceTypeRecord> = types
+            .iter()
+            .filter_map(InstanceTypeRecord::from_ec2)
+            .collect();
+        let offers: Vec<OfferingRecord> = offerings
+            .iter()
+            .filter_map(OfferingRecord::from_ec2)
+            .collect();
+        Catalog::from_records(records, &offers, options)
+    }
+
+    /// From a JSON dump (see `agent/fixtures/`).
+    pub fn from_dump(dump: &Ec2Dump, options: &CatalogOptions) -> Catalog {
+        Catalog::from_records(dump.instance_types.clone(), &dump.offerings, options)
+    }
+
+    /// Parses a JSON dump; the error names what is wrong.
+    pub fn from_dump_json(json: &str, options: &CatalogOptions) -> Result<Catalog, String> {
+        let dump: Ec2Dump =
+            serde_json::from_str(json).map_err(|e| format!("instance type dump: {e}"))?;
+        Ok(Catalog::from_dump(&dump, options))
+    }
+
+    /// Types EKS cannot run (no amd64/arm64 architecture) and types without an on-demand
+    /// price (nothing to compare Spot against) are left out.
+    pub fn from_records(
+        records: Vec<InstanceTypeRecord>,
+        offerings: &[OfferingRecord],
+        options: &CatalogOptions,
+    ) -> Catalog {
+        let mut zones_by_type: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for o in offerings {
+            zones_by_type
+                .entry(&o.instance_type)
+                .or_default()
+                .insert(&o.zone);
+        }
+        let mut types: Vec<InstanceType> = records
+            .into_iter()
+            .filter(|r| r.kubernetes_arch().is_some())
+            .filter_map(|r| {
+                let od = prices::on_demand(&r.name)?;
+                let category = prices::category_of(&r.name).to_string();
+                let mut offers = Vec::new();
+                for zone in zones_by_type.get(r.name.as_str()).into_iter().flatten() {
+                    offers.push(Offering {
+                        zone: zone.to_string(),
+                        capacity_type: CapacityType::OnDemand,
+                        price: od,
+                    });
+                    if !options.no_spot {
+                        offers.push(Offering {
+                            zone: zone.to_string(),
+                            capacity_type: CapacityType::Spot,
+                            price: options
+                                .spot_prices
+                                .price_or_model(&r.name, &category, zone, od),
+                        });
+                    }
+                }
+                Some(InstanceType::new(r, offers, &options.kubelet))
+            })
+            .collect();
+        types.sort_by(|a, b| a.name.cmp(&b.name));
+        Catalog { types }
+    }
+
+    pub fn from_types(mut types: Vec<InstanceType>) -> Catalog {
+        types.sort_by(|a, b| a.name.cmp(&b.name));
+        Catalog { types }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.types
+            .binary_search_by(|t| t.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.types[i])
+    }
+
+    pub fn len(&self) -> usize {
+        self.types.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.types.is_empty()
+    }
+
+    /// The types `reqs` allows, each with at least one allowed offering, sorted by name.
+    pub fn filter(&self, reqs: &Requirements) -> Vec<&InstanceType> {
+        self.types.iter().filter(|t| t.allowed_by(reqs)).collect()
+    }
+
+    /// Every zone some type is offered in.
+    pub fn zones(&self) -> BTreeSet<String> {
+        self.types
+            .iter()
+            .flat_map(|t| t.offerings.iter().map(|o| o.zone.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requirements::{Operator, Requirement};
+
+    fn record(name: &str, vcpus: u32, mem: u64, arch: &str) -> InstanceTypeRecord {
+        InstanceTypeRecord {
+            name: name.into(),
+            vcpus,
+            memory_mib: mem,
+            architectures: vec![arch.into()],
+            hypervisor: "nitro".into(),
+            bare_metal: false,
+            current_generation: true,
+            burstable: false,
+            max_enis: 3,
+            ipv4_per_eni: 10,
+            gpu_count: 0,
+            gpu_manufacturer: String::new(),
+            gpu_name: String::new(),
+            local_storage_gb: 0,
+            max_pods: None,
+        }
+    }
+
+    fn sample() -> Catalog {
+        let records = [
+            record("m5.large", 2, 8192, "x86_64"),
+            record("m6g.large", 2, 8192, "arm64"),
+            record("c5.large", 2, 4096, "x86_64"),
+            record("mac1.metal", 12, 32768, "x86_64_mac"),
+            record("zz9.large", 2, 4096, "x86_64"),
+        ];
+        let offers = [
+            "m5.large",
+            "m6g.large",
+            "c5.large",
+            "mac1.metal",
+            "zz9.large",
+        ]
+        .iter()
+        .flat_map(|t| {
+            ["us-east-1a", "us-east-1b"]
+                .iter()
+                .map(move |z| OfferingRecord {
+                    instance_type: t.to_string(),
+                    zone: z.to_string(),
+                })
+        })
+        .collect::<Vec<_>>();
+        let sdk_types: Vec<_> = records.iter().map(|r| r.to_ec2()).collect();
+        let sdk_offers: Vec<_> = offers.iter().map(|o| o.to_ec2()).collect();
+        Catalog::from_ec2(&sdk_types, &sdk_offers)
+    }
+
+    #[test]
+    fn builds_priced_offerings() {
+        let c = sample();
+        let names: Vec<&str> = c.types.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["c5.large", "m5.large", "m6g.large"],
+            "mac and unpriced types are left out"
+        );
+        let m5 = c.get("m5.large").unwrap();
+        assert_eq!(m5.offerings.len(), 4);
+        assert_eq!(m5.on_demand_price(), prices::on_demand("m5.large"));
+        let spot = m5
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == CapacityType::Spot)
+            .unwrap();
+        assert!(spot.price < m5.on_demand_price().unwrap());
+        assert_eq!(m5.capacity.pods, 29);
+        assert_eq!(m5.allocatable.cpu_milli, 1930);
+    }
+
+    #[test]
+    fn filter_by_requirements() {
+        let c = sample();
+        let mut r = Requirements::new();
+        r.add(
+            labels::ARCH,
+            Requirement::new(Operator::In, &["arm64"]).unwrap(),
+        );
+        let f: Vec<&str> = c.filter(&r).iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(f, ["m6g.large"]);
+        let mut r = Requirements::new();
+        r.add(
+            labels::ZONE,
+            Requirement::new(Operator::In, &["us-east-1c"]).unwrap(),
+        );
+        assert!(c.filter(&r).is_empty());
+        let mut r = Requirements::new();
+        r.add(
+            labels::INSTANCE_CATEGORY,
+            Requirement::new(Operator::In, &["c", "m"]).unwrap(),
+        );
+        r.add(
+            labels::INSTANCE_MEMORY,
+            Requirement::new(Operator::Gt, &["4096"]).unwrap(),
+        );
+        r.add(
+            labels::CAPACITY_TYPE,
+            Requirement::new(Operator::In, &["spot"]).unwrap(),
+        );
+        assert_eq!(c.filter(&r).len(), 2);
+        let m5 = c.get("m5.large").unwrap();
+        let spot = m5.cheapest_price(&r).unwrap();
+        assert!(spot < m5.on_demand_price().unwrap());
+    }
+}
