@@ -808,7 +808,22 @@ fn watch(
         .and_then(|t| t.parse::<u64>().ok())
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(1800));
-    let (replay, mut rx, start_rv) = st.store.watch_from(rt, since)?;
+    let (replay, mut rx, start_rv) = match st.store.watch_from(rt, since) {
+        Ok(x) => x,
+        // Like the real server: a watch from a compacted version starts (200) and carries a
+        // single ERROR event with the 410 Status, which is what makes informers re-list.
+        Err(e) if e.code == 410 => {
+            let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()}))
+                .unwrap_or_default();
+            line.push(b'\n');
+            return Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(line))
+                .expect("response"));
+        }
+        Err(e) => return Err(e),
+    };
     let (tx, body_rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     let rt = rt.clone();
     let ns = ns.map(str::to_string);

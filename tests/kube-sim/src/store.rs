@@ -700,14 +700,15 @@ impl Store {
         let _ = self.events.send(ev);
     }
 
-    /// Compacts every collection's event log, as etcd compaction does: resumes from any
-    /// version before now get 410 Gone. Tests use it to exercise watch re-listing.
+    /// Expires all watch history, as if a client had been disconnected through an etcd
+    /// compaction: resuming from any version seen so far, even the latest, gets 410 Gone
+    /// and the client must re-list. A sim-only hook for testing that path.
     pub fn compact(&self) {
         let mut inner = self.lock();
         let rv = inner.rv;
         for c in inner.collections.values_mut() {
             c.log.clear();
-            c.compacted = rv;
+            c.compacted = rv + 1;
         }
     }
 }
