@@ -176,7 +176,9 @@ fn set_default(obj: &mut Value, path: &[&str], value: Value) {
 
 /// Fills in what a real server defaults on create.
 pub fn default_on_create(rt: &ResourceType, obj: &mut Value) {
-    if rt.has_sub("status") {
+    // Like the real strategies: status is the server's on create, except for Nodes,
+    // which the kubelet registers with their capacity.
+    if rt.has_sub("status") && rt.key() != "/nodes" {
         if let Some(m) = obj.as_object_mut() {
             m.remove("status");
         }

@@ -268,13 +268,14 @@ async fn poll_once(
                         .await
                         .ok()
                         .and_then(|o| o.user_data().and_then(|u| u.value()).map(str::to_string))
-                        .and_then(|b| {
+                        .map(|b| {
                             use base64::Engine;
-                            base64::engine::general_purpose::STANDARD
-                                .decode(b.trim())
-                                .ok()
+                            // The API returns user data base64-encoded; be lenient if not.
+                            match base64::engine::general_purpose::STANDARD.decode(b.trim()) {
+                                Ok(raw) => String::from_utf8_lossy(&raw).into_owned(),
+                                Err(_) => b,
+                            }
                         })
-                        .map(|b| String::from_utf8_lossy(&b).into_owned())
                         .unwrap_or_default();
                     let (mut labels, mut taints) = labels_and_taints_from_user_data(&user_data);
                     if let Some(l) = tags.get(NODE_LABELS_TAG) {
