@@ -6,5 +6,6 @@
 
 pub mod aws;
 pub mod data_sources;
+pub mod policy;
 pub mod protocol;
 pub mod resources;

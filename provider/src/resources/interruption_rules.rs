@@ -1,1 +1,4 @@
-//! (empty: being written)
+//! `joiner_interruption_rules`: the EventBridge rules that feed the interruption queue.
+
+pub mod kinds;
+pub mod naming;

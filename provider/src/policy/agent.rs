@@ -1,0 +1,333 @@
+//! The agent role's inline policy: exactly what `joiner-agent` calls, scoped to one cluster.
+//!
+//! Scoping is done with one tag, [`CLUSTER_TAG_KEY`]` = <cluster name>`, that the agent puts
+//! on everything it creates (instances, volumes, network interfaces, Spot requests, fleets,
+//! launch templates). Create calls must carry it (`aws:RequestTag`), and destructive calls
+//! only apply to objects that carry it (`aws:ResourceTag`). The key is fixed and the cluster
+//! name is the *value*, unlike `kubernetes.io/cluster/<name>`: the name then appears once
+//! per condition instead of once per key and per condition, which is what keeps the policy
+//! far below IAM's size quota even for a 100-character cluster name (terraform-aws-eks's
+//! Karpenter policy overflows the 6,144-character managed-policy quota in that case,
+//! issues #3181/#3512/#3692).
+//!
+//! What RunInstances/CreateFleet touch, and how each can be scoped:
+//! - created by the call (instance, volume, network-interface, spot-instances-request,
+//!   fleet): must be tagged at creation → `aws:RequestTag`;
+//! - the launch template used by the call: created earlier by the agent → `aws:ResourceTag`;
+//! - existing objects the call only references (image, snapshot, subnet, security group):
+//!   AMIs and their snapshots belong to other accounts and public subnets/security groups may
+//!   be shared from another account, so they cannot carry our tag. They are limited to the
+//!   cluster's region instead.
+
+use super::arn::Arn;
+use super::document::{PolicyDocument, Statement};
+use super::trust::service_principal;
+
+/// The tag key that marks EC2 objects as belonging to a joiner cluster; the value is the
+/// cluster name. `joiner-agent` must set it on every object it creates.
+pub const CLUSTER_TAG_KEY: &str = "joiner.dev/cluster";
+
+/// Tags the agent may add to its own instances after launch (node names and NodeClaims).
+pub const POST_LAUNCH_TAG_KEYS: &[&str] =
+    &["Name", "joiner.dev/nodeclaim", "karpenter.sh/nodeclaim"];
+
+/// What the agent policy is scoped to. All ARNs are validated before this is built.
+#[derive(Debug, Clone)]
+pub struct AgentScope {
+    /// The EKS cluster: gives the partition, region, account and name.
+    pub cluster: Arn,
+    /// The interruption queue's ARN.
+    pub queue_arn: String,
+    /// The node role passed to EC2 through the instance profile.
+    pub node_role_arn: String,
+}
+
+/// The agent's inline policy.
+pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
+    let c = &scope.cluster;
+    let (p, r, a) = (&c.partition, &c.region, &c.account);
+    let cluster_name = c.resource_name();
+    let ec2 = |account: &str, kind: &str| format!("arn:{p}:ec2:{r}:{account}:{kind}/*");
+    let request_tag = format!("aws:RequestTag/{CLUSTER_TAG_KEY}");
+    let resource_tag = format!("aws:ResourceTag/{CLUSTER_TAG_KEY}");
+    let created = [
+        "instance",
+        "volume",
+        "network-interface",
+        "spot-instances-request",
+        "fleet",
+        "launch-template",
+    ]
+    .map(|k| ec2(a, k));
+    let launch = ["ec2:RunInstances", "ec2:CreateFleet"];
+
+    let statements = vec![
+        // Objects created by a launch, and launch templates, must be tagged for this cluster.
+        Statement::allow("CreateTagged")
+            .actions(launch.into_iter().chain(["ec2:CreateLaunchTemplate"]))
+            .resources(created.clone())
+            .condition("StringEquals", &request_tag, [cluster_name]),
+        // Tags may be written only as part of those create calls (tag-on-create)...
+        Statement::allow("TagOnCreate")
+            .actions(["ec2:CreateTags"])
+            .resources(created)
+            .condition("StringEquals", &request_tag, [cluster_name])
+            .condition(
+                "StringEquals",
+                "ec2:CreateAction",
+                ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+            ),
+        // ...or to name this cluster's instances, never to change the cluster tag itself.
+        Statement::allow("TagOwnNodes")
+            .actions(["ec2:CreateTags"])
+            .resources([ec2(a, "instance")])
+            .condition("StringEquals", &resource_tag, [cluster_name])
+            .condition(
+                "ForAllValues:StringEquals",
+                "aws:TagKeys",
+                POST_LAUNCH_TAG_KEYS.iter().copied(),
+            ),
+        // Launching from a launch template requires permission on the template itself.
+        Statement::allow("LaunchFromOwnTemplates")
+            .actions(launch)
+            .resources([ec2(a, "launch-template")])
+            .condition("StringEquals", &resource_tag, [cluster_name]),
+        // Referenced, untaggable inputs of a launch, limited to the region.
+        Statement::allow("LaunchInputs").actions(launch).resources([
+            ec2("", "image"),
+            ec2("", "snapshot"),
+            ec2("*", "subnet"),
+            ec2("*", "security-group"),
+        ]),
+        Statement::allow("DeleteOwn")
+            .actions(["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"])
+            .resources([ec2(a, "instance"), ec2(a, "launch-template")])
+            .condition("StringEquals", &resource_tag, [cluster_name]),
+        // Describe calls and the Price List API do not support resource-level permissions.
+        Statement::allow("ReadOnly")
+            .actions(["ec2:Describe*", "pricing:GetProducts"])
+            .resources(["*"]),
+        // Public AMI IDs (e.g. /aws/service/eks/optimized-ami/...).
+        Statement::allow("AmiParameters")
+            .actions(["ssm:GetParameter"])
+            .resources([format!("arn:{p}:ssm:{r}::parameter/aws/service/*")]),
+        Statement::allow("InterruptionQueue")
+            .actions(["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl"])
+            .resources([scope.queue_arn.clone()]),
+        Statement::allow("PassNodeRole")
+            .actions(["iam:PassRole"])
+            .resources([scope.node_role_arn.clone()])
+            .condition(
+                "StringEquals",
+                "iam:PassedToService",
+                [service_principal("ec2", p)],
+            ),
+        Statement::allow("Cluster")
+            .actions(["eks:DescribeCluster"])
+            .resources([c.to_string()]),
+    ];
+    PolicyDocument::new(statements)
+}
+
+/// IAM's quotas, in characters excluding whitespace. An inline role policy may total
+/// 10,240 characters (all inline policies of the role together); a managed policy may be
+/// 6,144. We hold the inline policy to the stricter managed figure, so that a user may
+/// also turn it into a managed policy (as some organisations require) without hitting the
+/// limit that broke terraform-aws-eks.
+pub const INLINE_ROLE_POLICY_QUOTA: usize = 10_240;
+pub const MANAGED_POLICY_QUOTA: usize = 6_144;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::arn::partition_for_region;
+    use serde_json::Value;
+
+    fn scope(region: &str, cluster_name: &str) -> AgentScope {
+        let p = partition_for_region(region);
+        let account = "123456789012";
+        AgentScope {
+            cluster: Arn::parse(&format!(
+                "arn:{p}:eks:{region}:{account}:cluster/{cluster_name}"
+            ))
+            .unwrap(),
+            queue_arn: format!("arn:{p}:sqs:{region}:{account}:{}", "q".repeat(80)),
+            node_role_arn: format!("arn:{p}:iam::{account}:role/{}", "n".repeat(64)),
+        }
+    }
+
+    fn statement<'a>(doc: &'a Value, sid: &str) -> &'a Value {
+        doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["Sid"] == sid)
+            .unwrap_or_else(|| panic!("no statement {sid}"))
+    }
+
+    /// Every real region name the SDK knows (from its endpoint partitions), for the size test.
+    const REGIONS: &[&str] = &[
+        "us-east-1",
+        "us-east-2",
+        "us-west-1",
+        "us-west-2",
+        "af-south-1",
+        "ap-east-1",
+        "ap-east-2",
+        "ap-northeast-1",
+        "ap-northeast-2",
+        "ap-northeast-3",
+        "ap-south-1",
+        "ap-south-2",
+        "ap-southeast-1",
+        "ap-southeast-2",
+        "ap-southeast-3",
+        "ap-southeast-4",
+        "ap-southeast-5",
+        "ap-southeast-6",
+        "ap-southeast-7",
+        "ca-central-1",
+        "ca-west-1",
+        "eu-central-1",
+        "eu-central-2",
+        "eu-north-1",
+        "eu-south-1",
+        "eu-south-2",
+        "eu-west-1",
+        "eu-west-2",
+        "eu-west-3",
+        "il-central-1",
+        "me-central-1",
+        "me-south-1",
+        "mx-central-1",
+        "sa-east-1",
+        "cn-north-1",
+        "cn-northwest-1",
+        "us-gov-east-1",
+        "us-gov-west-1",
+        "eusc-de-east-1",
+        "us-iso-east-1",
+        "us-iso-west-1",
+        "us-isob-east-1",
+        "us-isob-west-1",
+        "eu-isoe-west-1",
+        "us-isof-east-1",
+        "us-isof-south-1",
+    ];
+
+    /// The issue's size proof: a 100-character cluster name (EKS's maximum) in the longest
+    /// region name. The longest region the SDK knows is `us-isof-south-1` (15 characters,
+    /// partition `aws-iso-f`, whose partition name and DNS suffix are also the longest);
+    /// the longest commercial ones are `ap-southeast-*`/`ap-northeast-*` (14). We check
+    /// every region, with an 80-character queue name and a 64-character node role name
+    /// (both maxima), against the stricter managed-policy quota.
+    #[test]
+    fn policy_fits_iam_quota_for_longest_names_in_every_region() {
+        let longest = REGIONS.iter().max_by_key(|r| r.len()).unwrap();
+        assert_eq!(*longest, "us-isof-south-1");
+        let name = "c".repeat(100);
+        let mut worst = (0, "");
+        for region in REGIONS {
+            let size = agent_policy(&scope(region, &name)).quota_size();
+            if size > worst.0 {
+                worst = (size, region);
+            }
+        }
+        println!(
+            "agent policy: {} characters (whitespace excluded) in {} with a 100-character cluster name; quotas {} managed / {} inline",
+            worst.0, worst.1, MANAGED_POLICY_QUOTA, INLINE_ROLE_POLICY_QUOTA
+        );
+        assert!(worst.0 < MANAGED_POLICY_QUOTA, "{worst:?}");
+        assert_eq!(worst.1, "us-isof-south-1");
+    }
+
+    #[test]
+    fn creates_require_the_cluster_tag() {
+        let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
+        let s = statement(&doc, "CreateTagged");
+        assert_eq!(
+            s["Condition"]["StringEquals"]["aws:RequestTag/joiner.dev/cluster"],
+            "prod"
+        );
+        let resources = s["Resource"].as_array().unwrap();
+        assert!(resources.contains(&Value::from(
+            "arn:aws:ec2:eu-west-1:123456789012:instance/*"
+        )));
+        assert!(!resources
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("subnet")));
+        let t = statement(&doc, "TagOnCreate");
+        assert_eq!(
+            t["Condition"]["StringEquals"]["ec2:CreateAction"],
+            serde_json::json!(["RunInstances", "CreateFleet", "CreateLaunchTemplate"])
+        );
+    }
+
+    #[test]
+    fn destructive_actions_require_the_resource_tag() {
+        let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
+        let s = statement(&doc, "DeleteOwn");
+        assert_eq!(
+            s["Condition"]["StringEquals"]["aws:ResourceTag/joiner.dev/cluster"],
+            "prod"
+        );
+        // No statement grants terminate or delete without that condition.
+        for st in doc["Statement"].as_array().unwrap() {
+            let actions = st["Action"].to_string();
+            if actions.contains("TerminateInstances") || actions.contains("DeleteLaunchTemplate") {
+                assert!(
+                    st["Condition"]["StringEquals"]["aws:ResourceTag/joiner.dev/cluster"]
+                        .is_string()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_this_clusters_queue_node_role_and_cluster() {
+        let sc = scope("us-gov-west-1", "gov");
+        let doc = agent_policy(&sc).to_value();
+        assert_eq!(
+            statement(&doc, "InterruptionQueue")["Resource"],
+            sc.queue_arn.as_str()
+        );
+        let pass = statement(&doc, "PassNodeRole");
+        assert_eq!(pass["Resource"], sc.node_role_arn.as_str());
+        assert_eq!(pass["Action"], "iam:PassRole");
+        assert_eq!(
+            pass["Condition"]["StringEquals"]["iam:PassedToService"],
+            "ec2.amazonaws.com"
+        );
+        assert_eq!(
+            statement(&doc, "Cluster")["Resource"],
+            "arn:aws-us-gov:eks:us-gov-west-1:123456789012:cluster/gov"
+        );
+        assert_eq!(
+            statement(&doc, "AmiParameters")["Resource"],
+            "arn:aws-us-gov:ssm:us-gov-west-1::parameter/aws/service/*"
+        );
+        // Nothing but Describe*/pricing is granted on "*".
+        for st in doc["Statement"].as_array().unwrap() {
+            if st["Resource"] == "*" {
+                assert_eq!(st["Sid"], "ReadOnly");
+                assert_eq!(
+                    st["Action"],
+                    serde_json::json!(["ec2:Describe*", "pricing:GetProducts"])
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn china_uses_its_ec2_principal_and_partition() {
+        let doc = agent_policy(&scope("cn-north-1", "c")).to_value();
+        assert_eq!(
+            statement(&doc, "PassNodeRole")["Condition"]["StringEquals"]["iam:PassedToService"],
+            "ec2.amazonaws.com.cn"
+        );
+        assert!(doc
+            .to_string()
+            .contains("arn:aws-cn:ec2:cn-north-1:123456789012:instance/*"));
+        assert!(!doc.to_string().contains("arn:aws:"));
+    }
+}
