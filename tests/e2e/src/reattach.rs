@@ -89,7 +89,7 @@ impl Drop for DebugProvider {
 }
 
 /// Pulls the value out of a line such as
-/// `	TF_REATTACH_PROVIDERS='{"registry.terraform.io/joiner/joiner":{...}}'`.
+/// `TF_REATTACH_PROVIDERS='{"registry.terraform.io/joiner/joiner":{...}}'`.
 fn reattach_value(line: &str) -> Option<String> {
     let (_, rest) = line.split_once("TF_REATTACH_PROVIDERS=")?;
     let rest = rest.trim();
