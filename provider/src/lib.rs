@@ -1,6 +1,7 @@
 //! terraform-provider-joiner. See ARCHITECTURE.md for the map.
 //!
 //! `protocol` speaks Terraform's plugin protocol and knows nothing about AWS;
+//! `provider` is the provider block and the context resources receive;
 //! `resources` and `data_sources` describe the objects we manage; `aws` holds the SDK
 //! plumbing (client setup, error mapping, retries) and one module per AWS service.
 
@@ -8,4 +9,5 @@ pub mod aws;
 pub mod data_sources;
 pub mod policy;
 pub mod protocol;
+pub mod provider;
 pub mod resources;

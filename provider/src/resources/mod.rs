@@ -1,4 +1,9 @@
 //! One module per Terraform resource; each reads like a description of the object it manages.
+//! How to write one: see `crate::protocol::resource`.
+
+use crate::protocol::resource::Resource;
+use crate::provider::ProviderContext;
+use std::sync::Arc;
 
 pub mod agent_role;
 pub mod cluster;
@@ -8,3 +13,10 @@ pub mod fargate_role;
 pub mod interruption_queue;
 pub mod interruption_rules;
 pub mod node_role;
+
+/// Every resource the provider serves. One line per resource, in any order.
+pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
+    vec![
+        // Arc::new(interruption_queue::InterruptionQueue),
+    ]
+}
