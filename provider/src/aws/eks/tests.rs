@@ -1,0 +1,447 @@
+//! EKS operations against the emulator (moto) through the real SDK, and against a
+//! scripted endpoint for the APIs moto lacks (add-ons, version upgrades): there we assert
+//! the exact request we send.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region};
+use joiner_test_support::MotoServer;
+use tokio::time::Instant;
+
+use super::addon::{self, AddonOutcome};
+use super::cluster::{self, ClusterSpec};
+use super::fargate::{self, ProfileSpec, Selector};
+use super::oidc;
+use super::recording::{eks_client, ScriptedEndpoint};
+use super::wait::PollInterval;
+use crate::aws::client::{http_client, AwsClients};
+
+const FAST: PollInterval = PollInterval(Duration::from_millis(20));
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+pub(crate) async fn moto_clients(moto: &MotoServer) -> AwsClients {
+    let config = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(http_client())
+        .endpoint_url(moto.endpoint())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .load()
+        .await;
+    AwsClients::from_config(config)
+}
+
+/// A role EKS may assume, two subnets in a fresh VPC and a security group.
+async fn prerequisites(aws: &AwsClients) -> (String, Vec<String>, String) {
+    let role = aws
+        .iam()
+        .create_role()
+        .role_name("eks-cluster")
+        .assume_role_policy_document(
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    let ec2 = aws.ec2();
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .unwrap();
+    let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+    let mut subnets = Vec::new();
+    for (cidr, az) in [("10.0.1.0/24", "us-east-1a"), ("10.0.2.0/24", "us-east-1b")] {
+        let s = ec2
+            .create_subnet()
+            .vpc_id(&vpc_id)
+            .cidr_block(cidr)
+            .availability_zone(az)
+            .send()
+            .await
+            .unwrap();
+        subnets.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
+    }
+    let sg = ec2
+        .create_security_group()
+        .group_name("extra")
+        .description("extra")
+        .vpc_id(&vpc_id)
+        .send()
+        .await
+        .unwrap();
+    (
+        role.role().unwrap().arn().to_string(),
+        subnets,
+        sg.group_id().unwrap().to_string(),
+    )
+}
+
+fn spec(role_arn: &str, subnets: &[String], sg: &str) -> ClusterSpec {
+    ClusterSpec {
+        name: "groupless".into(),
+        version: Some("1.31".into()),
+        role_arn: role_arn.into(),
+        subnet_ids: subnets.to_vec(),
+        security_group_ids: vec![sg.into()],
+        endpoint_public_access: true,
+        endpoint_private_access: true,
+        public_access_cidrs: vec!["203.0.113.0/24".into()],
+        kms_key_arn: Some(
+            "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab".into(),
+        ),
+        log_types: ["api", "audit"].iter().map(|s| s.to_string()).collect(),
+        tags: [("joiner.dev/discovery".to_string(), "groupless".to_string())].into(),
+    }
+}
+
+#[tokio::test]
+async fn cluster_lifecycle_against_the_emulator() {
+    let moto = MotoServer::start();
+    let aws = moto_clients(&moto).await;
+    let (role, subnets, sg) = prerequisites(&aws).await;
+    let eks = aws.eks();
+    let want = spec(&role, &subnets, &sg);
+
+    cluster::create(&eks, &want, deadline()).await.unwrap();
+    let info = cluster::wait_active(&eks, "groupless", deadline(), FAST)
+        .await
+        .unwrap();
+    assert_eq!(info.status, "ACTIVE");
+    assert_eq!(info.version.as_deref(), Some("1.31"));
+    assert_eq!(info.role_arn.as_deref(), Some(role.as_str()));
+    assert_eq!(info.subnet_ids, subnets);
+    assert_eq!(info.security_group_ids, vec![sg.clone()]);
+    assert_eq!(info.endpoint_public_access, Some(true));
+    assert_eq!(info.endpoint_private_access, Some(true));
+    assert_eq!(info.public_access_cidrs, ["203.0.113.0/24"]);
+    assert_eq!(info.kms_key_arn, want.kms_key_arn);
+    assert_eq!(info.log_types, want.log_types);
+    assert_eq!(info.tags, want.tags);
+    assert!(info.arn.ends_with(":cluster/groupless"), "{}", info.arn);
+    assert!(info
+        .endpoint
+        .as_deref()
+        .unwrap_or("")
+        .starts_with("https://"));
+    assert!(info.certificate_authority.is_some());
+    let issuer = info.oidc_issuer.clone().expect("an OIDC issuer");
+
+    // In-place updates EKS allows.
+    let fewer: BTreeSet<String> = ["audit".to_string()].into();
+    let after = cluster::update_logging(&eks, "groupless", &fewer, deadline(), FAST)
+        .await
+        .unwrap();
+    assert_eq!(after.log_types, fewer);
+    let after =
+        cluster::update_endpoint_access(&eks, "groupless", false, true, &[], deadline(), FAST)
+            .await
+            .unwrap();
+    assert_eq!(after.endpoint_public_access, Some(false));
+    let new_tags: BTreeMap<String, String> = [
+        ("joiner.dev/discovery".to_string(), "groupless".to_string()),
+        ("team".to_string(), "platform".to_string()),
+    ]
+    .into();
+    cluster::sync_tags(&eks, &info.arn, &info.tags, &new_tags, deadline())
+        .await
+        .unwrap();
+    let tagged = cluster::describe(&eks, "groupless", deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(tagged.tags, new_tags);
+    cluster::sync_tags(&eks, &info.arn, &new_tags, &info.tags, deadline())
+        .await
+        .unwrap();
+    let untagged = cluster::describe(&eks, "groupless", deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(untagged.tags, info.tags);
+
+    // IRSA: the OIDC provider, adopted rather than duplicated when it already exists.
+    let iam = aws.iam();
+    let thumbs = vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()];
+    let arn = oidc::ensure_provider(&iam, &issuer, &thumbs, &want.tags, deadline())
+        .await
+        .unwrap();
+    assert!(
+        arn.ends_with(&format!(
+            ":oidc-provider/{}",
+            oidc::issuer_host_path(&issuer)
+        )),
+        "{arn}"
+    );
+    let got = iam
+        .get_open_id_connect_provider()
+        .open_id_connect_provider_arn(&arn)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.client_id_list(), [oidc::STS_AUDIENCE]);
+    assert_eq!(got.thumbprint_list(), thumbs.as_slice());
+    let again = oidc::ensure_provider(&iam, &issuer, &thumbs, &want.tags, deadline())
+        .await
+        .unwrap();
+    assert_eq!(again, arn);
+    assert!(oidc::exists(&iam, &arn, deadline()).await.unwrap());
+    oidc::delete(&iam, &arn, deadline()).await.unwrap();
+    assert!(!oidc::exists(&iam, &arn, deadline()).await.unwrap());
+    oidc::delete(&iam, &arn, deadline()).await.unwrap();
+
+    // Delete, and deleting again (after out-of-band deletion) is not an error.
+    cluster::delete(&eks, "groupless", deadline(), FAST)
+        .await
+        .unwrap();
+    assert!(cluster::describe(&eks, "groupless", deadline())
+        .await
+        .unwrap()
+        .is_none());
+    cluster::delete(&eks, "groupless", deadline(), FAST)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn create_errors_name_the_operation_and_code() {
+    let moto = MotoServer::start();
+    let aws = moto_clients(&moto).await;
+    let (role, subnets, sg) = prerequisites(&aws).await;
+    let eks = aws.eks();
+    cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
+        .await
+        .unwrap();
+    let err = cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("eks:CreateCluster failed: ResourceInUseException"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn fargate_profiles_for_one_cluster_are_created_and_deleted() {
+    let moto = MotoServer::start();
+    let aws = moto_clients(&moto).await;
+    let (role, subnets, sg) = prerequisites(&aws).await;
+    let eks = aws.eks();
+    cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
+        .await
+        .unwrap();
+
+    let profile = |name: &str, namespace: &str, labels: &[(&str, &str)]| ProfileSpec {
+        cluster_name: "groupless".into(),
+        profile_name: name.into(),
+        pod_execution_role_arn: role.clone(),
+        subnet_ids: subnets.clone(),
+        selectors: vec![Selector {
+            namespace: namespace.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }],
+        tags: [("owner".to_string(), "joiner".to_string())].into(),
+    };
+    let system = profile("kube-system", "kube-system", &[]);
+    let agent = profile(
+        "joiner",
+        "joiner",
+        &[("app.kubernetes.io/name", "joiner-agent")],
+    );
+    // Terraform creates both at once; the per-cluster lock serialises them.
+    let (a, b) = tokio::join!(
+        fargate::create(&eks, &system, deadline(), FAST),
+        fargate::create(&eks, &agent, deadline(), FAST)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.status, "ACTIVE");
+    assert_eq!(a.spec, system);
+    assert_eq!(b.spec, agent);
+    assert!(
+        b.arn.contains(":fargateprofile/groupless/joiner/"),
+        "{}",
+        b.arn
+    );
+
+    let (x, y) = tokio::join!(
+        fargate::delete(&eks, "groupless", "kube-system", deadline(), FAST),
+        fargate::delete(&eks, "groupless", "joiner", deadline(), FAST)
+    );
+    x.unwrap();
+    y.unwrap();
+    assert!(fargate::describe(&eks, "groupless", "joiner", deadline())
+        .await
+        .unwrap()
+        .is_none());
+    fargate::delete(&eks, "groupless", "joiner", deadline(), FAST)
+        .await
+        .unwrap();
+}
+
+/// moto has no add-on API: it answers CreateAddon with a bare HTML 404. The request we
+/// send is captured on the wire by an SDK interceptor, and the 404 must come back as
+/// `Unsupported` (a warning for the user), not as success and not as a hard error.
+#[tokio::test]
+async fn coredns_addon_request_and_the_emulators_404() {
+    let moto = MotoServer::start();
+    let (eks, recorder) = eks_client(&moto.endpoint());
+    let outcome = addon::ensure_coredns_on_fargate(&eks, "groupless", deadline())
+        .await
+        .unwrap();
+    let AddonOutcome::Unsupported(err) = &outcome else {
+        panic!("expected the emulator's 404 to be reported as unsupported, got {outcome:?}");
+    };
+    assert_eq!(err.status, Some(404));
+    let (summary, detail) = outcome.warning("groupless").unwrap();
+    assert!(
+        summary.contains("CoreDNS was not switched to Fargate"),
+        "{summary}"
+    );
+    assert!(detail.contains("eks:CreateAddon"), "{detail}");
+    assert!(detail.contains("coredns_on_fargate = false"), "{detail}");
+
+    let sent = recorder.sent();
+    let create = sent.last().unwrap();
+    assert_eq!(create.method, "POST");
+    assert_eq!(create.path, "/clusters/groupless/addons");
+    let body = create.json();
+    assert_eq!(body["addonName"], "coredns");
+    assert_eq!(body["configurationValues"], r#"{"computeType":"Fargate"}"#);
+    assert_eq!(body["resolveConflicts"], "OVERWRITE");
+    assert!(body["clientRequestToken"]
+        .as_str()
+        .is_some_and(|t| t.len() == 32));
+}
+
+/// The real API's answers, scripted: a first CreateAddon succeeds; on a cluster that
+/// already has the add-on, CreateAddon says ResourceInUseException and we UpdateAddon.
+#[tokio::test]
+async fn coredns_addon_success_and_update_paths() {
+    let fresh = ScriptedEndpoint::start(|_| {
+        (200, r#"{"addon":{"addonName":"coredns","clusterName":"c","status":"CREATING","configurationValues":"{\"computeType\":\"Fargate\"}"}}"#.into())
+    })
+    .await;
+    let (eks, _) = eks_client(&fresh.url);
+    let outcome = addon::ensure_coredns_on_fargate(&eks, "c", deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        AddonOutcome::Accepted {
+            status: Some("CREATING".into())
+        }
+    );
+    assert!(outcome.warning("c").is_none());
+
+    let existing = ScriptedEndpoint::start(|req| {
+        if req.path.ends_with("/addons") {
+            (
+                409,
+                r#"{"__type":"ResourceInUseException","message":"Addon already exists."}"#.into(),
+            )
+        } else {
+            (
+                200,
+                r#"{"update":{"id":"u-1","status":"InProgress","type":"AddonUpdate"}}"#.into(),
+            )
+        }
+    })
+    .await;
+    let (eks, _) = eks_client(&existing.url);
+    let outcome = addon::ensure_coredns_on_fargate(&eks, "c", deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        AddonOutcome::Accepted {
+            status: Some("InProgress".into())
+        }
+    );
+    let sent = existing.sent();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[1].method, "POST");
+    assert_eq!(sent[1].path, "/clusters/c/addons/coredns/update");
+    assert_eq!(
+        sent[1].json()["configurationValues"],
+        r#"{"computeType":"Fargate"}"#
+    );
+    assert_eq!(sent[1].json()["resolveConflicts"], "OVERWRITE");
+
+    // Turning the option off keeps CoreDNS running.
+    let release = ScriptedEndpoint::start(|_| {
+        (
+            200,
+            r#"{"addon":{"addonName":"coredns","status":"DELETING"}}"#.into(),
+        )
+    })
+    .await;
+    let (eks, _) = eks_client(&release.url);
+    addon::release_coredns(&eks, "c", deadline()).await.unwrap();
+    let sent = release.sent();
+    assert_eq!(sent[0].method, "DELETE");
+    assert_eq!(sent[0].path, "/clusters/c/addons/coredns");
+}
+
+/// UpdateClusterVersion is missing from moto too: assert the request, then follow the
+/// update (DescribeUpdate) to Successful and the cluster back to ACTIVE.
+#[tokio::test]
+async fn version_upgrade_request_and_wait() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let polls = std::sync::Arc::new(AtomicU32::new(0));
+    let p = polls.clone();
+    let endpoint = ScriptedEndpoint::start(move |req| match (req.method.as_str(), req.path.as_str()) {
+        ("POST", "/clusters/c/updates") => (
+            200,
+            r#"{"update":{"id":"upd-1","status":"InProgress","type":"VersionUpdate"}}"#.into(),
+        ),
+        ("GET", "/clusters/c/updates/upd-1") => {
+            let status = if p.fetch_add(1, Ordering::SeqCst) < 2 { "InProgress" } else { "Successful" };
+            (200, format!(r#"{{"update":{{"id":"upd-1","status":"{status}","type":"VersionUpdate"}}}}"#))
+        }
+        ("GET", "/clusters/c") => (
+            200,
+            r#"{"cluster":{"name":"c","arn":"arn:aws:eks:us-east-1:123456789012:cluster/c","status":"ACTIVE","version":"1.32","platformVersion":"eks.3"}}"#.into(),
+        ),
+        _ => (404, String::new()),
+    })
+    .await;
+    let (eks, _) = eks_client(&endpoint.url);
+    let info = cluster::update_version(&eks, "c", "1.32", deadline(), FAST)
+        .await
+        .unwrap();
+    assert_eq!(info.version.as_deref(), Some("1.32"));
+    assert_eq!(polls.load(Ordering::SeqCst), 3);
+    let sent = endpoint.sent();
+    assert_eq!(sent[0].method, "POST");
+    assert_eq!(sent[0].path, "/clusters/c/updates");
+    assert_eq!(sent[0].json()["version"], "1.32");
+
+    // A failed update surfaces EKS's own error detail.
+    let failing = ScriptedEndpoint::start(|req| match req.method.as_str() {
+        "POST" => (200, r#"{"update":{"id":"u","status":"InProgress"}}"#.into()),
+        _ => (
+            200,
+            r#"{"update":{"id":"u","status":"Failed","errors":[{"errorCode":"SubnetNotFound","errorMessage":"subnet-1 not found"}]}}"#.into(),
+        ),
+    })
+    .await;
+    let (eks, _) = eks_client(&failing.url);
+    let err = cluster::update_version(&eks, "c", "1.32", deadline(), FAST)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("SubnetNotFound: subnet-1 not found"),
+        "{err}"
+    );
+}
