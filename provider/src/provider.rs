@@ -1,6 +1,7 @@
 //! The joiner provider itself: its configuration block and the context every resource gets.
 
 use crate::aws::client::{AwsClients, AwsSettings};
+use crate::aws::error::AwsError;
 use crate::protocol::prelude::*;
 use std::sync::Arc;
 
@@ -14,6 +15,42 @@ pub struct ProviderContext {
     /// Fired when Terraform asks the provider to stop (Ctrl-C); long waits should watch it.
     pub stop: StopToken,
     pub terraform_version: String,
+    account: Arc<tokio::sync::OnceCell<crate::aws::sts::CallerIdentity>>,
+}
+
+impl ProviderContext {
+    pub fn new(
+        aws: AwsClients,
+        region: String,
+        stop: StopToken,
+        terraform_version: String,
+    ) -> Self {
+        ProviderContext {
+            aws,
+            region,
+            stop,
+            terraform_version,
+            account: Arc::default(),
+        }
+    }
+
+    /// Who the credentials belong to (`sts:GetCallerIdentity`, asked once per run).
+    pub async fn caller(&self) -> Result<&crate::aws::sts::CallerIdentity, AwsError> {
+        self.account
+            .get_or_try_init(|| async { crate::aws::sts::caller_identity(&self.aws.sts()).await })
+            .await
+    }
+
+    /// `arn:<partition>:<service>:<region>:<account>:<resource>` in this provider's region,
+    /// for naming an object before it exists (e.g. in its own policy).
+    pub async fn arn(&self, service: &str, resource: &str) -> Result<String, AwsError> {
+        let account = &self.caller().await?.account_id;
+        Ok(format!(
+            "arn:{}:{service}:{}:{account}:{resource}",
+            crate::aws::sts::partition(&self.region),
+            self.region
+        ))
+    }
 }
 
 /// `provider "joiner" { ... }`.
@@ -64,12 +101,12 @@ impl Provider for JoinerProvider {
             )
             .into());
         };
-        Ok(ProviderContext {
+        Ok(ProviderContext::new(
             aws,
             region,
-            stop: req.stop,
-            terraform_version: req.terraform_version,
-        })
+            req.stop,
+            req.terraform_version,
+        ))
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource<ProviderContext>>> {

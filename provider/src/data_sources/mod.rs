@@ -12,6 +12,6 @@ pub mod subnets;
 /// Every data source the provider serves. One line per data source, in any order.
 pub fn all() -> Vec<Arc<dyn DataSource<ProviderContext>>> {
     vec![
-        // Arc::new(caller_identity::CallerIdentity),
+        Arc::new(caller_identity::CallerIdentity),
     ]
 }

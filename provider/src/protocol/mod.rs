@@ -7,6 +7,7 @@ pub mod convert;
 pub mod diagnostics;
 pub mod json;
 pub mod msgpack;
+pub mod p521;
 pub mod plan;
 pub mod plugin;
 pub mod proto;

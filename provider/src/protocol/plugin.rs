@@ -204,7 +204,7 @@ pub fn tls_config(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = PinnedClientCert {
         expected,
-        algorithms: provider.signature_verification_algorithms,
+        algorithms: super::p521::algorithms(),
     };
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?

@@ -70,6 +70,9 @@ pub struct Change {
 pub struct Applied {
     pub state: Value,
     pub private: Vec<u8>,
+    /// Warnings to show with a successful create or update (e.g. an optional step the
+    /// endpoint does not support). Errors belong in `Err`, not here.
+    pub warnings: Diagnostics,
 }
 
 impl Applied {
@@ -77,10 +80,15 @@ impl Applied {
         Applied {
             state,
             private: Vec::new(),
+            warnings: Diagnostics::new(),
         }
     }
     pub fn with_private(mut self, private: Vec<u8>) -> Self {
         self.private = private;
+        self
+    }
+    pub fn with_warning(mut self, warning: Diagnostic) -> Self {
+        self.warnings.push(warning);
         self
     }
 }

@@ -356,7 +356,7 @@ impl<P: Provider> ProviderService<P> {
                 let encoded = check_known(&applied.state, &req.type_name, op.name())
                     .and_then(|()| encode_dynamic(&applied.state, &e.ty, "new state"));
                 match encoded {
-                    Ok(v) => apply_response(Some(v), applied.private, Diagnostics::new()),
+                    Ok(v) => apply_response(Some(v), applied.private, applied.warnings),
                     // Keep what existed before rather than lose track of the object.
                     Err(d) => apply_response(req.prior_state.clone(), req.planned_private, d),
                 }

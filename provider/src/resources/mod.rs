@@ -17,6 +17,6 @@ pub mod node_role;
 /// Every resource the provider serves. One line per resource, in any order.
 pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
     vec![
-        // Arc::new(interruption_queue::InterruptionQueue),
+        Arc::new(interruption_queue::InterruptionQueue),
     ]
 }
