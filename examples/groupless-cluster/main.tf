@@ -1,0 +1,156 @@
+# The AWS half of a groupless EKS cluster in one `terraform apply`:
+# - the EKS control plane, with IRSA's OIDC provider and CoreDNS on Fargate;
+# - Fargate profiles for kube-system and the agent's namespace, so that the system pods
+#   never ride on the Spot nodes the agent launches;
+# - the four IAM roles (cluster, Fargate pod execution, EC2 nodes, agent);
+# - the interruption queue and the EventBridge rules that feed it.
+#
+# Subnets are discovered by tag: tag your private subnets with
+# `joiner.dev/discovery = <cluster_name>` (the agent discovers them the same way).
+
+terraform {
+  required_providers {
+    joiner = {
+      source = "joiner/joiner"
+    }
+  }
+}
+
+# Region, endpoint and credentials come from the usual AWS environment variables.
+provider "joiner" {}
+
+variable "cluster_name" {
+  description = "EKS cluster name; also the value of the subnets' discovery tag."
+  type        = string
+  default     = "groupless"
+}
+
+variable "kubernetes_version" {
+  description = "Kubernetes minor version; changing it upgrades the control plane in place."
+  type        = string
+  default     = "1.31"
+}
+
+variable "agent_namespace" {
+  description = "Namespace the agent runs in (on Fargate)."
+  type        = string
+  default     = "joiner"
+}
+
+data "joiner_subnets" "private" {
+  tags = {
+    "joiner.dev/discovery" = var.cluster_name
+  }
+}
+
+# --- IAM ---------------------------------------------------------------------------------
+
+resource "joiner_cluster_role" "cluster" {
+  name = "${var.cluster_name}-cluster"
+}
+
+resource "joiner_fargate_role" "fargate" {
+  name         = "${var.cluster_name}-fargate"
+  cluster_name = var.cluster_name
+}
+
+resource "joiner_node_role" "node" {
+  name = "${var.cluster_name}-node"
+}
+
+resource "joiner_agent_role" "agent" {
+  name              = "${var.cluster_name}-agent"
+  cluster_name      = joiner_cluster.this.name
+  oidc_provider_arn = joiner_cluster.this.oidc_provider_arn
+  oidc_issuer_url   = joiner_cluster.this.oidc_issuer
+  namespace         = var.agent_namespace
+  node_role_arn     = joiner_node_role.node.arn
+  queue_arn         = joiner_interruption_queue.this.arn
+}
+
+# --- Control plane -------------------------------------------------------------------------
+
+resource "joiner_cluster" "this" {
+  name       = var.cluster_name
+  version    = var.kubernetes_version
+  role_arn   = joiner_cluster_role.cluster.arn
+  subnet_ids = data.joiner_subnets.private.ids
+
+  enabled_log_types = ["api", "audit", "authenticator"]
+
+  # Defaults, spelled out: IRSA for the agent (Fargate has no Pod Identity), and the
+  # coredns add-on with computeType = Fargate instead of a patching Lambda.
+  enable_irsa        = true
+  coredns_on_fargate = true
+
+  timeouts {
+    create = "30m"
+    update = "60m"
+  }
+}
+
+resource "joiner_fargate_profile" "kube_system" {
+  cluster_name           = joiner_cluster.this.name
+  name                   = "kube-system"
+  pod_execution_role_arn = joiner_fargate_role.fargate.arn
+  subnet_ids             = data.joiner_subnets.private.ids
+
+  selector {
+    namespace = "kube-system"
+  }
+}
+
+resource "joiner_fargate_profile" "joiner" {
+  cluster_name           = joiner_cluster.this.name
+  name                   = "joiner"
+  pod_execution_role_arn = joiner_fargate_role.fargate.arn
+  subnet_ids             = data.joiner_subnets.private.ids
+
+  selector {
+    namespace = var.agent_namespace
+  }
+}
+
+# --- Interruption handling -------------------------------------------------------------------
+
+resource "joiner_interruption_queue" "this" {
+  name = "${var.cluster_name}-interruptions"
+  tags = {
+    "joiner.dev/cluster" = var.cluster_name
+  }
+}
+
+resource "joiner_interruption_rules" "this" {
+  cluster_name = var.cluster_name
+  queue_arn    = joiner_interruption_queue.this.arn
+}
+
+# --- Outputs ---------------------------------------------------------------------------------
+
+output "cluster_endpoint" {
+  value = joiner_cluster.this.endpoint
+}
+
+output "cluster_certificate_authority" {
+  value = joiner_cluster.this.certificate_authority
+}
+
+output "oidc_provider_arn" {
+  value = joiner_cluster.this.oidc_provider_arn
+}
+
+output "subnet_ids" {
+  value = data.joiner_subnets.private.ids
+}
+
+output "queue_url" {
+  value = joiner_interruption_queue.this.url
+}
+
+output "agent_role_arn" {
+  value = joiner_agent_role.agent.arn
+}
+
+output "node_instance_profile" {
+  value = joiner_node_role.node.instance_profile_name
+}
