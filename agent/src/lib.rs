@@ -14,4 +14,6 @@ pub mod catalog;
 pub mod labels;
 pub mod requirements;
 pub mod resources;
+pub mod scheduler;
 pub mod taints;
+pub mod workloads;

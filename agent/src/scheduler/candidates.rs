@@ -1,0 +1,241 @@
+//! Turning planned claims into NodeClaims: every instance type that fits what the claim
+//! holds, priced, with Spot offerings dearer than the cheapest on-demand dropped, cut to
+//! 60 types (CreateFleet's override limit, as in Karpenter) while keeping zone and family
+//! diversity for Spot and honouring minValues.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::CapacityType;
+use crate::labels;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+use super::pools::{CT_ON_DEMAND, CT_SPOT};
+use super::{Candidate, NewNodeClaim, Scheduler, Unschedulable};
+
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+struct Priced {
+    t: usize,
+    price: f64,
+    ct: CapacityType,
+    zones: u64,
+}
+
+pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulable>) {
+    let mut out = Vec::new();
+    let mut failed = Vec::new();
+    // Limits: each claim may use what the others' targets leave; as claims are finalised
+    // their reservation becomes the largest candidate they keep.
+    let mut committed = s.committed.clone();
+    for claim in &s.claims {
+        let pool = &s.pools[claim.pool];
+        let mut others = committed[claim.pool].clone();
+        others.sub(&s.catalog.types[claim.target].capacity);
+        let zm = claim.zone_mask;
+        let ctm = claim.ct_mask;
+        let fitting: Vec<usize> = claim
+            .types
+            .iter()
+            .filter(|&t| {
+                pool.viable(t, zm, ctm)
+                    && claim.used.fits_in(&pool.alloc[t])
+                    && (!pool.has_limits
+                        || pool.within_limits(&others, &s.catalog.types[t].capacity))
+            })
+            .collect();
+        // Cheapest on-demand price among fitting types, for dropping dearer Spot offerings.
+        let od_min = if ctm & CT_ON_DEMAND != 0 {
+            fitting
+                .iter()
+                .filter(|&&t| pool.od_zones[t] & zm != 0)
+                .filter_map(|&t| s.catalog.types[t].on_demand_price())
+                .min_by(f64::total_cmp)
+        } else {
+            None
+        };
+        let mut priced: Vec<Priced> = Vec::with_capacity(fitting.len());
+        for &t in &fitting {
+            let it = &s.catalog.types[t];
+            let mut best: Option<Priced> = None;
+            for o in &it.offerings {
+                let Some(&zi) = s.zones.index.get(&o.zone) else {
+                    continue;
+                };
+                let bit = 1u64 << zi;
+                let allowed = match o.capacity_type {
+                    CapacityType::Spot => ctm & CT_SPOT != 0 && pool.spot_zones[t] & zm & bit != 0,
+                    CapacityType::OnDemand => {
+                        ctm & CT_ON_DEMAND != 0 && pool.od_zones[t] & zm & bit != 0
+                    }
+                };
+                if !allowed {
+                    continue;
+                }
+                if o.capacity_type == CapacityType::Spot && od_min.is_some_and(|m| o.price > m) {
+                    continue;
+                }
+                // Spot first: an on-demand offering only counts when the type has no Spot one.
+                let better = match &best {
+                    None => true,
+                    Some(b) => match (b.ct, o.capacity_type) {
+                        (CapacityType::OnDemand, CapacityType::Spot) => true,
+                        (CapacityType::Spot, CapacityType::OnDemand) => false,
+                        _ => o.price < b.price,
+                    },
+                };
+                if better {
+                    best = Some(Priced {
+                        t,
+                        price: o.price,
+                        ct: o.capacity_type,
+                        zones: 0,
+                    });
+                }
+                if let Some(b) = best.as_mut() {
+                    if b.ct == o.capacity_type {
+                        b.zones |= bit;
+                    }
+                }
+            }
+            if let Some(mut b) = best {
+                // Zones: every zone where the claim could launch this type.
+                b.zones = pool.zones_of(t, zm, ctm);
+                priced.push(b);
+            }
+        }
+        priced.sort_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| s.catalog.types[a.t].name.cmp(&s.catalog.types[b.t].name))
+        });
+        if priced.is_empty() {
+            let reason = format!(
+                "nodepool {:?}: no instance type is left for the claim after limits and offerings",
+                pool.input.name
+            );
+            failed.extend(claim.pods.iter().map(|&p| Unschedulable {
+                pod: p,
+                reasons: vec![reason.clone()],
+            }));
+            continue;
+        }
+        let spot = priced.iter().any(|p| p.ct == CapacityType::Spot);
+        let chosen = select(s, &claim.reqs, &priced, spot);
+        let mut cap_max = Resources::default();
+        for &k in &chosen {
+            cap_max.max_with(&s.catalog.types[priced[k].t].capacity);
+        }
+        committed[claim.pool] = others.plus(&cap_max);
+
+        let cands: Vec<Candidate> = chosen
+            .iter()
+            .map(|&k| {
+                let p = &priced[k];
+                Candidate {
+                    instance_type: s.catalog.types[p.t].name.clone(),
+                    price: p.price,
+                    capacity_type: p.ct,
+                    zones: s.zones.names_of(p.zones),
+                }
+            })
+            .collect();
+        let zone_union = chosen.iter().fold(0u64, |m, &k| m | priced[k].zones);
+        let zones = s.zones.names_of(zone_union);
+        let mut cts = Vec::new();
+        if spot {
+            cts.push(CapacityType::Spot);
+        }
+        if ctm & CT_ON_DEMAND != 0 && chosen.iter().any(|&k| pool.od_zones[priced[k].t] & zm != 0) {
+            cts.push(CapacityType::OnDemand);
+        }
+        let mut reqs: Requirements = claim.reqs.clone();
+        reqs.add(
+            labels::INSTANCE_TYPE,
+            Requirement::listed(cands.iter().map(|c| c.instance_type.clone()).collect()),
+        );
+        reqs.add(
+            labels::ZONE,
+            Requirement::listed(zones.iter().cloned().collect()),
+        );
+        reqs.add(
+            labels::CAPACITY_TYPE,
+            Requirement::listed(cts.iter().map(|c| c.as_str().to_string()).collect()),
+        );
+        let overhead = pool.overhead[priced[chosen[0]].t].clone();
+        let mut pods = claim.pods.clone();
+        pods.sort_unstable();
+        out.push(NewNodeClaim {
+            nodepool: pool.input.name.clone(),
+            node_class: pool.input.node_class.clone(),
+            pods,
+            requirements: reqs,
+            instance_types: cands,
+            zones,
+            capacity_types: cts,
+            requests: claim.used.plus(&overhead),
+            daemonset_overhead: overhead,
+        });
+    }
+    (out, failed)
+}
+
+/// Indexes into `priced` (sorted by price) of at most 60 types, cheapest first.
+fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool) -> Vec<usize> {
+    let mut chosen: BTreeSet<usize> = BTreeSet::new();
+    let label = |k: usize, key: &str| s.catalog.types[priced[k].t].labels.get(key).cloned();
+    // minValues first: the cheapest type for each new value until enough values are kept.
+    for (key, r) in reqs.iter() {
+        let Some(min) = r.min_values else { continue };
+        let mut seen: BTreeSet<String> = chosen.iter().filter_map(|&k| label(k, key)).collect();
+        for k in 0..priced.len() {
+            if seen.len() >= min || chosen.len() >= MAX_INSTANCE_TYPES {
+                break;
+            }
+            if let Some(v) = label(k, key) {
+                if seen.insert(v) {
+                    chosen.insert(k);
+                }
+            }
+        }
+    }
+    if spot {
+        // Every zone keeps its cheapest type, then every family its cheapest, so that
+        // price-capacity-optimized has deep pools to choose from.
+        let mut zones_covered = 0u64;
+        for (k, p) in priced.iter().enumerate() {
+            if chosen.len() >= MAX_INSTANCE_TYPES {
+                break;
+            }
+            if p.zones & !zones_covered != 0 {
+                zones_covered |= p.zones;
+                chosen.insert(k);
+            }
+        }
+        let mut families: BTreeMap<String, usize> = BTreeMap::new();
+        for &k in &chosen {
+            if let Some(f) = label(k, labels::INSTANCE_FAMILY) {
+                families.entry(f).or_insert(k);
+            }
+        }
+        // Families take at most half the list, so the cheapest types fill the rest.
+        for k in 0..priced.len() {
+            if chosen.len() >= MAX_INSTANCE_TYPES / 2 {
+                break;
+            }
+            if let Some(f) = label(k, labels::INSTANCE_FAMILY) {
+                if let std::collections::btree_map::Entry::Vacant(e) = families.entry(f) {
+                    e.insert(k);
+                    chosen.insert(k);
+                }
+            }
+        }
+    }
+    for k in 0..priced.len() {
+        if chosen.len() >= MAX_INSTANCE_TYPES {
+            break;
+        }
+        chosen.insert(k);
+    }
+    chosen.into_iter().collect()
+}

@@ -1,0 +1,496 @@
+//! Adding a pod to a NodeClaim planned in this round (or to a fresh one): intersecting
+//! requirements, narrowing undecided topology domains (zone, capacity type, instance
+//! type labels) to the one the pod's constraints prefer, and keeping a target type that
+//! fits everything on the claim.
+
+use std::collections::BTreeSet;
+
+use crate::labels;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+use super::bitset::Bitset;
+use super::pools::{CT_ON_DEMAND, CT_SPOT};
+use super::sizing::{pick_target, TargetOption};
+use super::{Attempt, Claim, Dom, Scheduler};
+
+/// What adding the pod changes on the claim.
+pub(crate) struct Update {
+    reqs: Option<Requirements>,
+    types: Option<Bitset>,
+    zone_mask: u64,
+    ct_mask: u8,
+    target: usize,
+}
+
+impl Claim {
+    pub(crate) fn placeholder() -> Claim {
+        Claim {
+            pool: 0,
+            reqs: Requirements::new(),
+            types: Bitset::empty(0),
+            zone_mask: 0,
+            ct_mask: 0,
+            target: usize::MAX,
+            used: Resources::default(),
+            pods: Vec::new(),
+            host: 0,
+            open: false,
+        }
+    }
+}
+
+/// Labels whose value comes from the instance type.
+fn is_type_label(key: &str) -> bool {
+    matches!(
+        key,
+        labels::ARCH
+            | labels::OS
+            | labels::INSTANCE_TYPE
+            | labels::INSTANCE_FAMILY
+            | labels::INSTANCE_SIZE
+            | labels::INSTANCE_CATEGORY
+            | labels::INSTANCE_GENERATION
+            | labels::INSTANCE_CPU
+            | labels::INSTANCE_MEMORY
+            | labels::INSTANCE_HYPERVISOR
+            | labels::INSTANCE_GPU_COUNT
+    )
+}
+
+impl Scheduler<'_> {
+    fn zone_mask_of(&self, reqs: &Requirements) -> u64 {
+        match reqs.get(labels::ZONE) {
+            None => u64::MAX,
+            Some(r) => self
+                .zones
+                .names
+                .iter()
+                .enumerate()
+                .filter(|(_, z)| r.has(z))
+                .fold(0, |m, (i, _)| m | (1 << i)),
+        }
+    }
+
+    fn ct_mask_of(reqs: &Requirements) -> u8 {
+        match reqs.get(labels::CAPACITY_TYPE) {
+            None => CT_SPOT | CT_ON_DEMAND,
+            Some(r) => {
+                let mut m = 0;
+                if r.has(labels::CAPACITY_TYPE_SPOT) {
+                    m |= CT_SPOT;
+                }
+                if r.has(labels::CAPACITY_TYPE_ON_DEMAND) {
+                    m |= CT_ON_DEMAND;
+                }
+                m
+            }
+        }
+    }
+
+    /// The domain of `key` on a claim in the state (reqs, types, masks).
+    fn claim_dom(&self, claim: &Claim, reqs: &Requirements, zm: u64, ctm: u8, key: &str) -> Dom {
+        if key == labels::HOSTNAME {
+            return Dom::Known(Some(claim.host));
+        }
+        if key == labels::ZONE {
+            return if zm.count_ones() == 1 {
+                Dom::Known(Some(self.zone_dom[zm.trailing_zeros() as usize]))
+            } else {
+                Dom::Undecided
+            };
+        }
+        if key == labels::CAPACITY_TYPE {
+            return match ctm {
+                CT_SPOT => Dom::Known(Some(self.ct_dom[0])),
+                CT_ON_DEMAND => Dom::Known(Some(self.ct_dom[1])),
+                _ => Dom::Undecided,
+            };
+        }
+        if key == labels::KARPENTER_NODEPOOL || key == labels::JOINER_NODEPOOL {
+            return Dom::Known(self.topo.domains.get(&self.pools[claim.pool].input.name));
+        }
+        if let Some(r) = reqs.get(key) {
+            if let Some(v) = r.single_value() {
+                return Dom::Known(self.topo.domains.get(v));
+            }
+        }
+        if is_type_label(key) {
+            return Dom::Undecided;
+        }
+        Dom::Absent
+    }
+
+    /// Checks whether pod `i` can join `claim` and how the claim changes if it does.
+    pub(crate) fn evaluate(
+        &mut self,
+        claim: &Claim,
+        i: usize,
+        att: Attempt,
+        mins: &[i32],
+        is_new: bool,
+    ) -> Result<Update, String> {
+        let p = claim.pool;
+        if !self.infos[i].tolerated[p] {
+            return Err(self.infos[i].untolerated_reason[p]
+                .clone()
+                .unwrap_or_default());
+        }
+        let term_empty = self.terms.list[att.term as usize].is_empty();
+        let pool_types = if term_empty {
+            None
+        } else {
+            Some(self.types_for(p, att.term)?)
+        };
+        self.evaluate_with(claim, i, att, mins, is_new, pool_types)
+    }
+
+    fn evaluate_with(
+        &self,
+        claim: &Claim,
+        i: usize,
+        att: Attempt,
+        mins: &[i32],
+        is_new: bool,
+        pool_types: Option<Bitset>,
+    ) -> Result<Update, String> {
+        let p = claim.pool;
+        let pool = &self.pools[p];
+        let term = &self.terms.list[att.term as usize];
+        let mut reqs: Option<Requirements> = None;
+        let mut types: Option<Bitset> = None;
+        let mut zm = claim.zone_mask;
+        let mut ctm = claim.ct_mask;
+        if let Some(pt) = pool_types {
+            if !is_new {
+                claim
+                    .reqs
+                    .compatible(term)
+                    .map_err(|e| format!("incompatible requirements: {e}"))?;
+            }
+            types = Some(claim.types.and(&pt));
+            reqs = Some(claim.reqs.intersect(term));
+            zm &= self.zone_mask_of(term);
+            ctm &= Self::ct_mask_of(term);
+            if zm == 0 {
+                return Err(format!(
+                    "no allowed zone satisfies {} {}",
+                    labels::ZONE,
+                    term.get(labels::ZONE)
+                        .map(|r| r.to_string())
+                        .unwrap_or_default()
+                ));
+            }
+            if ctm == 0 {
+                return Err(format!(
+                    "no allowed capacity type satisfies {} {}",
+                    labels::CAPACITY_TYPE,
+                    term.get(labels::CAPACITY_TYPE)
+                        .map(|r| r.to_string())
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        // Narrow every involved topology key to one domain the constraints allow.
+        for key in &self.infos[i].keys {
+            let cur_reqs = reqs.as_ref().unwrap_or(&claim.reqs);
+            let cur_types = types.as_ref().unwrap_or(&claim.types);
+            match self.claim_dom(claim, cur_reqs, zm, ctm, key) {
+                Dom::Undecided => {
+                    let mut options: Vec<(i64, String, u32, Narrow)> = Vec::new();
+                    let mut last_err = None;
+                    for (value, d, narrow) in
+                        self.domain_options(claim.pool, key, cur_types, zm, ctm)
+                    {
+                        match self.check_domain(i, att, key, Dom::Known(d), mins) {
+                            Ok(()) => {
+                                let score = self.domain_score(i, att, key, d);
+                                options.push((score, value, d.unwrap_or(u32::MAX), narrow));
+                            }
+                            Err(e) => last_err = Some(e.message(key)),
+                        }
+                    }
+                    let Some(best) = options
+                        .into_iter()
+                        .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)))
+                    else {
+                        return Err(last_err
+                            .unwrap_or_else(|| format!("no instance type offers a {key} domain")));
+                    };
+                    match best.3 {
+                        Narrow::Zone(bit) => zm = 1 << bit,
+                        Narrow::Ct(bit) => ctm = bit,
+                        Narrow::TypeLabel => {
+                            let value = best.1;
+                            let mut b = Bitset::empty(self.catalog.types.len());
+                            for t in cur_types.iter() {
+                                if self.catalog.types[t].labels.get(key) == Some(&value) {
+                                    b.set(t);
+                                }
+                            }
+                            let mut r = cur_reqs.clone();
+                            r.add(key, Requirement::one(&value));
+                            types = Some(b);
+                            reqs = Some(r);
+                        }
+                    }
+                }
+                dom => self
+                    .check_domain(i, att, key, dom, mins)
+                    .map_err(|r| r.message(key))?,
+            }
+        }
+        let types_ref = types.as_ref().unwrap_or(&claim.types);
+        let need = claim.used.plus(&self.requests[i]);
+        let keep = !is_new
+            && types_ref.get(claim.target)
+            && pool.viable(claim.target, zm, ctm)
+            && need.fits_in(&pool.alloc[claim.target]);
+        let target = if keep {
+            claim.target
+        } else {
+            let own =
+                (claim.target != usize::MAX).then(|| &self.catalog.types[claim.target].capacity);
+            self.choose_target(
+                p,
+                types_ref,
+                zm,
+                ctm,
+                &need,
+                own,
+                reqs.as_ref().unwrap_or(&claim.reqs),
+            )?
+        };
+        if pool.has_min_values {
+            let r = reqs.as_ref().unwrap_or(&claim.reqs);
+            let fitting: Vec<&std::collections::BTreeMap<String, String>> = types_ref
+                .iter()
+                .filter(|&t| pool.viable(t, zm, ctm) && need.fits_in(&pool.alloc[t]))
+                .map(|t| &self.catalog.types[t].labels)
+                .collect();
+            r.check_min_values(fitting.iter().copied())?;
+        }
+        Ok(Update {
+            reqs,
+            types,
+            zone_mask: zm,
+            ct_mask: ctm,
+            target,
+        })
+    }
+
+    /// Lower is better: the count of the pod's first spread on `key` (so spreads fill the
+    /// emptiest domain), else the counts of the groups it belongs to on `key`.
+    fn domain_score(&self, i: usize, att: Attempt, key: &str, d: Option<u32>) -> i64 {
+        let count = |g: u32| {
+            d.map(|d| self.topo.groups[g as usize].count(d))
+                .unwrap_or(0) as i64
+        };
+        let info = &self.infos[i];
+        if let Some(sp) = info
+            .spreads
+            .iter()
+            .find(|s| (s.hard || att.soft) && self.topo.groups[s.group as usize].key == key)
+        {
+            return count(sp.group);
+        }
+        info.member_of
+            .iter()
+            .filter(|g| self.topo.groups[**g as usize].key == key)
+            .map(|g| count(*g))
+            .sum()
+    }
+
+    /// The domains an undecided key could take on this claim, with how to narrow to each.
+    fn domain_options(
+        &self,
+        p: usize,
+        key: &str,
+        types: &Bitset,
+        zm: u64,
+        ctm: u8,
+    ) -> Vec<(String, Option<u32>, Narrow)> {
+        let pool = &self.pools[p];
+        let mut out = Vec::new();
+        if key == labels::ZONE {
+            let mut m = 0;
+            for t in types.iter() {
+                m |= pool.zones_of(t, zm, ctm);
+            }
+            for (b, name) in self.zones.names.iter().enumerate() {
+                if m & (1 << b) != 0 {
+                    out.push((name.clone(), Some(self.zone_dom[b]), Narrow::Zone(b)));
+                }
+            }
+        } else if key == labels::CAPACITY_TYPE {
+            let (mut spot, mut od) = (false, false);
+            for t in types.iter() {
+                spot |= ctm & CT_SPOT != 0 && pool.spot_zones[t] & zm != 0;
+                od |= ctm & CT_ON_DEMAND != 0 && pool.od_zones[t] & zm != 0;
+            }
+            // "0"/"1" sort Spot first when counts tie: Spot is preferred.
+            if spot {
+                out.push(("0".into(), Some(self.ct_dom[0]), Narrow::Ct(CT_SPOT)));
+            }
+            if od {
+                out.push(("1".into(), Some(self.ct_dom[1]), Narrow::Ct(CT_ON_DEMAND)));
+            }
+        } else if is_type_label(key) {
+            let values: BTreeSet<&String> = types
+                .iter()
+                .filter(|&t| pool.viable(t, zm, ctm))
+                .filter_map(|t| self.catalog.types[t].labels.get(key))
+                .collect();
+            for v in values {
+                out.push((v.clone(), self.topo.domains.get(v), Narrow::TypeLabel));
+            }
+        }
+        out
+    }
+
+    /// The target type for a claim that must hold `need` (see [`super::sizing`]).
+    #[allow(clippy::too_many_arguments)]
+    fn choose_target(
+        &self,
+        p: usize,
+        types: &Bitset,
+        zm: u64,
+        ctm: u8,
+        need: &Resources,
+        own: Option<&Resources>,
+        reqs: &Requirements,
+    ) -> Result<usize, String> {
+        let pool = &self.pools[p];
+        let mut others = self.committed[p].clone();
+        if let Some(o) = own {
+            others.sub(o);
+        }
+        let mut opts = Vec::new();
+        let mut limit = None;
+        for t in types.iter() {
+            if !pool.viable(t, zm, ctm) || !need.fits_in(&pool.alloc[t]) {
+                continue;
+            }
+            let cap = &self.catalog.types[t].capacity;
+            if pool.has_limits && !pool.within_limits(&others, cap) {
+                if limit.is_none() {
+                    limit = pool.exceeded_limit(&others, cap);
+                }
+                continue;
+            }
+            opts.push(TargetOption {
+                index: t,
+                alloc: &pool.alloc[t],
+                price: pool.price[t],
+            });
+        }
+        if opts.is_empty() {
+            if let Some(l) = limit {
+                return Err(format!("limit {l} reached"));
+            }
+            let shown: Requirements = {
+                let mut r = Requirements::new();
+                for (k, v) in reqs.iter() {
+                    if k != labels::KARPENTER_NODEPOOL && k != labels::JOINER_NODEPOOL {
+                        r.add(k, v.clone());
+                    }
+                }
+                r
+            };
+            let mut msg = format!("no instance type offers {}", describe(need));
+            if !shown.is_empty() {
+                msg.push_str(&format!(" with {shown}"));
+            }
+            if !self.input.unavailable.0.is_empty() {
+                msg.push_str(" (some offerings are marked unavailable)");
+            }
+            return Err(msg);
+        }
+        Ok(pick_target(&opts, &self.demand).expect("options are not empty"))
+    }
+
+    pub(crate) fn commit_claim(&mut self, c: usize, i: usize, u: Update, pos: usize) {
+        let p = self.claims[c].pool;
+        let old = self.claims[c].target;
+        if old != u.target {
+            if old != usize::MAX {
+                let cap = self.catalog.types[old].capacity.clone();
+                self.committed[p].sub(&cap);
+            }
+            let cap = self.catalog.types[u.target].capacity.clone();
+            self.committed[p].add(&cap);
+        }
+        {
+            let claim = &mut self.claims[c];
+            if let Some(r) = u.reqs {
+                claim.reqs = r;
+            }
+            if let Some(t) = u.types {
+                claim.types = t;
+            }
+            claim.zone_mask = u.zone_mask;
+            claim.ct_mask = u.ct_mask;
+            claim.target = u.target;
+            claim.used.add(&self.requests[i]);
+            claim.pods.push(i);
+        }
+        let claim = std::mem::replace(&mut self.claims[c], Claim::placeholder());
+        let mut doms = Vec::with_capacity(self.infos[i].keys.len());
+        for k in 0..self.infos[i].keys.len() {
+            let key = self.infos[i].keys[k].clone();
+            let d = match self.claim_dom(&claim, &claim.reqs, claim.zone_mask, claim.ct_mask, &key)
+            {
+                Dom::Known(Some(d)) => Some(d),
+                Dom::Known(None) => {
+                    // A value no pod was counted in yet: intern it now.
+                    if key == labels::KARPENTER_NODEPOOL || key == labels::JOINER_NODEPOOL {
+                        Some(self.topo.domains.id(&self.pools[p].input.name.clone()))
+                    } else {
+                        claim
+                            .reqs
+                            .get(&key)
+                            .and_then(|r| r.single_value())
+                            .map(|v| v.to_string())
+                            .map(|v| self.topo.domains.id(&v))
+                    }
+                }
+                _ => None,
+            };
+            doms.push((key, d));
+        }
+        let free = self.pools[p].alloc[claim.target].minus(&claim.used);
+        let full = free.pods < 1
+            || free.cpu_milli < self.min_cpu
+            || free.memory_bytes < self.suffix_min_mem[pos + 1];
+        self.claims[c] = claim;
+        self.count_pod(i, &doms);
+        if full && self.claims[c].open {
+            self.claims[c].open = false;
+            self.closed_in_open += 1;
+            if self.closed_in_open * 2 > self.open.len() && self.open.len() > 16 {
+                let claims = &self.claims;
+                self.open.retain(|&c| claims[c].open);
+                self.closed_in_open = 0;
+            }
+        }
+    }
+}
+
+pub(crate) enum Narrow {
+    Zone(usize),
+    Ct(u8),
+    TypeLabel,
+}
+
+fn describe(r: &Resources) -> String {
+    let mut parts = vec![
+        format!("cpu={}", crate::resources::fmt_cpu(r.cpu_milli)),
+        format!("memory={}", crate::resources::fmt_bytes(r.memory_bytes)),
+    ];
+    for (k, v) in &r.extended {
+        if *v > 0 {
+            parts.push(format!("{k}={v}"));
+        }
+    }
+    parts.join(" ")
+}

@@ -1,0 +1,327 @@
+//! Conversions from Kubernetes objects (k8s-openapi) to the scheduler's plain structs, so
+//! that controllers convert once per object and the core stays free of API types.
+//!
+//! Malformed fields are reported with their path; nothing here panics.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::Resources;
+use crate::taints::{Effect, Taint, Toleration};
+
+use super::input::{
+    BoundPod, LabelSelector, Pod, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
+};
+
+fn requests_of(c: &core::Container, path: &str) -> Result<Resources, String> {
+    let Some(req) = c.resources.as_ref().and_then(|r| r.requests.as_ref()) else {
+        return Ok(Resources::default());
+    };
+    Resources::from_quantities(req.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
+        .map_err(|e| format!("{path}.resources.requests.{e}"))
+}
+
+/// Effective requests like the kube-scheduler: sum of containers (plus restartable init
+/// containers, i.e. sidecars), max with each regular init container, plus pod overhead.
+pub fn pod_requests(spec: &core::PodSpec) -> Result<Resources, String> {
+    let mut sum = Resources::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        sum.add(&requests_of(c, &format!("spec.containers[{i}]"))?);
+    }
+    let mut sidecars = Resources::default();
+    let mut peak = Resources::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let r = requests_of(c, &format!("spec.initContainers[{i}]"))?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars.add(&r);
+        } else {
+            peak.max_with(&r.plus(&sidecars));
+        }
+    }
+    sum.add(&sidecars);
+    sum.max_with(&peak);
+    if let Some(o) = &spec.overhead {
+        let o = Resources::from_quantities(o.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
+            .map_err(|e| format!("spec.overhead.{e}"))?;
+        sum.add(&o);
+    }
+    sum.pods = 1;
+    Ok(sum)
+}
+
+fn selector(s: &meta::LabelSelector, path: &str) -> Result<LabelSelector, String> {
+    let mut out = LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: vec![],
+    };
+    for (i, e) in s.match_expressions.iter().flatten().enumerate() {
+        let op: Operator = e
+            .operator
+            .parse()
+            .map_err(|m| format!("{path}.matchExpressions[{i}].operator: {m}"))?;
+        if matches!(op, Operator::Gt | Operator::Lt) {
+            return Err(format!("{path}.matchExpressions[{i}].operator: must be one of In, NotIn, Exists, DoesNotExist"));
+        }
+        out.match_expressions
+            .push((e.key.clone(), op, e.values.clone().unwrap_or_default()));
+    }
+    Ok(out)
+}
+
+fn node_term(t: &core::NodeSelectorTerm, path: &str) -> Result<Requirements, String> {
+    let mut r = Requirements::new();
+    for (i, e) in t.match_expressions.iter().flatten().enumerate() {
+        let op: Operator = e
+            .operator
+            .parse()
+            .map_err(|m| format!("{path}.matchExpressions[{i}].operator: {m}"))?;
+        let req = Requirement::new(op, e.values.as_deref().unwrap_or_default())
+            .map_err(|m| format!("{path}.matchExpressions[{i}].values: {m}"))?;
+        r.add(&e.key, req);
+    }
+    Ok(r)
+}
+
+fn affinity_term(t: &core::PodAffinityTerm, path: &str) -> Result<PodAffinityTerm, String> {
+    Ok(PodAffinityTerm {
+        label_selector: t
+            .label_selector
+            .as_ref()
+            .map(|s| selector(s, &format!("{path}.labelSelector")))
+            .transpose()?,
+        namespaces: t.namespaces.clone().unwrap_or_default(),
+        topology_key: t.topology_key.clone(),
+    })
+}
+
+pub fn toleration(t: &core::Toleration, path: &str) -> Result<Toleration, String> {
+    let effect = match t.effect.as_deref() {
+        None | Some("") => None,
+        Some(e) => Some(Effect::parse(e).map_err(|m| format!("{path}.effect: {m}"))?),
+    };
+    let exists = match t.operator.as_deref() {
+        None | Some("") | Some("Equal") => false,
+        Some("Exists") => true,
+        Some(_) => return Err(format!("{path}.operator: must be one of Equal, Exists")),
+    };
+    Ok(Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        exists,
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+    })
+}
+
+pub fn taint(t: &core::Taint, path: &str) -> Result<Taint, String> {
+    Ok(Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: Effect::parse(&t.effect).map_err(|m| format!("{path}.effect: {m}"))?,
+    })
+}
+
+/// A pending pod for the scheduler. Preferred pod (anti-)affinity and namespace selectors
+/// are not modelled (they never make a pod unschedulable).
+pub fn pod(p: &core::Pod) -> Result<Pod, String> {
+    let spec = p.spec.as_ref().ok_or("spec: missing")?;
+    let mut out = Pod {
+        namespace: p
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        labels: p.metadata.labels.clone().unwrap_or_default(),
+        requests: pod_requests(spec)?,
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        out.tolerations
+            .push(toleration(t, &format!("spec.tolerations[{i}]"))?);
+    }
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("spec.topologySpreadConstraints[{i}]");
+        let when = match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+            "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+            _ => {
+                return Err(format!(
+                    "{path}.whenUnsatisfiable: must be one of DoNotSchedule, ScheduleAnyway"
+                ))
+            }
+        };
+        let mut sel = c
+            .label_selector
+            .as_ref()
+            .map(|s| selector(s, &format!("{path}.labelSelector")))
+            .transpose()?;
+        // matchLabelKeys: the pod's own values for those keys join the selector.
+        if let (Some(s), Some(keys)) = (sel.as_mut(), c.match_label_keys.as_ref()) {
+            for k in keys {
+                if let Some(v) = out.labels.get(k) {
+                    s.match_labels.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        out.topology_spread.push(TopologySpreadConstraint {
+            max_skew: c.max_skew,
+            topology_key: c.topology_key.clone(),
+            when_unsatisfiable: when,
+            label_selector: sel,
+            min_domains: c.min_domains,
+        });
+    }
+    if let Some(a) = &spec.affinity {
+        if let Some(na) = &a.node_affinity {
+            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+                for (i, t) in req.node_selector_terms.iter().enumerate() {
+                    out.required_node_affinity.push(node_term(
+                        t,
+                        &format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"),
+                    )?);
+                }
+            }
+            for (i, t) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                let r = node_term(
+                    &t.preference,
+                    &format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
+                )?;
+                out.preferred_node_affinity.push((t.weight, r));
+            }
+        }
+        if let Some(pa) = &a.pod_affinity {
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                out.pod_affinity.push(affinity_term(
+                    t,
+                    &format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+                )?);
+            }
+        }
+        if let Some(pa) = &a.pod_anti_affinity {
+            for (i, t) in pa
+                .required_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
+                out.pod_anti_affinity.push(affinity_term(
+                    t,
+                    &format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+                )?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A pod already on a node, for capacity and topology counting.
+pub fn bound_pod(p: &core::Pod) -> Result<BoundPod, String> {
+    let full = pod(p)?;
+    Ok(BoundPod::from_pod(&full))
+}
+
+/// Labels of a pod, for callers that only need them.
+pub fn labels_of(p: &core::Pod) -> BTreeMap<String, String> {
+    p.metadata.labels.clone().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn converts_a_pod() {
+        let p: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "256Mi", "nvidia.com/gpu": "1"}}}
+                ],
+                "initContainers": [
+                    {"name": "init", "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
+                    {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}
+                ],
+                "nodeSelector": {"kubernetes.io/arch": "amd64"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}
+                }],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}
+                        ]},
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 10, "preference": {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}]}}
+                        ]
+                    },
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}}
+                    ]}
+                }
+            }
+        }))
+        .unwrap();
+        let out = pod(&p).unwrap();
+        assert_eq!(out.key(), "shop/web-1");
+        // containers 500m + sidecar 100m = 600m; init peaks at 2000m + 0 sidecar before it.
+        assert_eq!(out.requests.cpu_milli, 2000);
+        assert_eq!(out.requests.memory_bytes, 512 << 20);
+        assert_eq!(out.requests.extended["nvidia.com/gpu"], 1);
+        assert_eq!(out.tolerations.len(), 1);
+        assert_eq!(
+            out.topology_spread[0].when_unsatisfiable,
+            WhenUnsatisfiable::DoNotSchedule
+        );
+        assert_eq!(out.required_node_affinity.len(), 1);
+        assert_eq!(out.preferred_node_affinity[0].0, 10);
+        assert_eq!(
+            out.pod_anti_affinity[0].topology_key,
+            "kubernetes.io/hostname"
+        );
+    }
+
+    #[test]
+    fn malformed_fields_name_their_path() {
+        let p: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}
+        }))
+        .unwrap();
+        assert!(pod(&p)
+            .unwrap_err()
+            .starts_with("spec.containers[0].resources.requests.cpu: invalid quantity"));
+        let p: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"},
+            "spec": {"containers": [], "tolerations": [{"key": "a", "operator": "Maybe"}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            pod(&p).unwrap_err(),
+            "spec.tolerations[0].operator: must be one of Equal, Exists"
+        );
+        let p = core::Pod::default();
+        assert_eq!(pod(&p).unwrap_err(), "spec: missing");
+    }
+}

@@ -1,0 +1,305 @@
+//! What the scheduler takes in and gives back: plain structs, so that controllers convert
+//! from Kubernetes objects once (see [`super::convert`]) and tests and benchmarks build
+//! them directly.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::daemonsets::DaemonSet;
+use crate::catalog::{CapacityType, KubeletSettings};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::Resources;
+use crate::taints::{Taint, Toleration};
+
+/// A Kubernetes label selector (`matchLabels` and `matchExpressions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct LabelSelector {
+    pub match_labels: BTreeMap<String, String>,
+    /// Key, operator (In, NotIn, Exists, DoesNotExist) and values.
+    pub match_expressions: Vec<(String, Operator, Vec<String>)>,
+}
+
+impl LabelSelector {
+    pub fn labels<const N: usize>(pairs: [(&str, &str); N]) -> LabelSelector {
+        LabelSelector {
+            match_labels: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            match_expressions: vec![],
+        }
+    }
+
+    /// The selector as requirements; an invalid expression selects nothing.
+    pub fn to_requirements(&self) -> Requirements {
+        let mut r = Requirements::from_labels(&self.match_labels);
+        for (k, op, values) in &self.match_expressions {
+            match Requirement::new(*op, values) {
+                Ok(req) if !matches!(op, Operator::Gt | Operator::Lt) => r.add(k, req),
+                _ => r.add(k, Requirement::listed(BTreeSet::new())),
+            }
+        }
+        r
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopologySpreadConstraint {
+    pub max_skew: i32,
+    pub topology_key: String,
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    /// None selects no pods (so only the pod's own placement counts, as in Kubernetes).
+    pub label_selector: Option<LabelSelector>,
+    pub min_domains: Option<i32>,
+}
+
+/// A required (or preferred) pod affinity / anti-affinity term.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodAffinityTerm {
+    pub label_selector: Option<LabelSelector>,
+    /// Namespaces whose pods count; empty means the pod's own namespace.
+    pub namespaces: Vec<String>,
+    pub topology_key: String,
+}
+
+/// A pending pod, reduced to what scheduling needs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Sum of container requests (max with init containers), plus overhead. `pods` is 1.
+    pub requests: Resources,
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: a node must satisfy one of these terms. Empty: no constraint.
+    pub required_node_affinity: Vec<Requirements>,
+    /// Preferred node affinity terms with their weights.
+    pub preferred_node_affinity: Vec<(i32, Requirements)>,
+    pub tolerations: Vec<Toleration>,
+    pub topology_spread: Vec<TopologySpreadConstraint>,
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+}
+
+impl Pod {
+    pub fn new(namespace: &str, name: &str, cpu_milli: i64, memory_bytes: i64) -> Pod {
+        Pod {
+            namespace: namespace.into(),
+            name: name.into(),
+            requests: Resources::pod(cpu_milli, memory_bytes),
+            ..Default::default()
+        }
+    }
+
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A pod already bound to a node (or nominated to an in-flight NodeClaim): it uses
+/// capacity and counts for topology spread and pod (anti-)affinity.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoundPod {
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub requests: Resources,
+    /// Its required anti-affinity terms, which repel incoming pods that they select.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+}
+
+impl BoundPod {
+    pub fn from_pod(p: &Pod) -> BoundPod {
+        BoundPod {
+            namespace: p.namespace.clone(),
+            labels: p.labels.clone(),
+            requests: p.requests.clone(),
+            anti_affinity: p.pod_anti_affinity.clone(),
+        }
+    }
+}
+
+/// A registered node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    pub pods: Vec<BoundPod>,
+    /// Cordoned or being deleted: no new pods.
+    pub unschedulable: bool,
+}
+
+/// A NodeClaim that was launched but whose node has not registered yet.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InFlightClaim {
+    pub name: String,
+    pub nodepool: String,
+    /// Its requirements (zone, capacity type, instance types...): a pod may use it only if
+    /// every value still possible satisfies the pod.
+    pub requirements: Requirements,
+    pub taints: Vec<Taint>,
+    /// What it will be able to hold: the smallest candidate's allocatable minus DaemonSets.
+    pub allocatable: Resources,
+    pub pods: Vec<BoundPod>,
+}
+
+/// A NodePool as the scheduler needs it; [`NodePoolInput::from_api`] converts the CRD.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodePoolInput {
+    pub name: String,
+    pub weight: i32,
+    pub node_class: String,
+    /// Template labels become `In [value]` requirements here too.
+    pub labels: BTreeMap<String, String>,
+    pub requirements: Requirements,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    /// Limits by resource name (`cpu` in millicores, memory in bytes, others in units).
+    pub limits: BTreeMap<String, i64>,
+    /// Capacity of the pool's existing nodes and in-flight claims, counted against limits.
+    pub usage: Resources,
+}
+
+impl NodePoolInput {
+    /// From the CRD, after validation ([`crate::api::validate::node_pool`]). Errors name the field.
+    pub fn from_api(
+        name: &str,
+        spec: &crate::api::NodePoolSpec,
+        usage: Resources,
+    ) -> Result<NodePoolInput, String> {
+        let s = &spec.template.spec;
+        let mut requirements = crate::api::convert_requirements(&s.requirements)
+            .map_err(|e| format!("spec.template.spec.{e}"))?;
+        for (k, v) in &spec.template.metadata.labels {
+            requirements.add(k, Requirement::one(v));
+        }
+        let mut limits = BTreeMap::new();
+        for (k, q) in &spec.limits {
+            let v = match k.as_str() {
+                "cpu" => crate::resources::parse_cpu_milli(q),
+                _ => crate::resources::parse_bytes(q),
+            }
+            .map_err(|e| format!("spec.limits[{k:?}]: {e}"))?;
+            limits.insert(k.clone(), v);
+        }
+        Ok(NodePoolInput {
+            name: name.into(),
+            weight: spec.weight.unwrap_or(0),
+            node_class: s.node_class_ref.name.clone(),
+            labels: spec.template.metadata.labels.clone(),
+            requirements,
+            taints: crate::api::convert_taints(&s.taints)
+                .map_err(|e| format!("spec.template.spec.taints: {e}"))?,
+            startup_taints: crate::api::convert_taints(&s.startup_taints)
+                .map_err(|e| format!("spec.template.spec.startupTaints: {e}"))?,
+            limits,
+            usage,
+        })
+    }
+}
+
+/// A NodeClass as the scheduler needs it: its kubelet settings change allocatable.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeClassInput {
+    pub name: String,
+    pub kubelet: KubeletSettings,
+}
+
+/// Offerings that recently failed with insufficient capacity, keyed like Karpenter's
+/// cache: capacity type × instance type × zone. The caller owns the TTL (the scheduler
+/// reads no clock).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnavailableOfferings(pub BTreeSet<(CapacityType, String, String)>);
+
+impl UnavailableOfferings {
+    pub fn insert(&mut self, ct: CapacityType, instance_type: &str, zone: &str) {
+        self.0
+            .insert((ct, instance_type.to_string(), zone.to_string()));
+    }
+
+    pub fn contains(&self, ct: CapacityType, instance_type: &str, zone: &str) -> bool {
+        !self.0.is_empty()
+            && self
+                .0
+                .contains(&(ct, instance_type.to_string(), zone.to_string()))
+    }
+}
+
+/// Everything one scheduling round looks at.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub in_flight: Vec<InFlightClaim>,
+    /// Any order: they are tried by descending weight, then name.
+    pub node_pools: Vec<NodePoolInput>,
+    pub node_classes: Vec<NodeClassInput>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub unavailable: UnavailableOfferings,
+}
+
+/// Where an already-known piece of capacity took a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Node(String),
+    InFlight(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Index into [`Input::pods`].
+    pub pod: usize,
+    pub target: Target,
+}
+
+/// One candidate instance type of a new NodeClaim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub instance_type: String,
+    /// The price the launch is expected to pay: Spot when Spot is allowed and offered, else on-demand.
+    pub price: f64,
+    pub capacity_type: CapacityType,
+    /// Zones where the type is offered with the claim's capacity types.
+    pub zones: Vec<String>,
+}
+
+/// A node to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNodeClaim {
+    pub nodepool: String,
+    pub node_class: String,
+    /// Indexes into [`Input::pods`].
+    pub pods: Vec<usize>,
+    /// NodePool requirements narrowed by the pods (zone, capacity type...), plus
+    /// `node.kubernetes.io/instance-type In [candidates]`.
+    pub requirements: Requirements,
+    /// Cheapest first, at most 60.
+    pub instance_types: Vec<Candidate>,
+    pub zones: Vec<String>,
+    /// Spot first when both are allowed: Spot is preferred, on-demand the fallback.
+    pub capacity_types: Vec<CapacityType>,
+    /// Pod requests plus DaemonSet overhead of the cheapest candidate.
+    pub requests: Resources,
+    pub daemonset_overhead: Resources,
+}
+
+/// A pod that could not be placed, with one reason per NodePool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pod: usize,
+    pub reasons: Vec<String>,
+}
+
+/// The scheduler's decisions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    pub placements: Vec<Placement>,
+    pub new_claims: Vec<NewNodeClaim>,
+    pub unschedulable: Vec<Unschedulable>,
+}

@@ -1,0 +1,233 @@
+//! Per-NodePool facts computed once per round: which instance types the pool allows, what
+//! each can hold once the pool's NodeClass settings and the DaemonSets that land there are
+//! accounted for, where each is offered, and the pool's limit budget.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::daemonsets::{node_requirements, overhead};
+use crate::catalog::{CapacityType, Catalog, KubeletSettings};
+use crate::labels;
+use crate::resources::Resources;
+
+use super::bitset::Bitset;
+use super::input::{Input, NodePoolInput};
+
+/// Zone indexes are bits of a u64: a region has far fewer than 64 zones.
+pub(crate) type ZoneMask = u64;
+pub(crate) const CT_SPOT: u8 = 1;
+pub(crate) const CT_ON_DEMAND: u8 = 2;
+
+pub(crate) fn ct_bit(ct: CapacityType) -> u8 {
+    match ct {
+        CapacityType::Spot => CT_SPOT,
+        CapacityType::OnDemand => CT_ON_DEMAND,
+    }
+}
+
+pub(crate) struct Pool {
+    pub input: NodePoolInput,
+    /// Types the pool's requirements allow with at least one available offering.
+    pub types: Bitset,
+    /// Allocatable minus DaemonSet overhead, per type index.
+    pub alloc: Vec<Resources>,
+    pub overhead: Vec<Resources>,
+    /// Zones with an available Spot / on-demand offering the pool allows, per type.
+    pub spot_zones: Vec<ZoneMask>,
+    pub od_zones: Vec<ZoneMask>,
+    /// Cheapest allowed price per type (Spot when the pool allows it), for sizing.
+    pub price: Vec<f64>,
+    pub zone_mask: ZoneMask,
+    pub ct_mask: u8,
+    pub has_limits: bool,
+    /// Some requirement sets minValues.
+    pub has_min_values: bool,
+}
+
+impl Pool {
+    pub fn viable(&self, t: usize, zones: ZoneMask, cts: u8) -> bool {
+        (cts & CT_SPOT != 0 && self.spot_zones[t] & zones != 0)
+            || (cts & CT_ON_DEMAND != 0 && self.od_zones[t] & zones != 0)
+    }
+
+    /// Zones where `t` can be launched under these masks.
+    pub fn zones_of(&self, t: usize, zones: ZoneMask, cts: u8) -> ZoneMask {
+        let mut m = 0;
+        if cts & CT_SPOT != 0 {
+            m |= self.spot_zones[t] & zones;
+        }
+        if cts & CT_ON_DEMAND != 0 {
+            m |= self.od_zones[t] & zones;
+        }
+        m
+    }
+
+    /// Whether adding a node of capacity `cap` keeps the pool within its limits, given
+    /// what is already committed by other new claims.
+    pub fn within_limits(&self, committed: &Resources, cap: &Resources) -> bool {
+        if !self.has_limits {
+            return true;
+        }
+        self.input.limits.iter().all(|(k, lim)| {
+            resource_value(&self.input.usage, k)
+                + resource_value(committed, k)
+                + resource_value(cap, k)
+                <= *lim
+        })
+    }
+
+    /// The first limit a node of capacity `cap` would exceed, for messages.
+    pub fn exceeded_limit(&self, committed: &Resources, cap: &Resources) -> Option<String> {
+        self.input.limits.iter().find_map(|(k, lim)| {
+            let total = resource_value(&self.input.usage, k)
+                + resource_value(committed, k)
+                + resource_value(cap, k);
+            (total > *lim).then(|| {
+                let shown = if k == "cpu" {
+                    crate::resources::fmt_cpu(*lim)
+                } else if k == "memory" {
+                    crate::resources::fmt_bytes(*lim)
+                } else {
+                    lim.to_string()
+                };
+                format!("{k}={shown}")
+            })
+        })
+    }
+}
+
+pub(crate) fn resource_value(r: &Resources, name: &str) -> i64 {
+    match name {
+        "cpu" => r.cpu_milli,
+        "memory" => r.memory_bytes,
+        "pods" => r.pods,
+        "ephemeral-storage" => r.ephemeral_storage_bytes,
+        other => r.extended.get(other).copied().unwrap_or(0),
+    }
+}
+
+/// Zone names and their bit positions.
+#[derive(Default)]
+pub(crate) struct Zones {
+    pub names: Vec<String>,
+    pub index: BTreeMap<String, usize>,
+}
+
+impl Zones {
+    pub fn from_catalog(catalog: &Catalog, input: &Input) -> Zones {
+        let mut all: std::collections::BTreeSet<String> = catalog.zones();
+        for n in &input.nodes {
+            if let Some(z) = n.labels.get(labels::ZONE) {
+                all.insert(z.clone());
+            }
+        }
+        let names: Vec<String> = all.into_iter().take(64).collect();
+        let index = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
+        Zones { names, index }
+    }
+
+    pub fn names_of(&self, mask: ZoneMask) -> Vec<String> {
+        self.names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+}
+
+pub(crate) fn build_pools(catalog: &Catalog, input: &Input, zones: &Zones) -> Vec<Pool> {
+    let mut pools: Vec<&NodePoolInput> = input.node_pools.iter().collect();
+    // Highest weight first; the name breaks ties so the order never depends on input order.
+    pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    let n = catalog.types.len();
+    pools
+        .into_iter()
+        .map(|np| {
+            let kubelet = input
+                .node_classes
+                .iter()
+                .find(|c| c.name == np.node_class)
+                .map(|c| c.kubelet.clone())
+                .unwrap_or_else(KubeletSettings::default);
+            let zone_req = np.requirements.get(labels::ZONE);
+            let ct_req = np.requirements.get(labels::CAPACITY_TYPE);
+            let mut zone_mask = 0;
+            for (i, z) in zones.names.iter().enumerate() {
+                if zone_req.is_none_or(|r| r.has(z)) {
+                    zone_mask |= 1 << i;
+                }
+            }
+            let mut ct_mask = 0;
+            for ct in [CapacityType::Spot, CapacityType::OnDemand] {
+                if ct_req.is_none_or(|r| r.has(ct.as_str())) {
+                    ct_mask |= ct_bit(ct);
+                }
+            }
+            let mut pool = Pool {
+                input: np.clone(),
+                types: Bitset::empty(n),
+                alloc: Vec::with_capacity(n),
+                overhead: Vec::with_capacity(n),
+                spot_zones: vec![0; n],
+                od_zones: vec![0; n],
+                price: vec![f64::INFINITY; n],
+                zone_mask,
+                ct_mask,
+                has_limits: !np.limits.is_empty(),
+                has_min_values: np.requirements.iter().any(|(_, r)| r.min_values.is_some()),
+            };
+            let default_kubelet = kubelet == KubeletSettings::default();
+            for (t, it) in catalog.types.iter().enumerate() {
+                let base = if default_kubelet {
+                    it.allocatable.clone()
+                } else {
+                    it.allocatable_with(&kubelet)
+                };
+                if !it.labels_match(&np.requirements) {
+                    pool.alloc.push(base);
+                    pool.overhead.push(Resources::default());
+                    continue;
+                }
+                let node = node_requirements(&np.name, &np.requirements, it);
+                let ds = overhead(&input.daemonsets, &node, &np.taints);
+                let mut price = f64::INFINITY;
+                for o in &it.offerings {
+                    let Some(&zi) = zones.index.get(&o.zone) else {
+                        continue;
+                    };
+                    if zone_mask & (1 << zi) == 0 || ct_mask & ct_bit(o.capacity_type) == 0 {
+                        continue;
+                    }
+                    if input
+                        .unavailable
+                        .contains(o.capacity_type, &it.name, &o.zone)
+                    {
+                        continue;
+                    }
+                    match o.capacity_type {
+                        CapacityType::Spot => pool.spot_zones[t] |= 1 << zi,
+                        CapacityType::OnDemand => pool.od_zones[t] |= 1 << zi,
+                    }
+                    price = price.min(o.price);
+                }
+                pool.price[t] = price;
+                let mut alloc = base.clone();
+                alloc.sub(&ds);
+                if (pool.spot_zones[t] | pool.od_zones[t]) != 0
+                    && alloc.cpu_milli > 0
+                    && alloc.memory_bytes > 0
+                    && alloc.pods > 0
+                {
+                    pool.types.set(t);
+                }
+                pool.alloc.push(alloc);
+                pool.overhead.push(ds);
+            }
+            pool
+        })
+        .collect()
+}
