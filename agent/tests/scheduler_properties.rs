@@ -357,3 +357,36 @@ proptest! {
         prop_assert_eq!(&plan, &schedule(catalog(), &input));
     }
 }
+
+/// The generated worlds do exercise the scheduler: new claims, placements on existing
+/// nodes, and mostly schedulable pods (so the properties above are not vacuous).
+#[test]
+fn generated_worlds_are_not_trivial() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let (mut pods, mut claims, mut placed, mut unschedulable, mut limited) = (0, 0, 0, 0, 0);
+    for _ in 0..32 {
+        let w = world().new_tree(&mut runner).unwrap().current();
+        let input = input(&w);
+        let plan = schedule(catalog(), &input);
+        pods += input.pods.len();
+        claims += plan.new_claims.len();
+        placed += plan.placements.len();
+        unschedulable += plan.unschedulable.len();
+        limited += plan
+            .unschedulable
+            .iter()
+            .filter(|u| u.reasons.iter().any(|r| r.contains("limit cpu=")))
+            .count();
+    }
+    assert!(
+        claims > 50 && placed > 10,
+        "claims {claims}, placements {placed}"
+    );
+    assert!(
+        (unschedulable - limited) * 10 < pods,
+        "{unschedulable} of {pods} unschedulable, {limited} of them by limits"
+    );
+    assert!(limited > 0, "some worlds hit their limits");
+}

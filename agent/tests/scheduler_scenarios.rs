@@ -541,3 +541,136 @@ fn deterministic() {
     assert_eq!(a, b);
     assert!(a.unschedulable.is_empty(), "{:?}", a.unschedulable);
 }
+
+#[test]
+fn node_claim_spec_from_plan() {
+    let spec: joiner_agent::api::NodePoolSpec = serde_yaml::from_str(
+        r#"
+template:
+  spec:
+    nodeClassRef: {name: default}
+    requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5, m5, r5], minValues: 2}
+      - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+    taints: [{key: dedicated, value: web, effect: NoSchedule}]
+"#,
+    )
+    .unwrap();
+    let pool = NodePoolInput::from_api("web", &spec, Resources::default()).unwrap();
+    let mut ps = pods(4, "web", 1000, 2 * GI);
+    for p in &mut ps {
+        p.tolerations.push(Toleration::exists("dedicated", None));
+    }
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: ps,
+            node_pools: vec![pool],
+            ..Default::default()
+        },
+    );
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let claim = &plan.new_claims[0];
+    let families: BTreeSet<String> = claim
+        .instance_types
+        .iter()
+        .map(|t| catalog().get(&t.instance_type).unwrap().labels[labels::INSTANCE_FAMILY].clone())
+        .collect();
+    assert!(
+        families.len() >= 2,
+        "minValues 2 keeps two families: {families:?}"
+    );
+    let out = joiner_agent::api::NodeClaimSpec::from_plan(claim, &spec);
+    let it = out
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_TYPE)
+        .unwrap();
+    assert_eq!(
+        it.values[0], claim.instance_types[0].instance_type,
+        "cheapest first"
+    );
+    let fam = out
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::INSTANCE_FAMILY)
+        .unwrap();
+    assert_eq!(fam.min_values, Some(2));
+    assert_eq!(out.taints[0].key, "dedicated");
+    assert_eq!(
+        out.resources.requests["cpu"],
+        joiner_agent::resources::fmt_cpu(claim.requests.cpu_milli)
+    );
+}
+
+#[test]
+fn preferences_are_relaxed_when_they_cannot_be_met() {
+    // Like Karpenter, preferred node affinity terms are dropped (lowest weight first)
+    // before ScheduleAnyway spreads.
+    let pool = || {
+        node_pool(
+            "default",
+            reqs(vec![req(
+                labels::INSTANCE_TYPE,
+                Operator::In,
+                &["m5.large", "m5.xlarge"],
+            )]),
+        )
+    };
+    let mut p = Pod::new("default", "pref", 500, GI);
+    p.preferred_node_affinity.push((
+        50,
+        reqs(vec![req(
+            labels::INSTANCE_TYPE,
+            Operator::In,
+            &["c5.large"],
+        )]),
+    ));
+    p.preferred_node_affinity.push((
+        90,
+        reqs(vec![req(
+            labels::INSTANCE_TYPE,
+            Operator::In,
+            &["m5.xlarge"],
+        )]),
+    ));
+    let names = |plan: &joiner_agent::scheduler::Plan| -> Vec<String> {
+        plan.new_claims[0]
+            .instance_types
+            .iter()
+            .map(|t| t.instance_type.clone())
+            .collect()
+    };
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: vec![p.clone()],
+            node_pools: vec![pool()],
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        names(&plan),
+        ["m5.xlarge"],
+        "the heavier preference holds, the impossible one is dropped"
+    );
+
+    p.topology_spread.push(TopologySpreadConstraint {
+        when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+        ..spread("example.com/rack", "pref")
+    });
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: vec![p],
+            node_pools: vec![pool()],
+            ..Default::default()
+        },
+    );
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(
+        names(&plan),
+        ["m5.large", "m5.xlarge"],
+        "an unsatisfiable soft spread is relaxed last"
+    );
+}

@@ -116,3 +116,25 @@ pub fn convert_requirements(
     }
     Ok(out)
 }
+
+/// Writes requirements back in the API's form (one entry per operator; `minValues` kept).
+pub fn requirements_to_api(
+    reqs: &crate::requirements::Requirements,
+) -> Vec<NodeSelectorRequirementWithMinValues> {
+    let mut out = Vec::new();
+    for (key, r) in reqs.iter() {
+        for (i, (op, values)) in r.to_selector_terms().into_iter().enumerate() {
+            out.push(NodeSelectorRequirementWithMinValues {
+                key: key.clone(),
+                operator: op.to_string(),
+                values,
+                min_values: if i == 0 {
+                    r.min_values.map(|m| m as i32)
+                } else {
+                    None
+                },
+            });
+        }
+    }
+    out
+}
