@@ -75,7 +75,7 @@ pub fn validate(rt: &ResourceType, obj: &Value, _old: Option<&Value>) -> ApiResu
                     match v.as_str() {
                         Some(s) if is_label_key(k) && is_label_value(s) => {}
                         _ => causes.push((
-                            format!("metadata.labels"),
+                            "metadata.labels".to_string(),
                             format!("Invalid value: \"{k}\": {v}: labels must be a valid key and a string value of at most 63 characters"),
                         )),
                     }
@@ -130,21 +130,21 @@ pub fn validate(rt: &ResourceType, obj: &Value, _old: Option<&Value>) -> ApiResu
                 ));
             }
         }
-        "/pods" => {
+        "/pods"
             if obj["spec"]["containers"]
                 .as_array()
-                .is_none_or(|c| c.is_empty())
-            {
-                causes.push(("spec.containers".into(), "Required value".into()));
-            }
+                .is_none_or(|c| c.is_empty()) =>
+        {
+            causes.push(("spec.containers".into(), "Required value".into()));
         }
-        "policy/poddisruptionbudgets" => {
-            if !obj["spec"]["minAvailable"].is_null() && !obj["spec"]["maxUnavailable"].is_null() {
-                causes.push((
-                    "spec".into(),
-                    "Invalid value: minAvailable and maxUnavailable cannot be both set".into(),
-                ));
-            }
+        "policy/poddisruptionbudgets"
+            if !obj["spec"]["minAvailable"].is_null()
+                && !obj["spec"]["maxUnavailable"].is_null() =>
+        {
+            causes.push((
+                "spec".into(),
+                "Invalid value: minAvailable and maxUnavailable cannot be both set".into(),
+            ));
         }
         _ => {}
     }

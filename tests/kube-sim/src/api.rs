@@ -16,7 +16,7 @@ use crate::patch::{apply_patch, parse_body, server_side_apply, PatchKind};
 use crate::resources::ResourceType;
 use crate::selectors::{parse_field_selector, parse_label_selector, Filter};
 use crate::status::{success_status, ApiError, ApiResult};
-use crate::store::{name_of, namespace_of, rv_of, DeleteOptions, EventKind, Store, Write};
+use crate::store::{name_of, namespace_of, DeleteOptions, EventKind, Store, Write};
 use crate::{eviction, table};
 
 /// What every request handler shares.
@@ -834,20 +834,24 @@ fn watch(
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut last_rv = start_rv.max(since.unwrap_or(0));
+        // Serialised straight from the shared object, without cloning it per watcher.
         let render = |kind: &str, obj: &Value| -> Bytes {
-            let object = if as_table && kind != "BOOKMARK" {
-                table::render(
+            let mut line = Vec::with_capacity(1024);
+            line.extend_from_slice(b"{\"type\":\"");
+            line.extend_from_slice(kind.as_bytes());
+            line.extend_from_slice(b"\",\"object\":");
+            if as_table && kind != "BOOKMARK" {
+                let t = table::render(
                     &rt,
                     &[obj],
                     json!({"resourceVersion": obj["metadata"]["resourceVersion"]}),
                     &include,
-                )
+                );
+                let _ = serde_json::to_writer(&mut line, &t);
             } else {
-                obj.clone()
-            };
-            let mut line =
-                serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-            line.push(b'\n');
+                let _ = serde_json::to_writer(&mut line, obj);
+            }
+            line.extend_from_slice(b"}\n");
             Bytes::from(line)
         };
         let bookmark = |rv: u64, initial_end: bool| -> Bytes {
@@ -922,9 +926,4 @@ fn watch(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .expect("response"))
-}
-
-#[allow(dead_code)]
-fn _rv(o: &Value) -> u64 {
-    rv_of(o)
 }

@@ -907,7 +907,7 @@ pub fn reconcile_disruption(store: &Store) {
     }
     let (pods, _) = store.list(&t.pods, None);
     for pdb in &pdbs {
-        let (expected, healthy, desired) = budget(pdb, &pods);
+        let (expected, healthy, desired) = budget(store, pdb, &pods);
         let allowed = (healthy - desired).max(0);
         let _ = store.modify(&t.pdbs, Some(namespace_of(pdb)), name_of(pdb), Write::Internal, |cur| {
             let mut n = cur.clone();

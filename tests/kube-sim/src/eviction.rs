@@ -37,8 +37,33 @@ fn scaled(v: &Value, total: i64) -> Option<i64> {
     }
 }
 
+/// The scale the pods' controllers ask for, when every pod has a Deployment controller:
+/// the real disruption controller counts expected pods that way, not by what exists.
+fn expected_from_owners(store: &Store, pods: &[&Value]) -> Option<i64> {
+    let deployments = store.find_type("apps", "v1", "deployments")?;
+    let mut owners = std::collections::BTreeSet::new();
+    for p in pods {
+        let owner = p["metadata"]["ownerReferences"]
+            .as_array()?
+            .iter()
+            .find(|r| r["controller"] == true && r["kind"] == "Deployment")?;
+        owners.insert((
+            p["metadata"]["namespace"].as_str()?.to_string(),
+            owner["name"].as_str()?.to_string(),
+        ));
+    }
+    if owners.is_empty() {
+        return None;
+    }
+    let mut total = 0;
+    for (ns, name) in owners {
+        total += store.get(&deployments, Some(&ns), &name).ok()?["spec"]["replicas"].as_i64()?;
+    }
+    Some(total)
+}
+
 /// A PDB's budget over the pods it selects: (expected, healthy, desired healthy).
-pub fn budget(pdb: &Value, pods: &[std::sync::Arc<Value>]) -> (i64, i64, i64) {
+pub fn budget(store: &Store, pdb: &Value, pods: &[std::sync::Arc<Value>]) -> (i64, i64, i64) {
     let ns = pdb["metadata"]["namespace"].as_str().unwrap_or("");
     let selected: Vec<&Value> = pods
         .iter()
@@ -55,7 +80,7 @@ pub fn budget(pdb: &Value, pods: &[std::sync::Arc<Value>]) -> (i64, i64, i64) {
                 .unwrap_or(false)
         })
         .collect();
-    let expected = selected.len() as i64;
+    let expected = expected_from_owners(store, &selected).unwrap_or(selected.len() as i64);
     let healthy = selected.iter().filter(|p| pod_is_ready(p)).count() as i64;
     let desired = if let Some(min) = scaled(&pdb["spec"]["minAvailable"], expected) {
         min
@@ -107,7 +132,7 @@ pub fn evict(store: &Store, ns: &str, name: &str, body: &Value) -> ApiResult<()>
     }
     if let Some(pdb) = matching.first() {
         let (pods, _) = store.list(&pods_t, Some(ns));
-        let (_, healthy, desired) = budget(pdb, &pods);
+        let (_, healthy, desired) = budget(store, pdb, &pods);
         let after = if pod_is_ready(&pod) {
             healthy - 1
         } else {

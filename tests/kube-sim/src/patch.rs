@@ -291,7 +291,7 @@ fn sub_set(field: &str, v: &Value) -> Value {
 }
 
 /// Removes from `obj` the fields in `old` (a manager's previous set) missing from `new`.
-fn remove_dropped(obj: &mut Value, old: &Value, new: &Value, field: &str) {
+fn remove_dropped(obj: &mut Value, old: &Value, new: &Value) {
     let (Some(om), Some(nm)) = (old.as_object(), new.as_object()) else {
         return;
     };
@@ -304,7 +304,7 @@ fn remove_dropped(obj: &mut Value, old: &Value, new: &Value, field: &str) {
             match nv {
                 None if name == "metadata" => {
                     if let Some(child) = obj.get_mut(name) {
-                        remove_dropped(child, ov, &json!({}), name);
+                        remove_dropped(child, ov, &json!({}));
                     }
                 }
                 None => {
@@ -314,7 +314,7 @@ fn remove_dropped(obj: &mut Value, old: &Value, new: &Value, field: &str) {
                 }
                 Some(nv) => {
                     if let Some(child) = obj.get_mut(name) {
-                        remove_dropped(child, ov, nv, name);
+                        remove_dropped(child, ov, nv);
                     }
                 }
             }
@@ -330,7 +330,7 @@ fn remove_dropped(obj: &mut Value, old: &Value, new: &Value, field: &str) {
                 None => list.retain(|i| !matches(i)),
                 Some(nv) => {
                     if let Some(item) = list.iter_mut().find(|i| matches(i)) {
-                        remove_dropped(item, ov, nv, field);
+                        remove_dropped(item, ov, nv);
                     }
                 }
             }
@@ -359,7 +359,7 @@ pub fn server_side_apply(
     if let Some(prev) = current.and_then(|c| c["metadata"]["managedFields"].as_array()) {
         for entry in prev {
             if entry["manager"] == manager && entry["operation"] == "Apply" {
-                remove_dropped(&mut obj, &entry["fieldsV1"], &new_set, "");
+                remove_dropped(&mut obj, &entry["fieldsV1"], &new_set);
             } else {
                 others.push(entry.clone());
             }

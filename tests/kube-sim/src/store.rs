@@ -77,6 +77,10 @@ pub struct Store {
     history: usize,
 }
 
+/// Where a watch starts: the events to replay, a receiver for what follows, and the
+/// resourceVersion at subscription.
+pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>, u64);
+
 /// Options for a delete: preconditions checked against the current object.
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOptions {
@@ -229,11 +233,7 @@ impl Store {
 
     /// Starts a watch: the events after `since` still in the log, and a receiver for what
     /// follows, taken under one lock so that nothing falls in between.
-    pub fn watch_from(
-        &self,
-        rt: &ResourceType,
-        since: Option<u64>,
-    ) -> ApiResult<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>, u64)> {
+    pub fn watch_from(&self, rt: &ResourceType, since: Option<u64>) -> ApiResult<WatchStart> {
         let inner = self.lock();
         let key = rt.key();
         let rx = self.events.subscribe();

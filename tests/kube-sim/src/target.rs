@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use crate::server::{client_for, KubeSim, Options};
 
 pub enum TargetCluster {
-    Sim(KubeSim),
+    Sim(Box<KubeSim>),
     Real(PathBuf),
 }
 
 impl TargetCluster {
     /// A fresh kube-sim with these options.
     pub fn sim_with(opts: Options) -> anyhow::Result<TargetCluster> {
-        Ok(TargetCluster::Sim(KubeSim::start(opts)?))
+        Ok(TargetCluster::Sim(Box::new(KubeSim::start(opts)?)))
     }
 
     /// The real cluster named by `KUBECONFIG`, if any.

@@ -219,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
         rss as f64 / 1024.0,
         hwm as f64 / 1024.0
     );
-    unsafe_kill(pid);
+    terminate(pid);
     let status = child.wait()?;
     println!("  server exit on SIGTERM: {status}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -227,7 +227,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// SIGTERM through the `kill` utility, to keep this binary free of libc bindings.
-fn unsafe_kill(pid: u32) {
+fn terminate(pid: u32) {
     let _ = std::process::Command::new("kill")
         .arg("-TERM")
         .arg(pid.to_string())
