@@ -537,6 +537,13 @@ impl Store {
         name: &str,
         opts: &DeleteOptions,
     ) -> ApiResult<(Arc<Value>, bool)> {
+        if rt.key() == "/namespaces" && ["default", "kube-system", "kube-public"].contains(&name) {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+            ));
+        }
         let mut inner = self.lock();
         let old = lookup(&inner, rt, ns, name)?;
         if let Some(uid) = &opts.uid {

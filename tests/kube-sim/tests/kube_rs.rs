@@ -508,6 +508,17 @@ async fn errors_are_kubernetes_statuses() {
             t.name()
         );
         drop_namespace(&client, &ns).await;
+        let nss: Api<Namespace> = Api::all(client.clone());
+        let e = nss
+            .delete("kube-system", &DeleteParams::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            api_code(&e),
+            (403, "Forbidden".into()),
+            "[{}] system namespaces stay",
+            t.name()
+        );
         if let Some(sim) = t.sim() {
             let viewer = sim.viewer_client().await.unwrap();
             let vapi: Api<ConfigMap> = Api::namespaced(viewer, "default");
