@@ -718,3 +718,390 @@ impl<P: Provider> pb::provider_server::Provider for ProviderService<P> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The generic operations, driven through the gRPC trait with a resource that keeps
+    //! its objects in memory, so protocol behaviour is tested without AWS.
+    use super::*;
+    use crate::protocol::msgpack;
+    use crate::protocol::prelude::*;
+    use crate::protocol::proto::tfplugin6::provider_server::Provider as Grpc;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Store {
+        objects: Mutex<BTreeMap<String, i64>>,
+    }
+
+    struct Thing;
+
+    #[async_trait]
+    impl Resource<Store> for Thing {
+        fn type_name(&self) -> &'static str {
+            "test_thing"
+        }
+        fn schema(&self) -> Schema {
+            Schema::new(1)
+                .attribute(
+                    Attribute::string("name")
+                        .required()
+                        .force_new()
+                        .validate(validators::string_length(1, 5)),
+                )
+                .attribute(Attribute::number("size").default(3))
+                .attribute(Attribute::string("id").computed())
+        }
+        fn timeouts(&self) -> Option<Timeouts> {
+            Some(Timeouts {
+                create: Some(Duration::from_secs(5)),
+                ..Timeouts::default()
+            })
+        }
+        async fn create(&self, ctx: &Store, c: Change) -> Result<Applied, Diagnostics> {
+            let name = c.planned.get("name").as_str().unwrap().to_string();
+            if name == "slow" {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            let size = c.planned.get("size").as_i64().unwrap();
+            ctx.objects.lock().unwrap().insert(name.clone(), size);
+            let mut state = c.planned.clone();
+            state.set_attr("id", Value::string(format!("id-{name}")));
+            Ok(Applied::new(state).with_private(b"p1".to_vec()))
+        }
+        async fn read(&self, ctx: &Store, r: ReadRequest) -> Result<Option<Applied>, Diagnostics> {
+            let name = r.state.get("name").as_str().unwrap_or_default().to_string();
+            if name == "hang" {
+                std::future::pending::<()>().await;
+            }
+            Ok(ctx.objects.lock().unwrap().get(&name).map(|size| {
+                Applied::new(Value::object([
+                    ("name", Value::string(&name)),
+                    ("size", Value::int(*size)),
+                    ("id", Value::string(format!("id-{name}"))),
+                ]))
+            }))
+        }
+        async fn update(&self, ctx: &Store, c: Change) -> Result<Applied, Diagnostics> {
+            let name = c.planned.get("name").as_str().unwrap().to_string();
+            ctx.objects
+                .lock()
+                .unwrap()
+                .insert(name, c.planned.get("size").as_i64().unwrap());
+            Ok(Applied::new(c.planned))
+        }
+        async fn delete(&self, ctx: &Store, c: Change) -> Result<(), Diagnostics> {
+            let name = c.prior.get("name").as_str().unwrap();
+            ctx.objects.lock().unwrap().remove(name);
+            Ok(())
+        }
+        async fn import(&self, _: &Store, id: &str) -> Result<Applied, Diagnostics> {
+            Ok(Applied::new(Value::object([("name", Value::string(id))])))
+        }
+        fn upgrade_state(
+            &self,
+            from: i64,
+            mut raw: serde_json::Value,
+        ) -> Result<serde_json::Value, Diagnostics> {
+            // Version 0 called `size` `count`.
+            if from == 0 {
+                let count = raw["count"].take();
+                raw["size"] = count;
+                raw.as_object_mut().unwrap().remove("count");
+            }
+            Ok(raw)
+        }
+    }
+
+    struct TestProvider;
+
+    #[async_trait]
+    impl Provider for TestProvider {
+        type Context = Store;
+        fn schema(&self) -> Schema {
+            Schema::new(0).attribute(Attribute::string("region").optional())
+        }
+        async fn configure(&self, _: ConfigureRequest) -> Result<Store, Diagnostics> {
+            Ok(Store::default())
+        }
+        fn resources(&self) -> Vec<Arc<dyn Resource<Store>>> {
+            vec![Arc::new(Thing)]
+        }
+        fn data_sources(&self) -> Vec<Arc<dyn DataSource<Store>>> {
+            Vec::new()
+        }
+    }
+
+    fn ty() -> Type {
+        ProviderService::new(TestProvider, StopToken::new()).resources["test_thing"]
+            .ty
+            .clone()
+    }
+
+    fn dv(v: &Value) -> Option<pb::DynamicValue> {
+        Some(pb::DynamicValue {
+            msgpack: msgpack::encode(v, &ty()).unwrap(),
+            json: Vec::new(),
+        })
+    }
+
+    fn val(d: &Option<pb::DynamicValue>) -> Value {
+        msgpack::decode(&d.as_ref().unwrap().msgpack, &ty()).unwrap()
+    }
+
+    async fn configured() -> ProviderService<TestProvider> {
+        let s = ProviderService::new(TestProvider, StopToken::new());
+        let r = s
+            .configure_provider(Request::new(pb::configure_provider::Request {
+                terraform_version: "1.0.3".into(),
+                config: Some(pb::DynamicValue {
+                    msgpack: msgpack::encode(
+                        &Value::object([("region", Value::Null)]),
+                        &s.provider_schema.implied_type(),
+                    )
+                    .unwrap(),
+                    json: Vec::new(),
+                }),
+                client_capabilities: None,
+            }))
+            .await
+            .unwrap();
+        assert!(r.into_inner().diagnostics.is_empty());
+        s
+    }
+
+    fn config(name: &str) -> Value {
+        Value::object([("name", Value::string(name))])
+    }
+
+    async fn plan(
+        s: &ProviderService<TestProvider>,
+        prior: &Value,
+        cfg: &Value,
+    ) -> pb::plan_resource_change::Response {
+        // Terraform's proposal: config, with prior values for computed attributes left null.
+        let mut proposed = cfg.clone();
+        if let Value::Object(m) = prior {
+            for (k, v) in m {
+                if proposed.get(k).is_null() {
+                    proposed.set_attr(k, v.clone());
+                }
+            }
+        }
+        s.plan_resource_change(Request::new(pb::plan_resource_change::Request {
+            type_name: "test_thing".into(),
+            prior_state: dv(prior),
+            proposed_new_state: dv(&proposed),
+            config: dv(cfg),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+    }
+
+    async fn apply(
+        s: &ProviderService<TestProvider>,
+        prior: &Value,
+        planned: &Value,
+        cfg: &Value,
+    ) -> pb::apply_resource_change::Response {
+        s.apply_resource_change(Request::new(pb::apply_resource_change::Request {
+            type_name: "test_thing".into(),
+            prior_state: dv(prior),
+            planned_state: dv(planned),
+            config: dv(cfg),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner()
+    }
+
+    #[tokio::test]
+    async fn schema_includes_the_timeouts_block() {
+        let s = ProviderService::new(TestProvider, StopToken::new());
+        let r = s
+            .get_provider_schema(Request::new(pb::get_provider_schema::Request {}))
+            .await
+            .unwrap()
+            .into_inner();
+        let thing = &r.resource_schemas["test_thing"];
+        assert_eq!(thing.version, 1);
+        let block = thing.block.as_ref().unwrap();
+        assert_eq!(block.block_types[0].type_name, "timeouts");
+    }
+
+    #[tokio::test]
+    async fn validation_errors_carry_the_attribute_path() {
+        let s = ProviderService::new(TestProvider, StopToken::new());
+        let cfg = Value::object([
+            ("name", Value::string("toolong")),
+            (
+                "timeouts",
+                Value::object([("create", Value::string("soon"))]),
+            ),
+        ]);
+        let r = s
+            .validate_resource_config(Request::new(pb::validate_resource_config::Request {
+                type_name: "test_thing".into(),
+                config: dv(&cfg),
+                client_capabilities: None,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        let paths: Vec<String> = r
+            .diagnostics
+            .iter()
+            .map(|d| {
+                d.attribute
+                    .as_ref()
+                    .unwrap()
+                    .steps
+                    .iter()
+                    .map(|s| match &s.selector {
+                        Some(pb::attribute_path::step::Selector::AttributeName(n)) => n.clone(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".")
+            })
+            .collect();
+        assert_eq!(paths, ["name", "timeouts.create"]);
+    }
+
+    #[tokio::test]
+    async fn lifecycle_create_read_update_replace_delete() {
+        let s = configured().await;
+        let cfg = config("a");
+        let p = plan(&s, &Value::Null, &cfg).await;
+        assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+        let planned = val(&p.planned_state);
+        assert_eq!(planned.get("size"), &Value::int(3), "default applied");
+        assert!(planned.get("id").is_unknown(), "output unknown on create");
+
+        let a = apply(&s, &Value::Null, &planned, &cfg).await;
+        assert!(a.diagnostics.is_empty(), "{:?}", a.diagnostics);
+        let state = val(&a.new_state);
+        assert_eq!(state.get("id").as_str(), Some("id-a"));
+        assert_eq!(a.private, b"p1");
+
+        // Nothing changed: the plan equals the state, nothing to replace.
+        let p = plan(&s, &state, &cfg).await;
+        assert_eq!(val(&p.planned_state), state);
+        assert!(p.requires_replace.is_empty());
+
+        // In place.
+        let cfg2 = Value::object([("name", Value::string("a")), ("size", Value::int(4))]);
+        let p = plan(&s, &state, &cfg2).await;
+        assert!(p.requires_replace.is_empty());
+        let planned = val(&p.planned_state);
+        assert_eq!(planned.get("id").as_str(), Some("id-a"));
+        let state = val(&apply(&s, &state, &planned, &cfg2).await.new_state);
+        assert_eq!(state.get("size"), &Value::int(4));
+
+        // Force-new.
+        let p = plan(&s, &state, &config("b")).await;
+        assert_eq!(p.requires_replace.len(), 1);
+        assert!(val(&p.planned_state).get("id").is_unknown());
+
+        // Gone out of band: read says null.
+        s.context().unwrap().objects.lock().unwrap().clear();
+        let r = s
+            .read_resource(Request::new(pb::read_resource::Request {
+                type_name: "test_thing".into(),
+                current_state: dv(&state),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(r.diagnostics.is_empty());
+        assert_eq!(val(&r.new_state), Value::Null);
+
+        // Delete.
+        let d = apply(&s, &state, &Value::Null, &Value::Null).await;
+        assert!(d.diagnostics.is_empty());
+        assert_eq!(val(&d.new_state), Value::Null);
+    }
+
+    #[tokio::test]
+    async fn create_timeout_is_enforced_at_its_path() {
+        tokio::time::pause();
+        let s = configured().await;
+        let cfg = Value::object([
+            ("name", Value::string("slow")),
+            ("timeouts", Value::object([("create", Value::string("2s"))])),
+        ]);
+        let planned = val(&plan(&s, &Value::Null, &cfg).await.planned_state);
+        let a = apply(&s, &Value::Null, &planned, &cfg).await;
+        let d = &a.diagnostics[0];
+        assert!(d.summary.contains("Timed out after 2s"), "{}", d.summary);
+        assert_eq!(d.attribute.as_ref().unwrap().steps.len(), 2);
+        assert_eq!(val(&a.new_state), Value::Null, "nothing recorded");
+    }
+
+    #[tokio::test]
+    async fn stop_provider_interrupts_a_hanging_read() {
+        let s = Arc::new(configured().await);
+        let s2 = s.clone();
+        let read = tokio::spawn(async move {
+            s2.read_resource(Request::new(pb::read_resource::Request {
+                type_name: "test_thing".into(),
+                current_state: dv(&config("hang")),
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .into_inner()
+        });
+        tokio::task::yield_now().await;
+        s.stop_provider(Request::new(pb::stop_provider::Request {}))
+            .await
+            .unwrap();
+        let r = read.await.unwrap();
+        assert_eq!(r.diagnostics[0].summary, "Interrupted");
+        assert_eq!(
+            val(&r.new_state),
+            val(&dv(&config("hang"))),
+            "prior state kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn import_then_upgrade_old_state() {
+        let s = configured().await;
+        let r = s
+            .import_resource_state(Request::new(pb::import_resource_state::Request {
+                type_name: "test_thing".into(),
+                id: "x".into(),
+                client_capabilities: None,
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            val(&r.imported_resources[0].state).get("name").as_str(),
+            Some("x")
+        );
+
+        let raw = br#"{"name":"x","count":7,"id":"id-x","dropped_attr":true}"#;
+        let r = s
+            .upgrade_resource_state(Request::new(pb::upgrade_resource_state::Request {
+                type_name: "test_thing".into(),
+                version: 0,
+                raw_state: Some(pb::RawState {
+                    json: raw.to_vec(),
+                    flatmap: Default::default(),
+                }),
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
+        let v = val(&r.upgraded_state);
+        assert_eq!(v.get("size"), &Value::int(7));
+        assert!(v.get("timeouts").is_null());
+    }
+}
