@@ -227,7 +227,9 @@ pub fn default_on_create(rt: &ResourceType, obj: &mut Value) {
             }
             set_default(obj, &["status", "loadBalancer"], json!({}));
         }
-        "/secrets" => set_default(obj, &["type"], json!("Opaque")),
+        "/secrets" if obj["type"].as_str().is_none_or(str::is_empty) => {
+            obj["type"] = json!("Opaque");
+        }
         "apps/deployments" => {
             set_default(obj, &["spec", "replicas"], json!(1));
             set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));

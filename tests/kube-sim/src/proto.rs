@@ -120,6 +120,8 @@ fn object_meta(b: &[u8]) -> Option<Value> {
             _ => {}
         }
     }
+    // gogo-protobuf writes empty strings too; JSON clients omit them.
+    m.retain(|_, v| v.as_str() != Some(""));
     if !labels.is_empty() {
         m.insert("labels".into(), Value::Object(labels));
     }
@@ -160,6 +162,104 @@ fn delete_options(b: &[u8]) -> Option<Value> {
     Some(Value::Object(o))
 }
 
+fn label_selector(b: &[u8]) -> Option<Value> {
+    let mut ml = Map::new();
+    for (n, f) in fields(b)? {
+        if let (1, Field::Bytes(x)) = (n, f) {
+            let (k, v) = map_entry(x, false)?;
+            ml.insert(k, v);
+        }
+    }
+    Some(json!({"matchLabels": ml}))
+}
+
+fn container(b: &[u8]) -> Option<Value> {
+    let mut c = Map::new();
+    let mut ports = Vec::new();
+    let mut command = Vec::new();
+    let mut args = Vec::new();
+    for (n, f) in fields(b)? {
+        let Field::Bytes(x) = f else { continue };
+        match n {
+            1 => {
+                c.insert("name".into(), string(x));
+            }
+            2 => {
+                c.insert("image".into(), string(x));
+            }
+            3 => command.push(string(x)),
+            4 => args.push(string(x)),
+            6 => {
+                let mut p = Map::new();
+                for (pn, pf) in fields(x)? {
+                    match (pn, pf) {
+                        (1, Field::Bytes(v)) => {
+                            p.insert("name".into(), string(v));
+                        }
+                        (3, Field::Varint(v)) => {
+                            p.insert("containerPort".into(), json!(v as i64));
+                        }
+                        (4, Field::Bytes(v)) => {
+                            p.insert("protocol".into(), string(v));
+                        }
+                        _ => {}
+                    }
+                }
+                p.retain(|_, v| v.as_str() != Some(""));
+                p.entry("protocol").or_insert_with(|| json!("TCP"));
+                ports.push(Value::Object(p));
+            }
+            8 => {
+                c.insert("resources".into(), json!({}));
+            }
+            _ => {}
+        }
+    }
+    if !ports.is_empty() {
+        c.insert("ports".into(), Value::Array(ports));
+    }
+    if !command.is_empty() {
+        c.insert("command".into(), Value::Array(command));
+    }
+    if !args.is_empty() {
+        c.insert("args".into(), Value::Array(args));
+    }
+    Some(Value::Object(c))
+}
+
+/// The part of a Deployment `kubectl create deployment` sends: replicas, selector, and a
+/// template with labels and containers (name, image, command, args, ports).
+fn deployment_spec(b: &[u8]) -> Option<Value> {
+    let mut spec = json!({});
+    for (n, f) in fields(b)? {
+        match (n, f) {
+            (1, Field::Varint(v)) => spec["replicas"] = json!(v as i64),
+            (2, Field::Bytes(x)) => spec["selector"] = label_selector(x)?,
+            (3, Field::Bytes(x)) => {
+                let mut template = json!({"metadata": {}, "spec": {"containers": []}});
+                for (tn, tf) in fields(x)? {
+                    match (tn, tf) {
+                        (1, Field::Bytes(m)) => template["metadata"] = object_meta(m)?,
+                        (2, Field::Bytes(ps)) => {
+                            let mut containers = Vec::new();
+                            for (pn, pf) in fields(ps)? {
+                                if let (2, Field::Bytes(cx)) = (pn, pf) {
+                                    containers.push(container(cx)?);
+                                }
+                            }
+                            template["spec"]["containers"] = Value::Array(containers);
+                        }
+                        _ => {}
+                    }
+                }
+                spec["template"] = template;
+            }
+            _ => {}
+        }
+    }
+    Some(spec)
+}
+
 /// Decodes a `k8s\0`-prefixed protobuf body into the JSON object it stands for.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
@@ -186,7 +286,7 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         }
     }
     let unsupported = || {
-        format!("kube-sim decodes protobuf bodies only for Namespace, ConfigMap, Secret, ServiceAccount, DeleteOptions and Eviction (got {api_version} {kind}); send JSON")
+        format!("kube-sim decodes protobuf bodies only for Namespace, ConfigMap, Secret, ServiceAccount, Deployment (as kubectl create deployment sends it), DeleteOptions and Eviction (got {api_version} {kind}); send JSON")
     };
     let mut obj = json!({"apiVersion": api_version, "kind": kind});
     let top = fields(raw).ok_or("malformed protobuf object")?;
@@ -210,6 +310,10 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
                     .ok_or_else(|| "malformed DeleteOptions".to_string())
             }
             (_, 1) => obj["metadata"] = object_meta(x).ok_or("malformed metadata")?,
+            ("Deployment", 2) => {
+                obj["spec"] = deployment_spec(x).ok_or("malformed Deployment spec")?
+            }
+            ("Deployment", 3) => {}
             ("Eviction", 2) => {
                 obj["deleteOptions"] = delete_options(x).ok_or("malformed deleteOptions")?
             }
@@ -236,7 +340,13 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     }
     if !matches!(
         kind.as_str(),
-        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount" | "Eviction" | "DeleteOptions"
+        "Namespace"
+            | "ConfigMap"
+            | "Secret"
+            | "ServiceAccount"
+            | "Deployment"
+            | "Eviction"
+            | "DeleteOptions"
     ) {
         return Err(unsupported());
     }

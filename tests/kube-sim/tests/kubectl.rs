@@ -725,3 +725,56 @@ fn anonymous_and_wrong_token_get_401() {
     );
     kubectl_ok(&t, &["--context=kube-sim-viewer", "get", "configmaps"]);
 }
+
+/// kubectl's typed clients send protobuf bodies; kube-sim decodes the kinds scripts create
+/// imperatively.
+#[test]
+fn imperative_create_commands_work() {
+    for t in targets() {
+        let ns = TestNamespace::create(&t, "ks-create");
+        let n = ns.name.as_str();
+        kubectl_ok(
+            &t,
+            &[
+                "create",
+                "deployment",
+                "api",
+                "-n",
+                n,
+                "--image=registry.k8s.io/pause:3.10",
+                "--replicas=2",
+                "--port=8080",
+            ],
+        );
+        let d = kubectl_json(&t, &["get", "deployment", "api", "-n", n, "-o", "json"]);
+        assert_eq!(d["spec"]["replicas"], 2, "[{}]", t.name());
+        assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "api");
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], "registry.k8s.io/pause:3.10");
+        assert_eq!(c["ports"][0]["containerPort"], 8080);
+        assert_eq!(c["ports"][0]["protocol"], "TCP");
+        kubectl_ok(
+            &t,
+            &[
+                "create",
+                "secret",
+                "generic",
+                "s",
+                "-n",
+                n,
+                "--from-literal=k=v",
+            ],
+        );
+        let s = kubectl_json(&t, &["get", "secret", "s", "-n", n, "-o", "json"]);
+        assert_eq!(s["data"]["k"], "dg==", "[{}] base64 of v", t.name());
+        assert_eq!(s["type"], "Opaque");
+        kubectl_ok(
+            &t,
+            &["create", "configmap", "c", "-n", n, "--from-literal=a=1"],
+        );
+        kubectl_ok(&t, &["create", "serviceaccount", "bot", "-n", n]);
+        wait_for("two pods", Duration::from_secs(30), || {
+            (pod_names(&t, n, "app=api").len() == 2).then_some(())
+        });
+    }
+}
