@@ -143,6 +143,7 @@ pub struct InFlightClaim {
     /// Its requirements (zone, capacity type, instance types...): a pod may use it only if
     /// every value still possible satisfies the pod.
     pub requirements: Requirements,
+    /// The NodePool's taints, without its startup taints (pods need not tolerate those).
     pub taints: Vec<Taint>,
     /// What it will be able to hold: the smallest candidate's allocatable minus DaemonSets.
     pub allocatable: Resources,
