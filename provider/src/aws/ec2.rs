@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_ec2::types::{Filter, InstanceTypeInfo, LocationType};
+use aws_sdk_ec2::types::{Filter, InstanceTypeInfo, InstanceTypeOffering, LocationType};
 use aws_sdk_ec2::Client;
 use tokio::time::Instant;
 
@@ -165,12 +165,12 @@ pub async fn instance_types(
     Ok(types)
 }
 
-/// Instance type → the zones it is offered in (sorted, deduplicated).
-pub async fn zone_offerings(
+/// Where each instance type is offered, one item per (type, zone), as the SDK gives them.
+pub async fn instance_type_offerings(
     client: &Client,
     deadline: Instant,
-) -> Result<BTreeMap<String, Vec<String>>, AwsError> {
-    let offerings = retry(deadline, || async {
+) -> Result<Vec<InstanceTypeOffering>, AwsError> {
+    retry(deadline, || async {
         client
             .describe_instance_type_offerings()
             .location_type(LocationType::AvailabilityZone)
@@ -181,7 +181,15 @@ pub async fn zone_offerings(
             .await
             .aws("ec2:DescribeInstanceTypeOfferings")
     })
-    .await?;
+    .await
+}
+
+/// Instance type → the zones it is offered in (sorted, deduplicated).
+pub async fn zone_offerings(
+    client: &Client,
+    deadline: Instant,
+) -> Result<BTreeMap<String, Vec<String>>, AwsError> {
+    let offerings = instance_type_offerings(client, deadline).await?;
     let mut by_type: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for o in &offerings {
         if let (Some(t), Some(zone)) = (o.instance_type(), o.location()) {

@@ -13,5 +13,8 @@ pub mod subnets;
 pub fn all() -> Vec<Arc<dyn DataSource<ProviderContext>>> {
     vec![
         Arc::new(caller_identity::CallerIdentity),
+        Arc::new(subnets::Subnets),
+        Arc::new(security_groups::SecurityGroups),
+        Arc::new(instance_types::InstanceTypes),
     ]
 }

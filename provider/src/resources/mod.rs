@@ -18,5 +18,7 @@ pub mod node_role;
 pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
     vec![
         Arc::new(interruption_queue::InterruptionQueue),
+        Arc::new(cluster::Cluster),
+        Arc::new(fargate_profile::FargateProfile),
     ]
 }

@@ -1,0 +1,273 @@
+//! Plan-time checks for EKS inputs, shared by `joiner_cluster` and `joiner_fargate_profile`.
+//!
+//! Each check mirrors a rule EKS itself enforces, so that a mistake is caught by
+//! `terraform plan` with the attribute named, instead of by CreateCluster ten minutes into
+//! an apply. Messages say what is allowed and echo the offending value.
+
+use crate::aws::eks::cluster::LOG_TYPES;
+use crate::policy::arn::Arn;
+use crate::protocol::prelude::*;
+
+/// EKS cluster names: 1-100 characters, starting with a letter or digit, then letters,
+/// digits, `-` and `_` (`^[0-9A-Za-z][A-Za-z0-9\-_]*$`).
+pub fn cluster_name(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    let n = s.chars().count();
+    if n == 0 || n > 100 {
+        return Err(format!(
+            "must be 1 to 100 characters long, got {n} characters"
+        ));
+    }
+    if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!("must start with a letter or a digit, got {s:?}"));
+    }
+    match s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        Some(c) => Err(format!(
+            "may contain only letters, digits, \"-\" and \"_\"; found {c:?} in {s:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Fargate profile names follow the same rule as cluster names, with EKS's 1-100 limit.
+pub fn profile_name(v: &Value) -> Result<(), String> {
+    cluster_name(v)
+}
+
+/// `<major>.<minor>` Kubernetes versions as EKS names them, e.g. "1.31".
+pub fn parse_version(s: &str) -> Option<(u32, u32)> {
+    let (major, minor) = s.split_once('.')?;
+    let ok = |p: &str| !p.is_empty() && p.len() <= 3 && p.chars().all(|c| c.is_ascii_digit());
+    if !ok(major) || !ok(minor) || (minor.len() > 1 && minor.starts_with('0')) {
+        return None;
+    }
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+pub fn kubernetes_version(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    match parse_version(s) {
+        Some((1, _)) => Ok(()),
+        _ => Err(format!(
+            "must be a Kubernetes minor version as EKS names it, like \"1.31\" (no patch level, no \"v\"), got {s:?}"
+        )),
+    }
+}
+
+/// An IAM role ARN, `arn:<partition>:iam::<account>:role/<name>`.
+pub fn role_arn(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    Arn::expect(s, "iam", "role/").map(|_| ()).map_err(|e| {
+        format!("must be an IAM role ARN like arn:aws:iam::123456789012:role/eks-cluster: {e}")
+    })
+}
+
+/// A KMS key (or alias) ARN for envelope encryption of secrets.
+pub fn kms_key_arn(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    Arn::expect(s, "kms", "key/")
+        .or_else(|_| Arn::expect(s, "kms", "alias/"))
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "must be a KMS key or alias ARN like arn:aws:kms:us-east-1:123456789012:key/<id>: {e}"
+            )
+        })
+}
+
+fn id_with_prefix(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix).is_some_and(|hex| {
+        (hex.len() == 8 || hex.len() == 17)
+            && hex
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    })
+}
+
+/// Every element is an EC2 ID with `prefix` (`subnet-`, `sg-`) and 8 or 17 hex digits.
+pub fn ec2_ids(
+    prefix: &'static str,
+    min: usize,
+) -> impl Fn(&Value) -> Result<(), String> + Send + Sync {
+    move |v| {
+        let ids = v.as_string_list();
+        if ids.len() < min {
+            let why = if min >= 2 {
+                " (EKS requires subnets in at least two Availability Zones)"
+            } else {
+                ""
+            };
+            return Err(format!("needs at least {min} IDs{why}, got {}", ids.len()));
+        }
+        match ids.iter().find(|s| !id_with_prefix(s, prefix)) {
+            Some(bad) => Err(format!("{bad:?} is not a valid ID: expected {prefix} followed by 8 or 17 lower-case hex digits")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Parses an IPv4 CIDR, requiring the host bits to be zero (EKS rejects "10.0.0.1/8").
+pub fn parse_cidr(s: &str) -> Result<([u8; 4], u8), String> {
+    let (addr, len) = s.split_once('/').ok_or_else(|| {
+        format!("{s:?} is not a CIDR block: expected a.b.c.d/n, e.g. 203.0.113.0/24")
+    })?;
+    let octets: Vec<&str> = addr.split('.').collect();
+    let parse_octet = |o: &str| -> Option<u8> {
+        if o.is_empty() || o.len() > 3 || !o.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        o.parse().ok()
+    };
+    let bytes: Option<Vec<u8>> = octets.iter().map(|o| parse_octet(o)).collect();
+    let bytes = match bytes {
+        Some(b) if b.len() == 4 => [b[0], b[1], b[2], b[3]],
+        _ => {
+            return Err(format!(
+                "{s:?} is not a CIDR block: the address must be four numbers 0-255"
+            ))
+        }
+    };
+    let len: u8 = match len.parse() {
+        Ok(n) if n <= 32 && !len.starts_with('+') => n,
+        _ => {
+            return Err(format!(
+                "{s:?} is not a CIDR block: the prefix length must be 0 to 32"
+            ))
+        }
+    };
+    let ip = u32::from_be_bytes(bytes);
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    if ip & !mask != 0 {
+        let net = (ip & mask).to_be_bytes();
+        return Err(format!(
+            "{s:?} has host bits set; did you mean {}.{}.{}.{}/{len}?",
+            net[0], net[1], net[2], net[3]
+        ));
+    }
+    Ok((bytes, len))
+}
+
+pub fn cidrs(v: &Value) -> Result<(), String> {
+    for s in v.as_string_list() {
+        parse_cidr(&s)?;
+    }
+    Ok(())
+}
+
+pub fn log_types(v: &Value) -> Result<(), String> {
+    match v
+        .as_string_list()
+        .into_iter()
+        .find(|t| !LOG_TYPES.contains(&t.as_str()))
+    {
+        Some(bad) => Err(format!(
+            "{bad:?} is not a control-plane log type; allowed: {}",
+            LOG_TYPES.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+/// AWS resource tags: up to 50, keys 1-128 and values up to 256 characters, no `aws:` prefix.
+pub fn tags(v: &Value) -> Result<(), String> {
+    crate::resources::iam_role::validate_tags(v)
+}
+
+/// The namespace of a Fargate selector: a Kubernetes DNS label (1-63 characters of
+/// lower-case letters, digits and `-`, starting and ending with a letter or digit).
+pub fn namespace(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be a Kubernetes namespace name (1-63 lower-case letters, digits and \"-\", starting and ending with a letter or digit), got {s:?}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: &str) -> Value {
+        Value::string(x)
+    }
+    fn set(xs: &[&str]) -> Value {
+        Value::Set(xs.iter().map(|x| Value::string(*x)).collect())
+    }
+
+    #[test]
+    fn cluster_names() {
+        assert!(cluster_name(&s("prod-eu_1")).is_ok());
+        assert!(cluster_name(&s(&"a".repeat(100))).is_ok());
+        assert!(cluster_name(&s(&"a".repeat(101)))
+            .unwrap_err()
+            .contains("1 to 100"));
+        assert!(cluster_name(&s("")).unwrap_err().contains("1 to 100"));
+        assert!(cluster_name(&s("-x"))
+            .unwrap_err()
+            .contains("start with a letter"));
+        assert!(cluster_name(&s("a.b")).unwrap_err().contains("'.'"));
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("1.31"), Some((1, 31)));
+        assert!(kubernetes_version(&s("1.9")).is_ok());
+        for bad in ["1.31.2", "v1.31", "1", "1.", "2.0", "1.031", "latest"] {
+            assert!(kubernetes_version(&s(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn arns() {
+        assert!(role_arn(&s("arn:aws:iam::123456789012:role/eks")).is_ok());
+        assert!(role_arn(&s("arn:aws:iam::123456789012:user/eks"))
+            .unwrap_err()
+            .contains("role/"));
+        assert!(role_arn(&s("eks-role")).is_err());
+        assert!(kms_key_arn(&s("arn:aws:kms:us-east-1:123456789012:key/abc")).is_ok());
+        assert!(kms_key_arn(&s("arn:aws:kms:us-east-1:123456789012:alias/eks")).is_ok());
+        assert!(kms_key_arn(&s("arn:aws:kms:::key/abc")).is_err());
+    }
+
+    #[test]
+    fn ids_and_cidrs() {
+        let subnets = ec2_ids("subnet-", 2);
+        assert!(subnets(&set(&["subnet-0123abcd", "subnet-0123456789abcdef0"])).is_ok());
+        assert!(subnets(&set(&["subnet-0123abcd"]))
+            .unwrap_err()
+            .contains("at least 2"));
+        assert!(subnets(&set(&["subnet-0123abcd", "sg-0123abcd"]))
+            .unwrap_err()
+            .contains("\"sg-0123abcd\""));
+        assert!(cidrs(&set(&["0.0.0.0/0", "203.0.113.0/24", "10.1.2.3/32"])).is_ok());
+        assert!(cidrs(&set(&["10.0.0.1/8"]))
+            .unwrap_err()
+            .contains("did you mean 10.0.0.0/8"));
+        assert!(cidrs(&set(&["10.0.0.0/33"])).is_err());
+        assert!(cidrs(&set(&["300.0.0.0/8"])).is_err());
+        assert!(cidrs(&set(&["10.0.0.0"])).is_err());
+    }
+
+    #[test]
+    fn log_types_and_namespaces() {
+        assert!(log_types(&set(&["api", "scheduler"])).is_ok());
+        assert!(log_types(&set(&["API"]))
+            .unwrap_err()
+            .contains("api, audit, authenticator, controllerManager, scheduler"));
+        assert!(namespace(&s("kube-system")).is_ok());
+        assert!(namespace(&s("Kube")).is_err());
+        assert!(namespace(&s("-a")).is_err());
+    }
+}
