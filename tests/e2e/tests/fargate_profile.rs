@@ -1,0 +1,302 @@
+//! `joiner_fargate_profile` through the real Terraform CLI against the AWS emulator: the
+//! kube-system and agent profiles a groupless cluster needs, created together; import by
+//! `cluster:profile`; replacement (EKS cannot change a profile in place); drift; destroy;
+//! and the inputs refused at plan time.
+
+use joiner_e2e::{Aws, MotoServer, Workspace};
+use serde_json::json;
+
+const SYSTEM: &str = "joiner_fargate_profile.system";
+const AGENT: &str = "joiner_fargate_profile.agent";
+
+struct Fixture {
+    role_arn: String,
+    subnets: Vec<String>,
+}
+
+/// An EKS cluster made directly with the SDK (this test is about profiles), a pod
+/// execution role and two private subnets.
+fn fixture(aws: &Aws) -> Fixture {
+    aws.block_on(async {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let ec2 = aws_sdk_ec2::Client::new(aws.sdk_config());
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        let role = iam
+            .create_role()
+            .role_name("e2e-fargate")
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks-fargate-pods.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .expect("iam:CreateRole");
+        let role_arn = role.role().unwrap().arn().to_string();
+        let vpc = ec2.create_vpc().cidr_block("10.30.0.0/16").send().await.unwrap();
+        let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let mut subnets = Vec::new();
+        for (i, az) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+            let s = ec2
+                .create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(format!("10.30.{i}.0/24"))
+                .availability_zone(*az)
+                .send()
+                .await
+                .unwrap();
+            subnets.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
+        }
+        subnets.sort();
+        eks.create_cluster()
+            .name("fg")
+            .role_arn(&role_arn)
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .set_subnet_ids(Some(subnets.clone()))
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("eks:CreateCluster");
+        Fixture { role_arn, subnets }
+    })
+}
+
+fn profiles(f: &Fixture, agent_labels: &str, extra: &str) -> String {
+    let subnets = format!(
+        "[{}]",
+        f.subnets
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    format!(
+        r#"resource "joiner_fargate_profile" "system" {{
+  cluster_name           = "fg"
+  name                   = "kube-system"
+  pod_execution_role_arn = "{role}"
+  subnet_ids             = {subnets}
+  selector {{
+    namespace = "kube-system"
+  }}
+{extra}
+}}
+
+resource "joiner_fargate_profile" "agent" {{
+  cluster_name           = "fg"
+  name                   = "joiner"
+  pod_execution_role_arn = "{role}"
+  subnet_ids             = {subnets}
+  selector {{
+    namespace = "joiner"
+    labels    = {agent_labels}
+  }}
+}}
+"#,
+        role = f.role_arn
+    )
+}
+
+fn remote_profiles(aws: &Aws) -> Vec<String> {
+    aws.block_on(async {
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        let mut names = eks
+            .list_fargate_profiles()
+            .cluster_name("fg")
+            .send()
+            .await
+            .expect("eks:ListFargateProfiles")
+            .fargate_profile_names()
+            .to_vec();
+        names.sort();
+        names
+    })
+}
+
+fn describe(aws: &Aws, name: &str) -> aws_sdk_eks::types::FargateProfile {
+    aws.block_on(async {
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        eks.describe_fargate_profile()
+            .cluster_name("fg")
+            .fargate_profile_name(name)
+            .send()
+            .await
+            .expect("eks:DescribeFargateProfile")
+            .fargate_profile()
+            .cloned()
+            .unwrap()
+    })
+}
+
+#[test]
+fn lifecycle_create_import_replace_drift_destroy() {
+    let moto = MotoServer::start();
+    let aws = Aws::new(&moto);
+    let f = fixture(&aws);
+    let tf = Workspace::new(&moto);
+    let labels = r#"{ "app.kubernetes.io/name" = "joiner-agent" }"#;
+    tf.write_config(&profiles(&f, labels, r#"  tags = { team = "platform" }"#));
+
+    // Both at once, as Terraform does; both ACTIVE.
+    let plan = tf.plan();
+    assert_eq!(plan.actions(SYSTEM), ["create"]);
+    assert_eq!(plan.actions(AGENT), ["create"]);
+    tf.apply();
+    assert_eq!(remote_profiles(&aws), ["joiner", "kube-system"]);
+    let st = tf.values(AGENT);
+    assert_eq!(st["id"], "fg:joiner");
+    assert_eq!(st["status"], "ACTIVE");
+    assert!(st["arn"]
+        .as_str()
+        .unwrap()
+        .contains(":fargateprofile/fg/joiner/"));
+    assert_eq!(
+        st["selector"],
+        json!([{ "namespace": "joiner", "labels": { "app.kubernetes.io/name": "joiner-agent" } }])
+    );
+    let remote = describe(&aws, "joiner");
+    assert_eq!(remote.pod_execution_role_arn(), Some(f.role_arn.as_str()));
+    let mut subnets = remote.subnets().to_vec();
+    subnets.sort();
+    assert_eq!(subnets, f.subnets);
+    let sel = &remote.selectors()[0];
+    assert_eq!(sel.namespace(), Some("joiner"));
+    assert_eq!(
+        sel.labels()
+            .unwrap()
+            .get("app.kubernetes.io/name")
+            .map(String::as_str),
+        Some("joiner-agent")
+    );
+    assert_eq!(
+        describe(&aws, "kube-system")
+            .tags()
+            .unwrap()
+            .get("team")
+            .map(String::as_str),
+        Some("platform")
+    );
+
+    tf.plan_is_empty();
+    tf.refresh_plan_is_empty();
+
+    // Import by `cluster:profile` (the timeouts block is configuration, not remote state).
+    tf.import_verify(SYSTEM, "fg:kube-system", &[])
+        .refresh_plan_is_empty();
+    tf.import_verify(AGENT, "fg:joiner", &[])
+        .refresh_plan_is_empty();
+
+    // A tag change is the one in-place update EKS allows: the plan says update, not replace.
+    // (The emulator's TagResource only knows clusters, so this plan is not applied here; the
+    // same tag sync is applied to a cluster in tests/cluster.rs.)
+    tf.write_config(&profiles(
+        &f,
+        labels,
+        r#"  tags = { team = "platform", env = "test" }"#,
+    ));
+    assert_eq!(tf.plan().actions(SYSTEM), ["update"]);
+
+    // Selectors cannot change in place: replacement, and the plan names the selector.
+    let new_labels = r#"{ "app.kubernetes.io/name" = "joiner-agent", tier = "system" }"#;
+    tf.write_config(&profiles(
+        &f,
+        new_labels,
+        r#"  tags = { team = "platform" }"#,
+    ));
+    let plan = tf.plan();
+    assert!(plan.replaces(AGENT), "{:?}", plan.actions(AGENT));
+    assert_eq!(plan.replace_paths(AGENT), [json!(["selector"])]);
+    assert_eq!(plan.actions(SYSTEM), ["no-op"]);
+    tf.apply();
+    let sel = describe(&aws, "joiner").selectors()[0].clone();
+    assert_eq!(
+        sel.labels().unwrap().get("tier").map(String::as_str),
+        Some("system")
+    );
+    tf.refresh_plan_is_empty();
+
+    // Drift: deleted out of band, recreated by the next apply.
+    aws.block_on(async {
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        eks.delete_fargate_profile()
+            .cluster_name("fg")
+            .fargate_profile_name("kube-system")
+            .send()
+            .await
+            .unwrap();
+    });
+    assert_eq!(tf.plan().actions(SYSTEM), ["create"]);
+    tf.apply();
+    assert_eq!(remote_profiles(&aws), ["joiner", "kube-system"]);
+
+    tf.destroy();
+    assert!(
+        remote_profiles(&aws).is_empty(),
+        "{:?}",
+        remote_profiles(&aws)
+    );
+}
+
+#[test]
+fn bad_inputs_are_refused_at_plan_time_with_their_attribute() {
+    let moto = MotoServer::start();
+    let tf = Workspace::new(&moto);
+    let profile = |body: &str| {
+        format!(
+            r#"resource "joiner_fargate_profile" "p" {{
+{body}
+}}
+"#
+        )
+    };
+    let good = [
+        ("cluster_name", r#""fg""#),
+        ("name", r#""kube-system""#),
+        (
+            "pod_execution_role_arn",
+            r#""arn:aws:iam::123456789012:role/fargate""#,
+        ),
+        ("subnet_ids", r#"["subnet-0123abcd"]"#),
+    ];
+    let with = |attr: &str, value: &str, selector: &str| {
+        let mut lines: Vec<String> = good
+            .iter()
+            .map(|(k, v)| format!("  {k} = {}", if *k == attr { value } else { v }))
+            .collect();
+        lines.push(selector.to_string());
+        profile(&lines.join("\n"))
+    };
+    let ns = "  selector {\n    namespace = \"kube-system\"\n  }";
+    let cases: Vec<(String, &str, &str)> = vec![
+        (with("cluster_name", r#""bad name""#, ns), "cluster_name", "letters, digits"),
+        (with("name", r#""-x""#, ns), "name", "must start with a letter or a digit"),
+        (with("pod_execution_role_arn", r#""arn:aws:iam::123456789012:policy/x""#, ns), "pod_execution_role_arn", "IAM role ARN"),
+        (with("subnet_ids", r#"["sg-0123abcd"]"#, ns), "subnet_ids", "subnet- followed by"),
+        (with("subnet_ids", "[]", ns), "subnet_ids", "at least 1"),
+        (with("name", r#""ok""#, "  selector {\n    namespace = \"Kube_System\"\n  }"), "namespace", "Kubernetes namespace name"),
+        (
+            with(
+                "name",
+                r#""ok""#,
+                "  selector {\n    namespace = \"a\"\n    labels = { a = \"1\", b = \"2\", c = \"3\", d = \"4\", e = \"5\", f = \"6\" }\n  }",
+            ),
+            "labels",
+            "at most 5 labels",
+        ),
+    ];
+    for (config, attribute, message) in cases {
+        tf.write_config(&config);
+        tf.plan_fails_with(attribute, message);
+    }
+    // No selector at all: Terraform itself enforces the block's minimum.
+    tf.write_config(&profile(
+        &good
+            .iter()
+            .map(|(k, v)| format!("  {k} = {v}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    ));
+    let r = tf.terraform(&["plan", "-no-color", "-input=false"]);
+    assert!(!r.success());
+    assert!(r.output().contains("selector"), "{r}");
+}
