@@ -221,6 +221,18 @@ where
     }
 }
 
+/// AWS failures become Terraform errors whose summary names the operation and code, so
+/// they can be searched for, and whose detail carries the message.
+impl From<AwsError> for crate::protocol::diagnostics::Diagnostic {
+    fn from(e: AwsError) -> Self {
+        let summary = match e.code() {
+            Some(code) => format!("{} failed: {code}", e.operation),
+            None => format!("{} failed", e.operation),
+        };
+        crate::protocol::diagnostics::Diagnostic::error(summary, e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

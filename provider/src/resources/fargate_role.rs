@@ -1,1 +1,126 @@
-//! (empty: being written)
+//! `joiner_fargate_role`: the pod execution role Fargate uses to pull images and write
+//! logs for the system pods (kube-system, the agent), trusted only by this cluster's
+//! Fargate profiles.
+
+use crate::policy::{managed, trust};
+use crate::protocol::prelude::*;
+
+use super::iam_role::{input, Documents, Env, RoleFlavor, RoleResource};
+use crate::aws::iam::RemoteRole;
+
+pub struct FargateRoleFlavor;
+
+pub type FargateRole = RoleResource<FargateRoleFlavor>;
+
+/// EKS cluster names: 1-100 characters, a letter or digit first, then letters, digits, `-`, `_`.
+pub fn validate_cluster_name(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    let n = s.chars().count();
+    if !(1..=100).contains(&n) {
+        return Err(format!(
+            "must be 1 to 100 characters long, got {n} characters"
+        ));
+    }
+    if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!("must start with a letter or digit, got {s:?}"));
+    }
+    match s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        Some(c) => Err(format!(
+            "may contain only letters, digits, - and _; found {c:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
+pub fn cluster_name_attribute(what: &str) -> Attribute {
+    Attribute::string("cluster_name")
+        .required()
+        .validate(validate_cluster_name)
+        .description(what)
+}
+
+impl RoleFlavor for FargateRoleFlavor {
+    const TYPE_NAME: &'static str = "joiner_fargate_role";
+    const SUMMARY: &'static str = "IAM pod execution role for Fargate: trusted by eks-fargate-pods.amazonaws.com for this cluster's Fargate profiles only, with AmazonEKSFargatePodExecutionRolePolicy.";
+    const DEFAULT_DESCRIPTION: &'static str = "joiner: Fargate pod execution";
+
+    fn attributes() -> Vec<Attribute> {
+        vec![cluster_name_attribute(
+            "The EKS cluster whose Fargate profiles may use the role (aws:SourceArn condition); updated in place.",
+        )]
+    }
+
+    fn documents(config: &Value, env: &Env) -> Documents {
+        let trust = match input(config, "cluster_name") {
+            Some(Some(cluster)) => Some(
+                trust::fargate_trust(&env.partition, &env.region, &env.account, cluster).to_json(),
+            ),
+            _ => None,
+        };
+        Documents {
+            trust,
+            managed_policy_arns: managed::arns(&env.partition, managed::FARGATE_POLICIES),
+            inline: None,
+        }
+    }
+
+    /// The cluster name is the `<cluster>` in the SourceArn condition
+    /// `arn:...:fargateprofile/<cluster>/*`.
+    fn recover_inputs(role: &RemoteRole) -> Vec<(&'static str, Value)> {
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(&role.trust_policy) else {
+            return Vec::new();
+        };
+        let statements = match &doc["Statement"] {
+            serde_json::Value::Array(a) => a.clone(),
+            other => vec![other.clone()],
+        };
+        for st in statements {
+            let source = &st["Condition"]["ArnLike"]["aws:SourceArn"];
+            let source = source.as_str().or_else(|| source[0].as_str());
+            if let Some(cluster) = source
+                .and_then(|s| s.split_once(":fargateprofile/"))
+                .and_then(|(_, rest)| rest.split('/').next())
+            {
+                return vec![("cluster_name", Value::string(cluster))];
+            }
+        }
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names() {
+        assert!(validate_cluster_name(&Value::string("prod-eu_1")).is_ok());
+        assert!(validate_cluster_name(&Value::string("-x")).is_err());
+        assert!(validate_cluster_name(&Value::string("a.b")).is_err());
+        assert!(validate_cluster_name(&Value::string("c".repeat(101))).is_err());
+    }
+
+    #[test]
+    fn recovers_cluster_from_trust() {
+        let env = Env {
+            partition: "aws".into(),
+            region: "us-east-1".into(),
+            account: "123456789012".into(),
+        };
+        let docs = FargateRoleFlavor::documents(
+            &Value::object([("cluster_name", Value::string("prod"))]),
+            &env,
+        );
+        let role = RemoteRole {
+            trust_policy: docs.trust.unwrap(),
+            ..RemoteRole::default()
+        };
+        assert_eq!(
+            FargateRoleFlavor::recover_inputs(&role),
+            vec![("cluster_name", Value::string("prod"))]
+        );
+    }
+}

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod cluster_role;
 pub mod fargate_profile;
 pub mod fargate_role;
+pub mod iam_role;
 pub mod interruption_queue;
 pub mod interruption_rules;
 pub mod node_role;
@@ -18,6 +19,11 @@ pub mod node_role;
 pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
     vec![
         Arc::new(interruption_queue::InterruptionQueue),
+        Arc::new(cluster_role::ClusterRole::new()),
+        Arc::new(node_role::NodeRole::new()),
+        Arc::new(fargate_role::FargateRole::new()),
+        Arc::new(agent_role::AgentRole::new()),
+        Arc::new(interruption_rules::InterruptionRules),
         Arc::new(cluster::Cluster),
         Arc::new(fargate_profile::FargateProfile),
     ]
