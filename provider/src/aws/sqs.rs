@@ -151,21 +151,30 @@ pub async fn queue_attributes(
     }))
 }
 
-pub async fn set_retention(client: &Client, url: &str, seconds: i64) -> Result<(), AwsError> {
-    set_attributes(
-        client,
-        url,
-        [(Attr::MessageRetentionPeriod, seconds.to_string())],
-    )
-    .await
+/// Attribute changes for SetQueueAttributes; `None` leaves an attribute as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueUpdate {
+    pub message_retention_seconds: Option<i64>,
+    pub encryption: Option<Encryption>,
+    pub policy: Option<String>,
 }
 
-pub async fn set_encryption(client: &Client, url: &str, e: &Encryption) -> Result<(), AwsError> {
-    set_attributes(client, url, e.attributes()).await
-}
-
-pub async fn set_policy(client: &Client, url: &str, policy: &str) -> Result<(), AwsError> {
-    set_attributes(client, url, [(Attr::Policy, policy.to_string())]).await
+/// Applies every change in one SetQueueAttributes call.
+pub async fn update_queue(client: &Client, url: &str, u: &QueueUpdate) -> Result<(), AwsError> {
+    let mut attrs: Vec<(Attr, String)> = Vec::new();
+    if let Some(r) = u.message_retention_seconds {
+        attrs.push((Attr::MessageRetentionPeriod, r.to_string()));
+    }
+    if let Some(e) = &u.encryption {
+        attrs.extend(e.attributes());
+    }
+    if let Some(p) = &u.policy {
+        attrs.push((Attr::Policy, p.clone()));
+    }
+    if attrs.is_empty() {
+        return Ok(());
+    }
+    set_attributes(client, url, attrs).await
 }
 
 async fn set_attributes(

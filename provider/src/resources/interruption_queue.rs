@@ -8,7 +8,7 @@
 
 use crate::aws::error::AwsError;
 use crate::aws::retry::{classify, RetryPolicy, Transience};
-use crate::aws::sqs::{self, Encryption, NewQueue};
+use crate::aws::sqs::{self, Encryption, NewQueue, QueueUpdate};
 use crate::protocol::prelude::*;
 use crate::protocol::timeouts::Timeouts;
 use crate::provider::ProviderContext;
@@ -44,6 +44,15 @@ fn tags_value(remote: &BTreeMap<String, String>, like: &Value) -> Value {
     }
 }
 
+/// SQS stores the policy re-serialized (key order, spacing vary between calls); keep the
+/// string Terraform already has when it means the same, so only real changes show.
+fn policy_value(remote: Option<String>, like: &Value) -> Value {
+    match (remote, like.as_str()) {
+        (Some(r), Some(l)) if sqs::same_policy(&r, l) => Value::string(l),
+        (r, _) => Value::opt_string(r),
+    }
+}
+
 /// Reads the queue at `url` into a state; `None` when it no longer exists.
 async fn read_queue(
     ctx: &ProviderContext,
@@ -73,7 +82,7 @@ async fn read_queue(
         ("tags", tags_value(&tags, like.get("tags"))),
         ("arn", Value::string(attrs.arn)),
         ("url", Value::string(url)),
-        ("policy", Value::opt_string(attrs.policy)),
+        ("policy", policy_value(attrs.policy, like.get("policy"))),
     ])))
 }
 
@@ -202,17 +211,24 @@ impl Resource<ProviderContext> for InterruptionQueue {
         let (prior, planned) = (&change.prior, &change.planned);
         let url = prior.get("url").as_str().unwrap_or_default().to_string();
         let client = ctx.aws.sqs();
+        let mut u = QueueUpdate::default();
         if retention(prior) != retention(planned) {
-            sqs::set_retention(&client, &url, retention(planned)).await?;
+            u.message_retention_seconds = Some(retention(planned));
         }
         if prior.get("kms_key_id") != planned.get("kms_key_id") {
-            sqs::set_encryption(&client, &url, &encryption(planned)).await?;
+            u.encryption = Some(encryption(planned));
         }
-        if let Some(policy) = planned.get("policy").as_str() {
-            if prior.get("policy").as_str() != Some(policy) {
-                sqs::set_policy(&client, &url, policy).await?;
-            }
+        // The policy goes with every attribute change: it is idempotent, and some SQS
+        // implementations (the emulator) drop a policy not restated in the same call.
+        let policy = planned
+            .get("policy")
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| prior.get("arn").as_str().map(sqs::interruption_policy));
+        if u != QueueUpdate::default() || prior.get("policy") != planned.get("policy") {
+            u.policy = policy;
         }
+        sqs::update_queue(&client, &url, &u).await?;
         if prior.get("tags") != planned.get("tags") {
             let have = sqs::tags(&client, &url).await?;
             sqs::set_tags(&client, &url, &have, &planned.get("tags").as_string_map()).await?;
@@ -325,6 +341,25 @@ mod tests {
             tags_value(&some, &Value::Null),
             Value::string_map([("a", "b")])
         );
+    }
+
+    #[test]
+    fn reformatted_policies_keep_the_known_string() {
+        let ours = sqs::interruption_policy("arn:aws:sqs:us-east-1:1:q");
+        let reformatted = serde_json::to_string_pretty(
+            &serde_json::from_str::<serde_json::Value>(&ours).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            policy_value(Some(reformatted), &Value::string(&ours)),
+            Value::string(&ours)
+        );
+        let other = sqs::interruption_policy("arn:aws:sqs:us-east-1:1:other");
+        assert_eq!(
+            policy_value(Some(other.clone()), &Value::string(&ours)),
+            Value::string(other)
+        );
+        assert_eq!(policy_value(None, &Value::string(&ours)), Value::Null);
     }
 
     #[test]
