@@ -246,18 +246,18 @@ fn bad_input_is_refused_at_plan_time_with_the_attribute_named() {
     let tf = Workspace::new(&moto);
     // (configuration, attribute Terraform must point at, part of the message)
     let cases = [
-        (queue("", ""), "name", "name"),
-        (queue("has spaces", ""), "name", "name"),
-        (queue(&"x".repeat(81), ""), "name", "80"),
+        (queue("", ""), "name", "must be 1 to 80 characters long"),
+        (queue("has spaces", ""), "name", "may contain only letters"),
+        (queue(&"x".repeat(81), ""), "name", "must be 1 to 80 characters long"),
         (
             queue("ok", "  message_retention_seconds = 59"),
             "message_retention_seconds",
-            "60",
+            "must be between 60 and 1209600",
         ),
         (
             queue("ok", "  message_retention_seconds = 1209601"),
             "message_retention_seconds",
-            "1209600",
+            "must be between 60 and 1209600",
         ),
     ];
     for (config, attribute, message) in cases {
