@@ -248,7 +248,11 @@ fn bad_input_is_refused_at_plan_time_with_the_attribute_named() {
     let cases = [
         (queue("", ""), "name", "must be 1 to 80 characters long"),
         (queue("has spaces", ""), "name", "may contain only letters"),
-        (queue(&"x".repeat(81), ""), "name", "must be 1 to 80 characters long"),
+        (
+            queue(&"x".repeat(81), ""),
+            "name",
+            "must be 1 to 80 characters long",
+        ),
         (
             queue("ok", "  message_retention_seconds = 59"),
             "message_retention_seconds",
