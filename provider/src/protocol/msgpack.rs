@@ -338,11 +338,11 @@ impl<'a> Reader<'a> {
             0xc0 => Item::Nil,
             0xc2 => Item::Bool(false),
             0xc3 => Item::Bool(true),
-            0xc4 | 0xc5 | 0xc6 => {
+            0xc4..=0xc6 => {
                 let n = self.be(1 << (m - 0xc4), path)? as usize;
                 Item::Bin(self.take(n, path)?)
             }
-            0xc7 | 0xc8 | 0xc9 => {
+            0xc7..=0xc9 => {
                 let n = self.be(1 << (m - 0xc7), path)? as usize;
                 // The extension code; every code means "unknown" to us.
                 self.u8(path)?;
@@ -361,7 +361,7 @@ impl<'a> Reader<'a> {
                 self.take(1 << (m - 0xd4), path)?;
                 Item::Ext
             }
-            0xd9 | 0xda | 0xdb => {
+            0xd9..=0xdb => {
                 let n = self.be(1 << (m - 0xd9), path)? as usize;
                 Item::Str(self.take(n, path)?)
             }

@@ -145,7 +145,7 @@ pub fn format_duration(d: Duration) -> String {
         (0, 0, s) => format!("{s}s"),
         (0, m, 0) => format!("{m}m"),
         (h, 0, 0) => format!("{h}h"),
-        (h, m, s) if s == 0 => format!("{h}h{m}m"),
+        (h, m, 0) => format!("{h}h{m}m"),
         (h, m, s) => format!("{h}h{m}m{s}s"),
     }
 }
