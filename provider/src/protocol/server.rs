@@ -1104,4 +1104,41 @@ mod tests {
         assert_eq!(v.get("size"), &Value::int(7));
         assert!(v.get("timeouts").is_null());
     }
+
+    /// Terraform 1.0 and current Terraform use different paths for the same call; both
+    /// must answer over real gRPC.
+    #[tokio::test]
+    async fn both_data_source_validation_paths_are_served() {
+        use crate::protocol::proto::tfplugin6::provider_client::ProviderClient;
+        use crate::protocol::proto::tfplugin6::provider_server::ProviderServer;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = ProviderService::new(TestProvider, StopToken::new());
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ProviderServer::new(service))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let mut client = ProviderClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let req = || pb::validate_data_resource_config::Request {
+            type_name: "test_missing".into(),
+            config: None,
+        };
+        for r in [
+            client
+                .validate_data_source_config(req())
+                .await
+                .unwrap()
+                .into_inner(),
+            client
+                .validate_data_resource_config(req())
+                .await
+                .unwrap()
+                .into_inner(),
+        ] {
+            assert_eq!(r.diagnostics[0].summary, "Unknown data source");
+        }
+    }
 }
