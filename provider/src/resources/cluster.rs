@@ -601,15 +601,7 @@ impl Resource<ProviderContext> for Cluster {
             let info = unless_stopped(
                 ctx,
                 "updating endpoint access",
-                eks_cluster::update_endpoint_access(
-                    &eks,
-                    &name,
-                    spec.endpoint_public_access,
-                    spec.endpoint_private_access,
-                    &spec.public_access_cidrs,
-                    deadline,
-                    poll(),
-                ),
+                eks_cluster::update_endpoint_access(&eks, &spec, deadline, poll()),
             )
             .await
             .map_err(|d| progress(d, &state))?;

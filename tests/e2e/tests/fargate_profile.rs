@@ -181,10 +181,10 @@ fn lifecycle_create_import_replace_drift_destroy() {
     tf.refresh_plan_is_empty();
 
     // Import by `cluster:profile` (the timeouts block is configuration, not remote state).
-    tf.import_verify(SYSTEM, "fg:kube-system", &[])
-        .refresh_plan_is_empty();
-    tf.import_verify(AGENT, "fg:joiner", &[])
-        .refresh_plan_is_empty();
+    let fresh = tf.import_verify(SYSTEM, "fg:kube-system", &[]);
+    fresh.import(AGENT, "fg:joiner");
+    fresh.refresh_plan_is_empty();
+    tf.import_verify(AGENT, "fg:joiner", &[]);
 
     // A tag change is the one in-place update EKS allows: the plan says update, not replace.
     // (The emulator's TagResource only knows clusters, so this plan is not applied here; the

@@ -376,22 +376,38 @@ pub async fn update_logging(
 }
 
 /// Changes endpoint access (public/private, public CIDRs). EKS takes one kind of update
-/// per call, so this is separate from logging.
+/// per call, so this is separate from logging. The unchanged subnets and security groups
+/// are sent along: EKS accepts them as they are, and emulators that replace the whole VPC
+/// configuration on update then keep them.
 pub async fn update_endpoint_access(
     client: &Client,
-    name: &str,
-    public: bool,
-    private: bool,
-    cidrs: &[String],
+    spec: &ClusterSpec,
     deadline: Instant,
     poll: PollInterval,
 ) -> Result<ClusterInfo, EksError> {
+    let name = spec.name.as_str();
+    let access = endpoint_access(
+        spec.endpoint_public_access,
+        spec.endpoint_private_access,
+        &spec.public_access_cidrs,
+    );
+    let vpc = VpcConfigRequest::builder()
+        .set_subnet_ids(Some(spec.subnet_ids.clone()))
+        .set_security_group_ids(Some(spec.security_group_ids.clone()))
+        .set_endpoint_public_access(access.endpoint_public_access())
+        .set_endpoint_private_access(access.endpoint_private_access())
+        .set_public_access_cidrs(if access.public_access_cidrs().is_empty() {
+            None
+        } else {
+            Some(access.public_access_cidrs().to_vec())
+        })
+        .build();
     let token = request_token();
     let out = retry(deadline, || async {
         client
             .update_cluster_config()
             .name(name)
-            .resources_vpc_config(endpoint_access(public, private, cidrs))
+            .resources_vpc_config(vpc.clone())
             .client_request_token(&token)
             .send()
             .await

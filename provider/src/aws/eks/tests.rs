@@ -139,11 +139,15 @@ async fn cluster_lifecycle_against_the_emulator() {
         .await
         .unwrap();
     assert_eq!(after.log_types, fewer);
-    let after =
-        cluster::update_endpoint_access(&eks, "groupless", false, true, &[], deadline(), FAST)
-            .await
-            .unwrap();
+    let private_only = ClusterSpec {
+        endpoint_public_access: false,
+        ..want.clone()
+    };
+    let after = cluster::update_endpoint_access(&eks, &private_only, deadline(), FAST)
+        .await
+        .unwrap();
     assert_eq!(after.endpoint_public_access, Some(false));
+    assert_eq!(after.subnet_ids, subnets, "the subnets are kept");
     let new_tags: BTreeMap<String, String> = [
         ("joiner.dev/discovery".to_string(), "groupless".to_string()),
         ("team".to_string(), "platform".to_string()),
