@@ -89,6 +89,16 @@ mod tests {
         assert_ne!(rule_prefix(&long), rule_prefix(&other));
     }
 
+    /// The example in docs/resources/interruption_rules.md.
+    #[test]
+    fn documented_example() {
+        let name = format!("a{}", "-very-long-cluster-name".repeat(4));
+        assert_eq!(
+            rule_name(&name, RuleKind::SpotInterruption),
+            "joiner-a-very-long-cluster-name-v-5455295a-spot-interruption"
+        );
+    }
+
     #[test]
     fn boundary_between_plain_and_hashed() {
         // 64 - 1 - 21 ("capacity-interruption") - 7 ("joiner-") = 35 characters fit as is.
