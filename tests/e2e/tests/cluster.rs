@@ -210,14 +210,14 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
     let mut want = net.subnets.clone();
     want.sort();
     assert_eq!(subnets, want);
-    assert_eq!(vpc.security_group_ids(), [net.sg.clone()]);
+    assert_eq!(vpc.security_group_ids(), std::slice::from_ref(&net.sg));
     assert_eq!(remote.role_arn(), Some(net.role_arn.as_str()));
     let tags = remote.tags().unwrap();
     assert_eq!(
         tags.get("joiner.dev/discovery").map(String::as_str),
         Some("groupless")
     );
-    assert_eq!(oidc_providers(&aws), [provider_arn.clone()]);
+    assert_eq!(oidc_providers(&aws), std::slice::from_ref(&provider_arn));
 
     // 2.-3. nothing to do, with and without refresh.
     tf.plan_is_empty();
@@ -251,16 +251,13 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
     );
     assert_eq!(
         st["arn"],
-        format!("arn:aws:eks:us-east-1:123456789012:cluster/groupless").as_str()
+        "arn:aws:eks:us-east-1:123456789012:cluster/groupless"
     );
     let remote = describe(&aws, "groupless").unwrap();
-    assert_eq!(
-        remote
-            .resources_vpc_config()
-            .unwrap()
-            .endpoint_public_access(),
-        false
-    );
+    assert!(!remote
+        .resources_vpc_config()
+        .unwrap()
+        .endpoint_public_access());
     let enabled: Vec<String> = remote
         .logging()
         .unwrap()
