@@ -17,6 +17,10 @@ pub struct Subnets;
 
 /// `tags` for discovery: at least one, keys non-empty; `"*"` matches any value.
 pub fn validate_discovery_tags(v: &Value) -> Result<(), String> {
+    // Values known only later (e.g. `var.x` during validate) are checked at plan time.
+    if !v.is_fully_known() {
+        return Ok(());
+    }
     let tags = v.as_string_map();
     if tags.is_empty() {
         return Err(

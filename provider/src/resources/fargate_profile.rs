@@ -117,6 +117,9 @@ fn apply_remote(state: &mut Value, info: &ProfileInfo) {
 }
 
 fn validate_labels(v: &Value) -> Result<(), String> {
+    if !v.is_fully_known() {
+        return Ok(());
+    }
     let labels = v.as_string_map();
     if labels.len() > MAX_LABELS {
         return Err(format!(

@@ -93,6 +93,9 @@ pub fn ec2_ids(
     min: usize,
 ) -> impl Fn(&Value) -> Result<(), String> + Send + Sync {
     move |v| {
+        if !v.is_fully_known() {
+            return Ok(());
+        }
         let ids = v.as_string_list();
         if ids.len() < min {
             let why = if min >= 2 {
@@ -151,6 +154,9 @@ pub fn parse_cidr(s: &str) -> Result<([u8; 4], u8), String> {
 }
 
 pub fn cidrs(v: &Value) -> Result<(), String> {
+    if !v.is_fully_known() {
+        return Ok(());
+    }
     for s in v.as_string_list() {
         parse_cidr(&s)?;
     }
@@ -158,6 +164,9 @@ pub fn cidrs(v: &Value) -> Result<(), String> {
 }
 
 pub fn log_types(v: &Value) -> Result<(), String> {
+    if !v.is_fully_known() {
+        return Ok(());
+    }
     match v
         .as_string_list()
         .into_iter()
@@ -173,6 +182,9 @@ pub fn log_types(v: &Value) -> Result<(), String> {
 
 /// AWS resource tags: up to 50, keys 1-128 and values up to 256 characters, no `aws:` prefix.
 pub fn tags(v: &Value) -> Result<(), String> {
+    if !v.is_fully_known() {
+        return Ok(());
+    }
     crate::resources::iam_role::validate_tags(v)
 }
 
