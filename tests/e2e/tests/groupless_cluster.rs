@@ -180,8 +180,6 @@ fn usage(dir: &Path) -> (usize, f64, f64, u64) {
 
 #[test]
 fn one_apply_builds_the_aws_half_and_destroy_leaves_nothing() {
-    // The role resources attach AWS managed policies, which moto only knows when asked.
-    std::env::set_var("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
     let moto = MotoServer::start();
     let aws = Aws::new(&moto);
     let subnets = vpc(&aws);

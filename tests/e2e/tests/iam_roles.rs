@@ -8,12 +8,6 @@ use serde_json::Value;
 
 const ACCOUNT: &str = "123456789012";
 
-/// moto knows AWS managed policies (AmazonEKSClusterPolicy...) only when asked to load
-/// them; the emulator inherits this process's environment.
-fn load_managed_policies() {
-    std::env::set_var("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
-}
-
 fn iam(aws: &Aws) -> aws_sdk_iam::Client {
     aws.block_on(async { aws_sdk_iam::Client::new(aws.sdk_config()) })
 }
@@ -107,7 +101,6 @@ resource "joiner_agent_role" "agent" {{
 
 #[test]
 fn four_roles_lifecycle() {
-    load_managed_policies();
     let moto = MotoServer::start();
     let aws = Aws::new(&moto);
     let tf = Workspace::new(&moto);
@@ -309,7 +302,6 @@ fn four_roles_lifecycle() {
 
 #[test]
 fn pod_identity_trust_and_policy_size() {
-    load_managed_policies();
     let moto = MotoServer::start();
     let tf = Workspace::new(&moto);
     let long_cluster = "c".repeat(100);

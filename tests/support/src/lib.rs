@@ -69,6 +69,9 @@ impl MotoServer {
         let port = free_port();
         let child = Command::new(&bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            // Attaching AWS managed policies (AmazonEKSClusterPolicy, ...) fails with
+            // NoSuchEntity unless the emulator loads them; real IAM always has them.
+            .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
