@@ -40,12 +40,15 @@ impl AddonOutcome {
             AddonOutcome::Accepted { .. } => None,
             AddonOutcome::Unsupported(e) => Some((
                 "CoreDNS was not switched to Fargate: the EKS add-on API is not available".into(),
+                // The operation and status say it all; the raw body of a bare 404 is an
+                // HTML page that would only bury the advice.
                 format!(
-                    "{e}. The endpoint answered HTTP {} without an AWS error code, which means it \
+                    "{} answered HTTP {} without an AWS error code, which means the endpoint \
                      does not implement the EKS add-on API (local emulators do not). On real EKS, \
                      cluster {cluster:?} would get the managed `coredns` add-on with configuration \
                      {FARGATE_CONFIGURATION}; here CoreDNS keeps its default placement, so it will \
                      not run on Fargate. Set `coredns_on_fargate = false` to silence this warning.",
+                    e.operation,
                     e.status.unwrap_or(0)
                 ),
             )),

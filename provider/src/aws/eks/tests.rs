@@ -313,6 +313,11 @@ async fn coredns_addon_request_and_the_emulators_404() {
     );
     assert!(detail.contains("eks:CreateAddon"), "{detail}");
     assert!(detail.contains("coredns_on_fargate = false"), "{detail}");
+    assert!(detail.contains("HTTP 404"), "{detail}");
+    assert!(
+        !detail.contains('<'),
+        "no raw HTML body in the warning: {detail}"
+    );
 
     let sent = recorder.sent();
     let create = sent.last().unwrap();
