@@ -42,6 +42,15 @@ fn tag_map(tags: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The filters both discovery lookups use: every tag must match, and the VPC if one is given.
+fn discovery_filters(tags: &BTreeMap<String, String>, vpc_id: Option<&str>) -> Vec<Filter> {
+    let mut filters = tag_filters(tags);
+    if let Some(vpc) = vpc_id {
+        filters.push(Filter::builder().name("vpc-id").values(vpc).build());
+    }
+    filters
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubnetInfo {
     pub id: String,
@@ -61,10 +70,7 @@ pub async fn subnets_by_tags(
     vpc_id: Option<&str>,
     deadline: Instant,
 ) -> Result<Vec<SubnetInfo>, AwsError> {
-    let mut filters = tag_filters(tags);
-    if let Some(vpc) = vpc_id {
-        filters.push(Filter::builder().name("vpc-id").values(vpc).build());
-    }
+    let filters = discovery_filters(tags, vpc_id);
     let subnets = retry(deadline, || async {
         client
             .describe_subnets()
@@ -110,10 +116,7 @@ pub async fn security_groups_by_tags(
     vpc_id: Option<&str>,
     deadline: Instant,
 ) -> Result<Vec<SecurityGroupInfo>, AwsError> {
-    let mut filters = tag_filters(tags);
-    if let Some(vpc) = vpc_id {
-        filters.push(Filter::builder().name("vpc-id").values(vpc).build());
-    }
+    let filters = discovery_filters(tags, vpc_id);
     let groups = retry(deadline, || async {
         client
             .describe_security_groups()
