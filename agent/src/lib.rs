@@ -11,6 +11,8 @@
 
 pub mod api;
 pub mod catalog;
+#[cfg(feature = "controllers")]
+pub mod cloud;
 pub mod labels;
 pub mod requirements;
 pub mod resources;

@@ -1,0 +1,120 @@
+//! The agent's view of EC2: what it can launch in this cluster, launching it, and finding and
+//! terminating what it launched. Controllers talk to the cloud only through [`Cloud`], so the
+//! provisioning, lifecycle, termination and garbage-collection loops never build an SDK
+//! request themselves and tests can put a fault-injecting HTTP layer in front of the emulator
+//! without the controllers knowing.
+//!
+//! Everything the agent creates carries `joiner.dev/cluster`, `joiner.dev/nodepool` and
+//! `joiner.dev/nodeclaim` tags: the agent role's IAM policy denies untagged creates, and
+//! garbage collection finds orphans by these tags.
+
+use std::collections::BTreeMap;
+
+use crate::api::NodeClass;
+use crate::catalog::{CapacityType, Catalog};
+use crate::scheduler::{Candidate, UnavailableOfferings};
+use crate::taints::Taint;
+
+/// Tag keys on every instance, launch template and volume the agent creates.
+pub const TAG_CLUSTER: &str = "joiner.dev/cluster";
+pub const TAG_NODEPOOL: &str = "joiner.dev/nodepool";
+pub const TAG_NODECLAIM: &str = "joiner.dev/nodeclaim";
+pub const TAG_NODECLASS: &str = "joiner.dev/nodeclass";
+
+/// One NodeClaim's launch: the scheduler's candidates plus what the node must look like.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    /// The NodeClaim's name: the client token and the `joiner.dev/nodeclaim` tag derive from it,
+    /// so a retried or restarted launch never creates a second instance.
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub node_class: NodeClass,
+    /// Cheapest first, at most 60 (the scheduler's order).
+    pub candidates: Vec<Candidate>,
+    /// Spot first when both are allowed.
+    pub capacity_types: Vec<CapacityType>,
+    pub zones: Vec<String>,
+    /// Node labels and taints passed to the kubelet through user data.
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+}
+
+/// What CreateFleet gave us.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launched {
+    pub instance_id: String,
+    /// `aws:///<zone>/<instance-id>`, what the kubelet sets as the Node's providerID.
+    pub provider_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub image_id: String,
+}
+
+/// An instance this cluster's agent launched, as DescribeInstances reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    pub instance_id: String,
+    pub provider_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub image_id: String,
+    /// pending, running, shutting-down, terminated, stopping, stopped.
+    pub state: String,
+    pub tags: BTreeMap<String, String>,
+    /// Launch time as seconds since the Unix epoch.
+    pub launch_time: i64,
+}
+
+/// A cloud error that names the operation and the AWS error code.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{operation} failed: {code}: {message}")]
+pub struct CloudError {
+    /// e.g. `ec2:CreateFleet`.
+    pub operation: String,
+    /// The AWS error code, e.g. `InsufficientInstanceCapacity`, or `Unknown`.
+    pub code: String,
+    pub message: String,
+}
+
+impl CloudError {
+    /// No offering of the request was left (every candidate is insufficient or excluded).
+    pub fn is_insufficient_capacity(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "InsufficientInstanceCapacity"
+                | "InsufficientCapacity"
+                | "UnfulfillableCapacity"
+                | "MaxSpotInstanceCountExceeded"
+                | "SpotMaxPriceTooLow"
+                | "NoCandidatesLeft"
+        )
+    }
+}
+
+/// The agent's cloud. Implemented for EC2 by `ec2::Ec2Cloud`.
+#[async_trait::async_trait]
+pub trait Cloud: Send + Sync + 'static {
+    /// The catalogue the scheduler sees for this NodeClass: offerings only in the zones of
+    /// its subnets (that still have free addresses), Spot prices where the API answers,
+    /// the NodeClass's kubelet settings. Cached; cheap to call every round.
+    async fn catalog(&self, node_class: &NodeClass) -> Result<Catalog, CloudError>;
+    /// Launches one instance for a NodeClaim with CreateFleet type `instant`. On
+    /// insufficient capacity the failed offerings go into the cache and the remaining ones
+    /// are tried; `NoCandidatesLeft` when none is left.
+    async fn launch(&self, request: &LaunchRequest) -> Result<Launched, CloudError>;
+    /// Instances tagged for this cluster, not yet terminated.
+    async fn instances(&self) -> Result<Vec<Instance>, CloudError>;
+    /// The instance a NodeClaim launched, if any (found by its `joiner.dev/nodeclaim` tag).
+    async fn instance_for(&self, nodeclaim: &str) -> Result<Option<Instance>, CloudError>;
+    /// Terminates instances; already-gone instances are not an error.
+    async fn terminate(&self, instance_ids: &[String]) -> Result<(), CloudError>;
+    /// Offerings currently in the insufficient-capacity cache (TTL 3 minutes).
+    fn unavailable(&self) -> UnavailableOfferings;
+    /// Puts an offering into the insufficient-capacity cache (used on Spot interruption too).
+    fn mark_unavailable(&self, capacity_type: CapacityType, instance_type: &str, zone: &str);
+    /// Deletes launch templates no NodeClass uses any more.
+    async fn prune_launch_templates(&self, in_use: &[NodeClass]) -> Result<(), CloudError>;
+}
