@@ -1,6 +1,11 @@
-# The smallest joiner configuration: the interruption queue the agent reads Spot
-# interruption and rebalance events from, plus who we are in the target account.
-# `./scripts/sandbox` applies it against the local AWS emulator.
+# A complete groupless EKS cluster in its shortest form: control plane with CoreDNS on
+# Fargate, the agent on Fargate, the interruption queue and rules, a default NodeClass and
+# Spot-first NodePools with the seed's 80/20 Spot/on-demand split. No node group: nodes
+# appear when pods need them.
+#
+# Tag two or more private subnets (and the nodes' security group) with
+# `joiner.dev/discovery = quickstart` first. `./scripts/sandbox` does that in the local
+# emulator and applies this directory.
 
 terraform {
   required_providers {
@@ -10,40 +15,34 @@ terraform {
   }
 }
 
-# Region, endpoint and credentials come from the usual AWS environment variables.
+# Region, endpoint and credentials come from the usual AWS environment variables; the
+# Kubernetes half reaches the cluster through EKS with the same credentials.
 provider "joiner" {}
 
-variable "cluster_name" {
-  description = "Name of the cluster; the queue is named after it."
-  type        = string
-  default     = "quickstart"
+module "cluster" {
+  source = "../../terraform-modules/groupless-eks"
+  name   = "quickstart"
 }
 
-data "joiner_caller_identity" "current" {}
-
-resource "joiner_interruption_queue" "this" {
-  name = "${var.cluster_name}-interruptions"
-
-  # Karpenter's value: interruption notices are useless after a few minutes.
-  message_retention_seconds = 300
-
-  tags = {
-    "joiner.dev/cluster" = var.cluster_name
-  }
+module "node_pools" {
+  source          = "../../terraform-modules/spot-node-pools"
+  cluster_name    = module.cluster.cluster_name
+  node_class      = module.cluster.node_class_name
+  capacity_spread = { spot = 4, on_demand = 1 }
 }
 
-output "account_id" {
-  value = data.joiner_caller_identity.current.account_id
+output "cluster_name" {
+  value = module.cluster.cluster_name
 }
 
-output "queue_name" {
-  value = joiner_interruption_queue.this.name
+output "cluster_endpoint" {
+  value = module.cluster.cluster_endpoint
 }
 
 output "queue_url" {
-  value = joiner_interruption_queue.this.url
+  value = module.cluster.queue_url
 }
 
-output "queue_arn" {
-  value = joiner_interruption_queue.this.arn
+output "node_pools" {
+  value = module.node_pools.node_pool_names
 }

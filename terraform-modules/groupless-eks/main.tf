@@ -1,0 +1,203 @@
+# A groupless EKS cluster: everything but the NodePools (see ../spot-node-pools).
+#
+# One apply creates, in this order: the IAM roles, the control plane (IRSA's OIDC provider,
+# CoreDNS on Fargate), Fargate profiles for kube-system and the agent's namespace, the
+# interruption queue and its EventBridge rules, the agent (CRDs, RBAC, Deployment on
+# Fargate) and the default NodeClass. Destroy runs it backwards: the NodeClass goes after
+# every NodePool that uses it, and the agent after the NodeClass, so the agent is still
+# there to drain and terminate the nodes when the NodePools are deleted.
+
+locals {
+  discovery = coalesce(var.discovery_tag, var.name)
+
+  subnet_ids = var.subnet_ids != null ? var.subnet_ids : data.joiner_subnets.discovered[0].ids
+
+  tags = merge(var.tags, { "joiner.dev/cluster" = var.name })
+}
+
+data "joiner_subnets" "discovered" {
+  count = var.subnet_ids == null ? 1 : 0
+
+  tags = {
+    "joiner.dev/discovery" = local.discovery
+  }
+}
+
+# --- IAM ---------------------------------------------------------------------------------
+
+resource "joiner_cluster_role" "cluster" {
+  name = "${var.name}-cluster"
+  tags = local.tags
+}
+
+resource "joiner_fargate_role" "fargate" {
+  name         = "${var.name}-fargate"
+  cluster_name = var.name
+  tags         = local.tags
+}
+
+resource "joiner_node_role" "node" {
+  name = "${var.name}-node"
+  tags = local.tags
+}
+
+# IRSA, not Pod Identity: the agent runs on Fargate, where Pod Identity does not work.
+resource "joiner_agent_role" "agent" {
+  name              = "${var.name}-agent"
+  cluster_name      = joiner_cluster.this.name
+  oidc_provider_arn = joiner_cluster.this.oidc_provider_arn
+  oidc_issuer_url   = joiner_cluster.this.oidc_issuer
+  namespace         = var.agent_namespace
+  node_role_arn     = joiner_node_role.node.arn
+  queue_arn         = joiner_interruption_queue.this.arn
+  tags              = local.tags
+}
+
+# --- Control plane -------------------------------------------------------------------------
+
+resource "joiner_cluster" "this" {
+  name       = var.name
+  version    = var.kubernetes_version
+  role_arn   = joiner_cluster_role.cluster.arn
+  subnet_ids = local.subnet_ids
+
+  endpoint_public_access  = var.endpoint_public_access
+  endpoint_private_access = true
+  public_access_cidrs     = var.endpoint_public_access ? var.public_access_cidrs : null
+  enabled_log_types       = var.enabled_log_types
+  discovery_tag_value     = local.discovery
+
+  enable_irsa        = true
+  coredns_on_fargate = true
+
+  tags = local.tags
+}
+
+resource "joiner_fargate_profile" "kube_system" {
+  cluster_name           = joiner_cluster.this.name
+  name                   = "kube-system"
+  pod_execution_role_arn = joiner_fargate_role.fargate.arn
+  subnet_ids             = local.subnet_ids
+  tags                   = local.tags
+
+  selector {
+    namespace = "kube-system"
+  }
+}
+
+resource "joiner_fargate_profile" "agent" {
+  cluster_name           = joiner_cluster.this.name
+  name                   = var.agent_namespace
+  pod_execution_role_arn = joiner_fargate_role.fargate.arn
+  subnet_ids             = local.subnet_ids
+  tags                   = local.tags
+
+  selector {
+    namespace = var.agent_namespace
+  }
+}
+
+resource "joiner_fargate_profile" "extra" {
+  for_each = toset(var.fargate_namespaces)
+
+  cluster_name           = joiner_cluster.this.name
+  name                   = each.value
+  pod_execution_role_arn = joiner_fargate_role.fargate.arn
+  subnet_ids             = local.subnet_ids
+  tags                   = local.tags
+
+  selector {
+    namespace = each.value
+  }
+}
+
+# --- Interruption handling -------------------------------------------------------------------
+
+resource "joiner_interruption_queue" "this" {
+  name                      = "${var.name}-interruptions"
+  message_retention_seconds = var.queue_message_retention_seconds
+  tags                      = local.tags
+}
+
+resource "joiner_interruption_rules" "this" {
+  cluster_name = joiner_cluster.this.name
+  queue_arn    = joiner_interruption_queue.this.arn
+  tags         = local.tags
+}
+
+# --- The agent and its default NodeClass -------------------------------------------------------
+
+resource "joiner_agent" "this" {
+  cluster_name = joiner_cluster.this.name
+  namespace    = var.agent_namespace
+  queue_url    = joiner_interruption_queue.this.url
+  role_arn     = joiner_agent_role.agent.arn
+  image        = var.agent_image
+  replicas     = var.agent_replicas
+  log_level    = var.agent_log_level
+  env          = var.agent_env
+
+  # The agent's pods must land on Fargate (there is no node before the agent makes one),
+  # and it must hear about interruptions from its first minute.
+  depends_on = [
+    joiner_fargate_profile.kube_system,
+    joiner_fargate_profile.agent,
+    joiner_interruption_rules.this,
+  ]
+}
+
+resource "joiner_node_class" "default" {
+  cluster_name = joiner_cluster.this.name
+  name         = "default"
+  role         = joiner_node_role.node.name
+
+  ami_selector_term {
+    alias = var.node_ami_alias
+  }
+
+  dynamic "subnet_selector_term" {
+    for_each = var.subnet_ids == null ? [local.discovery] : []
+    content {
+      tags = { "joiner.dev/discovery" = subnet_selector_term.value }
+    }
+  }
+  dynamic "subnet_selector_term" {
+    for_each = var.subnet_ids == null ? [] : var.subnet_ids
+    content {
+      id = subnet_selector_term.value
+    }
+  }
+
+  dynamic "security_group_selector_term" {
+    for_each = length(var.node_security_group_ids) == 0 ? [local.discovery] : []
+    content {
+      tags = { "joiner.dev/discovery" = security_group_selector_term.value }
+    }
+  }
+  dynamic "security_group_selector_term" {
+    for_each = var.node_security_group_ids
+    content {
+      id = security_group_selector_term.value
+    }
+  }
+
+  # IMDSv2 only, and no hop for containers: pods get AWS credentials from IRSA, not the node.
+  metadata_options {
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 1
+  }
+
+  block_device_mapping {
+    device_name = "/dev/xvda"
+    root_volume = true
+    volume_size = var.node_volume_size
+    volume_type = "gp3"
+    encrypted   = true
+  }
+
+  # The agent adds joiner.dev/cluster, /nodepool and /nodeclaim itself (and refuses them here).
+  tags = var.tags
+
+  # The NodeClass CRD comes with the agent.
+  depends_on = [joiner_agent.this]
+}

@@ -1,0 +1,111 @@
+variable "name" {
+  description = "Cluster name. Also names the roles, the queue and the rules, and is the default value of the `joiner.dev/discovery` tag the subnets and security groups are found by."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$", var.name))
+    error_message = "The name must be 1 to 100 letters, digits, '-' or '_', starting with a letter or digit (EKS's rule)."
+  }
+}
+
+variable "kubernetes_version" {
+  description = "Kubernetes minor version of the control plane. Changing it upgrades in place, one minor version at a time."
+  type        = string
+  default     = "1.31"
+}
+
+variable "subnet_ids" {
+  description = "Private subnets for the control plane, Fargate and the nodes. Null (the default) discovers them by the `joiner.dev/discovery` tag instead."
+  type        = list(string)
+  default     = null
+}
+
+variable "discovery_tag" {
+  description = "Value of the `joiner.dev/discovery` tag on the subnets and node security groups. Null means the cluster name."
+  type        = string
+  default     = null
+}
+
+variable "node_security_group_ids" {
+  description = "Security groups for the nodes the agent launches. Empty (the default) selects the groups tagged `joiner.dev/discovery = <discovery tag>`."
+  type        = list(string)
+  default     = []
+}
+
+variable "endpoint_public_access" {
+  description = "Whether the Kubernetes API has a public endpoint (the private one is always on)."
+  type        = bool
+  default     = true
+}
+
+variable "public_access_cidrs" {
+  description = "IPv4 CIDRs that may reach the public endpoint."
+  type        = list(string)
+  default     = ["0.0.0.0/0"]
+}
+
+variable "enabled_log_types" {
+  description = "Control-plane log types sent to CloudWatch Logs."
+  type        = list(string)
+  default     = ["api", "audit", "authenticator"]
+}
+
+variable "fargate_namespaces" {
+  description = "Namespaces besides kube-system and the agent's that run on Fargate (one profile each)."
+  type        = list(string)
+  default     = []
+}
+
+variable "agent_namespace" {
+  description = "Namespace of the agent (runs on Fargate)."
+  type        = string
+  default     = "joiner"
+}
+
+variable "agent_replicas" {
+  description = "Agent replicas; one leads, the others wait on the Lease."
+  type        = number
+  default     = 2
+}
+
+variable "agent_image" {
+  description = "Agent image. Null means the image published with the provider's version."
+  type        = string
+  default     = null
+}
+
+variable "agent_log_level" {
+  description = "Agent log level: error, warn, info, debug or trace."
+  type        = string
+  default     = "info"
+}
+
+variable "agent_env" {
+  description = "Extra environment variables for the agent container (e.g. JOINER_BATCH_IDLE)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "node_volume_size" {
+  description = "Root volume size of the nodes (gp3, encrypted)."
+  type        = string
+  default     = "20Gi"
+}
+
+variable "node_ami_alias" {
+  description = "AMI alias of the default NodeClass, e.g. al2023@latest or bottlerocket@latest."
+  type        = string
+  default     = "al2023@latest"
+}
+
+variable "queue_message_retention_seconds" {
+  description = "How long interruption notices stay in the queue; they are useless after a few minutes."
+  type        = number
+  default     = 300
+}
+
+variable "tags" {
+  description = "Tags on every AWS object the module creates, and on the instances the agent launches."
+  type        = map(string)
+  default     = {}
+}
