@@ -38,4 +38,80 @@ if [ ! -x "$tools/venv/bin/moto_server" ] || ! "$tools/venv/bin/python" -c "impo
   "$tools/venv/bin/python" -m pip install --quiet "moto[server]==$MOTO_VERSION"
 fi
 
+
+# ---------------------------------------------------------------------------------------
+# The real peers, built from pinned Go modules (tools/go/<tool>/go.mod; see tools/go/README.md).
+# A build is keyed by the hash of its go.mod + go.sum, kept outside the clone in
+# $JOINER_TOOLS_CACHE, and linked into .tools/bin: a second run, or a fresh clone on the same
+# machine, costs seconds. Go's own module and build caches make a pin change cheap too.
+#   JOINER_REAL_CLUSTER=0  skips the control plane (kube-apiserver, -controller-manager,
+#                          -scheduler, etcd) and KWOK: about 25 min of a cold build on 2 cores.
+#   JOINER_OPENTOFU=0      skips OpenTofu.
+cache="${JOINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joiner-tools}"
+mkdir -p "$cache"
+summary=()
+
+# go_tools NAME BIN... [-- LDFLAGS]: builds every `tool` of tools/go/NAME into the cache once.
+go_tools() {
+  local name=$1; shift
+  local bins=() ldflags="-s -w"
+  while [ $# -gt 0 ]; do
+    if [ "$1" = "--" ]; then shift; ldflags="$ldflags $*"; break; fi
+    bins+=("$1"); shift
+  done
+  local mod="$root/tools/go/$name"
+  local key
+  key=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
+  local dir="$cache/$name-$key"
+  local have=1 b
+  for b in "${bins[@]}"; do [ -x "$dir/$b" ] || have=0; done
+  if [ "$have" = 0 ]; then
+    if ! command -v go >/dev/null 2>&1; then
+      echo "install-tools: WARNING: 'go' is not on PATH: cannot build ${bins[*]}; the tests that need them will skip" >&2
+      return 0
+    fi
+    echo "install-tools: building ${bins[*]} from tools/go/$name (cold: minutes; cached in $dir)" >&2
+    local t0=$SECONDS
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    # `tool` builds every tool the go.mod declares; nice keeps the machine usable meanwhile.
+    (cd "$mod" && GOFLAGS="${GOFLAGS:-} -mod=readonly" nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$dir.tmp/" tool)
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    echo "install-tools: built ${bins[*]} in $((SECONDS - t0))s" >&2
+  fi
+  for b in "${bins[@]}"; do ln -sfn "$dir/$b" "$tools/bin/$b"; done
+  summary+=("${bins[*]} ($name)")
+}
+
+if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
+  go_tools opentofu tofu -- -X github.com/opentofu/opentofu/version.dev=no
+fi
+
+if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
+  # The control plane's version is stamped the way its release build does: the apiserver
+  # derives its binary/emulation version from it, and clients print it.
+  k8s_version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$root/tools/go/kubernetes/go.mod")
+  k8s_minor=$(echo "$k8s_version" | cut -d. -f2)
+  cv=k8s.io/component-base/version
+  go_tools kubernetes kube-apiserver kube-controller-manager kube-scheduler -- \
+    -X "$cv.gitVersion=$k8s_version" -X "$cv.gitMajor=1" -X "$cv.gitMinor=$k8s_minor" -X "$cv.gitTreeState=clean"
+  go_tools kwok kwok
+
+  # etcd: Debian's etcd-server package, unpacked (not installed) into the cache.
+  ETCD_DEB_VERSION="3.4.23-4+b4"
+  etcd_dir="$cache/etcd-$ETCD_DEB_VERSION"
+  if [ ! -x "$etcd_dir/usr/bin/etcd" ]; then
+    echo "install-tools: etcd-server=$ETCD_DEB_VERSION (Debian package, unpacked into $etcd_dir)" >&2
+    dl=$(mktemp -d)
+    if ! (cd "$dl" && apt-get download "etcd-server=$ETCD_DEB_VERSION" >/dev/null 2>&1); then
+      apt-get update -qq >/dev/null 2>&1 || true
+      (cd "$dl" && apt-get download "etcd-server=$ETCD_DEB_VERSION" >/dev/null)
+    fi
+    rm -rf "$etcd_dir.tmp" && dpkg-deb -x "$dl"/etcd-server_*.deb "$etcd_dir.tmp"
+    rm -rf "$etcd_dir" && mv "$etcd_dir.tmp" "$etcd_dir" && rm -rf "$dl"
+  fi
+  ln -sfn "$etcd_dir/usr/bin/etcd" "$tools/bin/etcd"
+  summary+=("etcd $ETCD_DEB_VERSION")
+fi
+
 echo "install-tools: terraform $("$tools/bin/terraform" version | head -n 1 | awk '{print $2}'), moto $("$tools/venv/bin/python" -c 'import moto; print(moto.__version__)')" >&2
+for s in "${summary[@]}"; do echo "install-tools: $s" >&2; done
