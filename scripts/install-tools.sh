@@ -50,9 +50,11 @@ fi
 cache="${JOINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joiner-tools}"
 mkdir -p "$cache"
 summary=()
+built_dir=
 
 # go_tools NAME BIN... [-- LDFLAGS]: builds every `tool` of tools/go/NAME into the cache once.
 go_tools() {
+  built_dir=
   local name=$1; shift
   local bins=() ldflags="-s -w"
   while [ $# -gt 0 ]; do
@@ -80,6 +82,7 @@ go_tools() {
   fi
   for b in "${bins[@]}"; do ln -sfn "$dir/$b" "$tools/bin/$b"; done
   summary+=("${bins[*]} ($name)")
+  built_dir=$dir
 }
 
 if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
@@ -95,6 +98,17 @@ if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   go_tools kubernetes kube-apiserver kube-controller-manager kube-scheduler -- \
     -X "$cv.gitVersion=$k8s_version" -X "$cv.gitMajor=1" -X "$cv.gitMinor=$k8s_minor" -X "$cv.gitTreeState=clean"
   go_tools kwok kwok
+  # The kwok binary has no built-in stages: it takes them as config files. These are the
+  # "fast" node and pod lifecycles its module ships (and kwokctl embeds), next to the binary.
+  if [ -n "${built_dir:-}" ] && [ ! -f "$built_dir/stages/pod-ready.yaml" ]; then
+    kwok_src=$(cd "$root/tools/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    mkdir -p "$built_dir/stages.tmp"
+    for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+      cp "$kwok_src/kustomize/stage/$f" "$built_dir/stages.tmp/"
+    done
+    rm -rf "$built_dir/stages" && mv "$built_dir/stages.tmp" "$built_dir/stages"
+  fi
 
   # etcd: Debian's etcd-server package, unpacked (not installed) into the cache.
   ETCD_DEB_VERSION="3.4.23-4+b4"
