@@ -13,6 +13,8 @@ pub mod api;
 pub mod catalog;
 #[cfg(feature = "controllers")]
 pub mod cloud;
+pub mod disruption;
+pub mod interruption;
 pub mod labels;
 pub mod requirements;
 pub mod resources;

@@ -1,0 +1,96 @@
+//! Disruption metrics (`joiner_disruption_*`), registered into the agent's registry with one
+//! call so tests and benchmarks can also read them directly.
+
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+pub struct DisruptionMetrics {
+    /// Decisions taken, by reason and action (delete, replace).
+    pub decisions: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Nodes disrupted, by reason and nodepool.
+    pub nodes_disrupted: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Candidates left alone in the last pass, by reason.
+    pub blocked: Family<Labels, Gauge<i64, AtomicI64>>,
+    /// USD per hour saved by decisions (micro-dollars, so the counter stays an integer).
+    pub saving_micro_usd_per_hour: Family<Labels, Counter<u64, AtomicU64>>,
+    pub pass_duration: Histogram,
+    /// Replacements that never initialised (their decision was abandoned).
+    pub replacement_failures: Counter<u64, AtomicU64>,
+}
+
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Default for DisruptionMetrics {
+    fn default() -> Self {
+        DisruptionMetrics::new()
+    }
+}
+
+impl DisruptionMetrics {
+    pub fn new() -> DisruptionMetrics {
+        DisruptionMetrics {
+            decisions: Family::default(),
+            nodes_disrupted: Family::default(),
+            blocked: Family::default(),
+            saving_micro_usd_per_hour: Family::default(),
+            pass_duration: Histogram::new(
+                [
+                    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ]
+                .into_iter(),
+            ),
+            replacement_failures: Counter::default(),
+        }
+    }
+
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "disruption_decisions",
+            "Disruption decisions, by reason and action",
+            self.decisions.clone(),
+        );
+        r.register(
+            "disruption_nodes",
+            "Nodes voluntarily disrupted, by reason and nodepool",
+            self.nodes_disrupted.clone(),
+        );
+        r.register(
+            "disruption_blocked",
+            "Disruption candidates left alone in the last pass, by reason",
+            self.blocked.clone(),
+        );
+        r.register(
+            "disruption_saving_micro_usd_per_hour",
+            "Hourly price saved by disruption decisions, in micro-USD, by reason",
+            self.saving_micro_usd_per_hour.clone(),
+        );
+        r.register(
+            "disruption_pass_duration_seconds",
+            "Duration of one disruption pass (state, simulation, decisions)",
+            self.pass_duration.clone(),
+        );
+        r.register(
+            "disruption_replacement_failures",
+            "Replacements that did not initialise; their decision was abandoned",
+            self.replacement_failures.clone(),
+        );
+    }
+
+    pub fn decision_count(&self, reason: &str, action: &str) -> u64 {
+        self.decisions
+            .get_or_create(&labels(&[("reason", reason), ("action", action)]))
+            .get()
+    }
+}

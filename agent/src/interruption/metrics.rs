@@ -1,0 +1,126 @@
+//! Interruption metrics (`joiner_interruption_*`). Kept in their own struct, registered into
+//! the agent's registry with one call, so tests and benchmarks can read them directly.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+pub struct InterruptionMetrics {
+    /// Messages received, by event kind (`unparsed` when the body could not be read).
+    pub received: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Actions taken, by action (replace, rebalance_replace, event_only) and kind.
+    pub actions: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Messages deleted without an action, by reason (malformed, unknown_kind,
+    /// invalid_detail, not_ours, duplicate, state_not_actionable, ...).
+    pub dropped: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Messages deleted from the queue.
+    pub deleted: Counter<u64, AtomicU64>,
+    /// SQS API errors by operation and code.
+    pub errors: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Message visible in the queue (SQS `SentTimestamp`) → node cordoned.
+    pub message_to_cordon: Histogram,
+    /// Replacement NodeClaims created ahead of a drain.
+    pub replacements: Counter<u64, AtomicU64>,
+}
+
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Default for InterruptionMetrics {
+    fn default() -> Self {
+        InterruptionMetrics::new()
+    }
+}
+
+impl InterruptionMetrics {
+    pub fn new() -> InterruptionMetrics {
+        InterruptionMetrics {
+            received: Family::default(),
+            actions: Family::default(),
+            dropped: Family::default(),
+            deleted: Counter::default(),
+            errors: Family::default(),
+            message_to_cordon: Histogram::new(
+                [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0].into_iter(),
+            ),
+            replacements: Counter::default(),
+        }
+    }
+
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "interruption_messages_received",
+            "Interruption queue messages received, by event kind",
+            self.received.clone(),
+        );
+        r.register(
+            "interruption_actions",
+            "Interruption actions taken, by action and event kind",
+            self.actions.clone(),
+        );
+        r.register(
+            "interruption_messages_dropped",
+            "Interruption messages deleted without action, by reason",
+            self.dropped.clone(),
+        );
+        r.register(
+            "interruption_messages_deleted",
+            "Interruption messages deleted from the queue",
+            self.deleted.clone(),
+        );
+        r.register(
+            "interruption_queue_errors",
+            "SQS errors by operation and code",
+            self.errors.clone(),
+        );
+        r.register(
+            "interruption_message_to_cordon_seconds",
+            "Interruption message visible in the queue to node cordoned",
+            self.message_to_cordon.clone(),
+        );
+        r.register(
+            "interruption_replacements",
+            "Replacement NodeClaims created before draining interrupted nodes",
+            self.replacements.clone(),
+        );
+    }
+
+    pub fn drop_reason(&self, reason: &str) {
+        self.dropped
+            .get_or_create(&labels(&[("reason", reason)]))
+            .inc();
+    }
+
+    pub fn received_kind(&self, kind: &str) {
+        self.received
+            .get_or_create(&labels(&[("kind", kind)]))
+            .inc();
+    }
+
+    pub fn action(&self, action: &str, kind: &str) {
+        self.actions
+            .get_or_create(&labels(&[("action", action), ("kind", kind)]))
+            .inc();
+    }
+
+    pub fn dropped_count(&self, reason: &str) -> u64 {
+        self.dropped
+            .get_or_create(&labels(&[("reason", reason)]))
+            .get()
+    }
+
+    pub fn action_count(&self, action: &str, kind: &str) -> u64 {
+        self.actions
+            .get_or_create(&labels(&[("action", action), ("kind", kind)]))
+            .get()
+    }
+}

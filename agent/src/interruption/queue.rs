@@ -1,0 +1,270 @@
+//! The SQS consumer of the interruption queue.
+//!
+//! Long polls (20 s, 10 messages, as Karpenter) so an idle queue costs three requests a
+//! minute and a message is seen the moment it is visible. The messages of one receive are
+//! handled in parallel and each is deleted only after its action succeeded: if the agent
+//! dies mid-way, the message becomes visible again after the visibility timeout and the
+//! next leader acts on it. Messages that can never be acted on (malformed, unknown kind, an
+//! instance that is not ours, a duplicate) are counted by reason, logged once and deleted,
+//! so a poison message cannot wedge the queue.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
+use futures::future::join_all;
+
+use super::messages::{self, Event};
+use super::metrics::InterruptionMetrics;
+
+/// One event, with what the handler needs to measure latency.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub event: Event,
+    /// When SQS accepted the message (its `SentTimestamp`): "visible in the queue".
+    pub sent_at: SystemTime,
+    pub message_id: String,
+}
+
+/// What a handler did with an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Acted (the label is the action): the message is deleted.
+    Acted(&'static str),
+    /// Nothing to do (the label is the reason): counted and deleted.
+    Dropped(&'static str),
+}
+
+/// Acts on events. An `Err` leaves the message in the queue for redelivery.
+#[async_trait::async_trait]
+pub trait Handler: Send + Sync + 'static {
+    async fn handle(&self, received: Received) -> Result<Outcome, String>;
+}
+
+/// Long-poll settings (Karpenter's: 20 s, 10 messages).
+#[derive(Debug, Clone)]
+pub struct PollSettings {
+    pub wait_seconds: i32,
+    pub max_messages: i32,
+    /// Pause after a failed receive, so a broken queue does not spin.
+    pub error_backoff: Duration,
+    /// Concurrent long polls: one receive returns at most 10 messages, so a burst (a
+    /// Spot storm) drains several times faster with a few pollers; idle, each costs three
+    /// requests a minute.
+    pub pollers: usize,
+}
+
+impl Default for PollSettings {
+    fn default() -> Self {
+        PollSettings {
+            wait_seconds: 20,
+            max_messages: 10,
+            error_backoff: Duration::from_secs(5),
+            pollers: 4,
+        }
+    }
+}
+
+pub struct Consumer {
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    settings: PollSettings,
+    metrics: Arc<InterruptionMetrics>,
+}
+
+/// `operation failed: code: message`, as every AWS error the agent reports.
+fn sqs_error<E, R>(operation: &str, e: &aws_sdk_sqs::error::SdkError<E, R>) -> (String, String)
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let code = e
+        .as_service_error()
+        .and_then(|s| s.code())
+        .unwrap_or("Unknown")
+        .to_string();
+    let message = e
+        .as_service_error()
+        .and_then(|s| s.message().map(str::to_string))
+        .unwrap_or_else(|| aws_smithy_types::error::display::DisplayErrorContext(e).to_string());
+    (
+        code.clone(),
+        format!("{operation} failed: {code}: {message}"),
+    )
+}
+
+impl Consumer {
+    pub fn new(
+        sqs: aws_sdk_sqs::Client,
+        queue_url: &str,
+        settings: PollSettings,
+        metrics: Arc<InterruptionMetrics>,
+    ) -> Consumer {
+        Consumer {
+            sqs,
+            queue_url: queue_url.to_string(),
+            settings,
+            metrics,
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<InterruptionMetrics> {
+        &self.metrics
+    }
+
+    /// Polls forever with [`PollSettings::pollers`] concurrent long polls (until the
+    /// task is dropped).
+    pub async fn run(self: Arc<Self>, handler: Arc<dyn Handler>) {
+        tracing::info!(queue = %self.queue_url, pollers = self.settings.pollers, "interruption queue consumer started");
+        let loops = (0..self.settings.pollers.max(1)).map(|_| {
+            let me = self.clone();
+            let handler = handler.clone();
+            async move {
+                loop {
+                    if let Err(e) = me.poll_once(handler.as_ref()).await {
+                        tracing::warn!(error = %e, "receiving from the interruption queue");
+                        tokio::time::sleep(me.settings.error_backoff).await;
+                    }
+                }
+            }
+        });
+        join_all(loops).await;
+    }
+
+    /// One receive: handles what came back in parallel, deletes what was acted on or
+    /// dropped. Returns how many messages were received.
+    pub async fn poll_once(&self, handler: &dyn Handler) -> Result<usize, String> {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(self.settings.max_messages)
+            .wait_time_seconds(self.settings.wait_seconds)
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+            .send()
+            .await
+            .map_err(|e| {
+                let (code, msg) = sqs_error("sqs:ReceiveMessage", &e);
+                self.metrics
+                    .errors
+                    .get_or_create(&super::metrics::labels(&[
+                        ("operation", "sqs:ReceiveMessage"),
+                        ("code", &code),
+                    ]))
+                    .inc();
+                msg
+            })?;
+        let msgs = out.messages.unwrap_or_default();
+        let n = msgs.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let results = join_all(msgs.iter().map(|m| self.handle_one(handler, m))).await;
+        let done: Vec<&Message> = msgs
+            .iter()
+            .zip(results)
+            .filter_map(|(m, delete)| delete.then_some(m))
+            .collect();
+        self.delete(&done).await;
+        Ok(n)
+    }
+
+    /// Handles one message; true when it should be deleted.
+    async fn handle_one(&self, handler: &dyn Handler, m: &Message) -> bool {
+        let id = m.message_id().unwrap_or_default().to_string();
+        let body = m.body().unwrap_or_default();
+        let event = match messages::parse(body) {
+            Ok(e) => e,
+            Err(e) => {
+                self.metrics.received_kind("unparsed");
+                self.metrics.drop_reason(e.reason());
+                // Logged once: the message is deleted below, so it never comes back.
+                tracing::warn!(message_id = %id, reason = e.reason(), error = %e, "interruption message dropped");
+                return true;
+            }
+        };
+        let kind = event.kind();
+        self.metrics.received_kind(kind.as_str());
+        let sent_at = m
+            .attributes()
+            .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+            .unwrap_or_else(SystemTime::now);
+        let event_id = event.id.clone();
+        match handler
+            .handle(Received {
+                event,
+                sent_at,
+                message_id: id.clone(),
+            })
+            .await
+        {
+            Ok(Outcome::Acted(action)) => {
+                self.metrics.action(action, kind.as_str());
+                true
+            }
+            Ok(Outcome::Dropped(reason)) => {
+                self.metrics.drop_reason(reason);
+                tracing::info!(message_id = %id, event = %event_id, kind = kind.as_str(), reason, "interruption message needs no action");
+                true
+            }
+            Err(e) => {
+                self.metrics.drop_reason("retry");
+                tracing::warn!(message_id = %id, event = %event_id, kind = kind.as_str(), error = %e, "interruption action failed; the message will be redelivered");
+                false
+            }
+        }
+    }
+
+    async fn delete(&self, msgs: &[&Message]) {
+        if msgs.is_empty() {
+            return;
+        }
+        let entries: Vec<DeleteMessageBatchRequestEntry> = msgs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .build()
+                    .ok()
+            })
+            .collect();
+        match self
+            .sqs
+            .delete_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(out) => {
+                self.metrics.deleted.inc_by(out.successful.len() as u64);
+                for f in &out.failed {
+                    self.metrics
+                        .errors
+                        .get_or_create(&super::metrics::labels(&[
+                            ("operation", "sqs:DeleteMessageBatch"),
+                            ("code", &f.code),
+                        ]))
+                        .inc();
+                    tracing::warn!(code = %f.code, message = ?f.message, "deleting an interruption message failed; it will be redelivered");
+                }
+            }
+            Err(e) => {
+                let (code, msg) = sqs_error("sqs:DeleteMessageBatch", &e);
+                self.metrics
+                    .errors
+                    .get_or_create(&super::metrics::labels(&[
+                        ("operation", "sqs:DeleteMessageBatch"),
+                        ("code", &code),
+                    ]))
+                    .inc();
+                tracing::warn!(error = %msg, "deleting interruption messages");
+            }
+        }
+    }
+}
