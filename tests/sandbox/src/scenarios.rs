@@ -1,0 +1,916 @@
+//! The run: set-up, the five seed scenarios, and what is printed and drawn at the end.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use joiner_agent::catalog::Catalog;
+use kube::Client;
+
+use crate::cloud::Cloud;
+use crate::cluster::{self, Snapshot};
+use crate::procs::{self, Proc};
+use crate::recorder::Recorder;
+use crate::summary::Figures;
+use crate::terraform::Terraform;
+use crate::Args;
+
+/// The agent's image, as `joiner_agent` names it by default; kube-sim runs the local binary
+/// for any tag of it.
+const AGENT_IMAGE: &str = "public.ecr.aws/joiner/joiner-agent";
+/// The NodePool change reviewed in scenario 3: a newer minimum generation, which drifts
+/// every node of generation 5.
+const REVIEW_OVERRIDE: &str = "module \"node_pools\" {\n  min_instance_generation = 6\n}\n";
+
+struct World {
+    args: Args,
+    cluster: String,
+    work: PathBuf,
+    moto: Option<Proc>,
+    kube_sim: Option<Proc>,
+    kubeconfig: PathBuf,
+    cloud: Option<Cloud>,
+    tf: Option<Terraform>,
+    client: Option<Client>,
+    catalog: Option<Arc<Catalog>>,
+    rec: Recorder,
+    figures: Figures,
+    /// Workload pods that were lost: bound to a node EC2 took back, or Failed.
+    lost: HashSet<String>,
+    destroyed: bool,
+}
+
+pub async fn play(args: Args) -> i32 {
+    let cluster = args.cluster_name.clone().unwrap_or_else(|| {
+        Path::new(&args.example)
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "quickstart".into())
+    });
+    let work = std::env::temp_dir().join(format!("joiner-sandbox-{}", std::process::id()));
+    let mut w = World {
+        kubeconfig: work.join("kubeconfig"),
+        cluster,
+        work,
+        moto: None,
+        kube_sim: None,
+        cloud: None,
+        tf: None,
+        client: None,
+        catalog: None,
+        rec: Recorder::new(),
+        figures: Figures {
+            nproc: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            boot_delay: args.boot_delay.clone(),
+            notice_secs: args.notice,
+            ..Default::default()
+        },
+        lost: HashSet::new(),
+        destroyed: false,
+        args,
+    };
+    let result = tokio::select! {
+        r = run(&mut w) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted (Ctrl-C)")),
+    };
+    w.rec.finish_line();
+    w.figures.total_secs = w.rec.now();
+    w.figures.pods_lost = w.lost.len();
+    let code = match &result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("\nsandbox: FAILED: {e:#}");
+            1
+        }
+    };
+    report(&mut w);
+    if w.args.keep {
+        keep(&mut w);
+    } else {
+        // Stop kube-sim first: it stops the agents, which would otherwise talk to a dead
+        // emulator. Everything lived in these processes and the temp dir.
+        w.kube_sim.take();
+        w.moto.take();
+        let _ = std::fs::remove_dir_all(&w.work);
+    }
+    if code == 0 && w.figures.pods_lost > 0 {
+        eprintln!(
+            "sandbox: {} pod(s) lost: the run fails",
+            w.figures.pods_lost
+        );
+        return 1;
+    }
+    code
+}
+
+fn step(w: &World, msg: &str) {
+    w.rec.say(&format!("\x1b[1msandbox: {msg}\x1b[0m"));
+}
+
+async fn run(w: &mut World) -> Result<()> {
+    preflight(&w.args)?;
+    std::fs::create_dir_all(&w.work)?;
+
+    // --- The local world ----------------------------------------------------------------
+    let port = joiner_test_support::free_port();
+    step(
+        w,
+        &format!("starting the AWS emulator (moto) on 127.0.0.1:{port}"),
+    );
+    let moto_log = w.work.join("moto.log");
+    w.moto = Some(procs::start_moto(
+        &joiner_test_support::moto_server_bin(),
+        port,
+        &moto_log,
+    )?);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let cloud = Cloud::new(&endpoint);
+    let net = cloud.create_network(&w.cluster, 42).await?;
+    step(
+        w,
+        &format!(
+            "created {} with subnets {} (one per zone) and node security group {}, tagged joiner.dev/discovery={}",
+            net.vpc_id,
+            net.subnet_ids.join(", "),
+            net.security_group_id,
+            w.cluster
+        ),
+    );
+    let catalog = Arc::new(cloud.catalog().await?);
+    w.catalog = Some(catalog.clone());
+
+    step(w, "starting kube-sim (EC2 bridge, Fargate simulation, the agent's image → the built joiner-agent)");
+    let ks_log = w.work.join("kube-sim.log");
+    let aws_env = aws_env(&endpoint);
+    w.kube_sim = Some(procs::start_kube_sim(
+        &procs::KubeSimOptions {
+            bin: &w.args.kube_sim,
+            kubeconfig: w.kubeconfig.clone(),
+            cluster_name: &w.cluster,
+            aws_endpoint: endpoint.clone(),
+            boot_delay: &w.args.boot_delay,
+            images: vec![(AGENT_IMAGE.to_string(), w.args.agent.clone())],
+            env: aws_env.clone(),
+        },
+        &ks_log,
+    )?);
+    let client = cluster::client(&w.kubeconfig).await?;
+    w.client = Some(client.clone());
+    let sampler = w.rec.spawn(client.clone(), catalog.clone());
+    w.cloud = Some(cloud);
+
+    // --- terraform apply ----------------------------------------------------------------------
+    let terraform_bin = w
+        .args
+        .terraform
+        .clone()
+        .unwrap_or_else(joiner_test_support::terraform_bin);
+    let tf = Terraform::prepare(
+        &terraform_bin,
+        &w.args.root,
+        &w.args.example,
+        &w.work,
+        &w.args.provider,
+        aws_env,
+    )?;
+    tf.write_kubernetes_override(&w.kubeconfig)?;
+    // Modules are installed by `terraform get` (local sources, no registry): `init` would
+    // also look the provider up in the registry, which dev_overrides makes pointless.
+    let got = run_tf(w, &tf, &["get", "-no-color"], "get", 120).await?;
+    if !got.ok {
+        bail!("terraform get failed:\n{}", last_lines(&got.text, 30));
+    }
+    step(w, &format!("terraform apply ({})", w.args.example));
+    w.rec.mark("apply");
+    let out = run_tf(
+        w,
+        &tf,
+        &["apply", "-no-color", "-auto-approve"],
+        "apply",
+        300,
+    )
+    .await;
+    let out = match out {
+        Ok(o) if o.ok => o,
+        Ok(o) => {
+            let diag = diagnose_apply(&o.text, &client, w).await;
+            bail!(
+                "terraform apply failed.\n{diag}\n--- end of the apply log ---\n{}",
+                last_lines(&o.text, 40)
+            );
+        }
+        Err(e) => {
+            let diag = diagnose_apply("", &client, w).await;
+            bail!("{e:#}\n{diag}");
+        }
+    };
+    w.figures.apply_secs = Some(out.elapsed.as_secs_f64());
+    step(w, &format!("applied in {:.1} s", out.elapsed.as_secs_f64()));
+    w.tf = Some(tf);
+    check_agent_on_fargate(w, &client).await?;
+
+    // --- 1. the seed's scale-out --------------------------------------------------------------
+    let pools = cluster::node_pools(&client).await?;
+    let spread = cluster::spread_key(&pools);
+    step(
+        w,
+        &format!(
+            "1/5 workload: {} replicas of 250m/512Mi spread over zones{} (NodePools: {})",
+            w.args.min_replicas,
+            spread
+                .as_deref()
+                .map(|k| format!(" and the `{k}` capacity split"))
+                .unwrap_or_default(),
+            pools.keys().cloned().collect::<Vec<_>>().join(", ")
+        ),
+    );
+    cluster::create_workload(&client, w.args.min_replicas, spread.as_deref()).await?;
+    let n = w.args.min_replicas as usize;
+    wait_for(w, 120, &format!("{n} pods Running"), |s| {
+        s.running() == n && s.pending() == 0
+    })
+    .await
+    .map_err(|e| no_capacity_hint(e, w))?;
+    step(w, &format!("1/5 scale to {}", w.args.max_replicas));
+    cluster::scale(&client, w.args.max_replicas).await?;
+    w.rec.mark(&format!("scale to {}", w.args.max_replicas));
+    let n = w.args.max_replicas as usize;
+    let secs = wait_for(w, 240, &format!("{n} pods Running"), |s| {
+        s.running() == n && s.pending() == 0
+    })
+    .await?;
+    let snap = latest(w).await?;
+    w.figures.scale_out_secs = Some(secs);
+    w.figures.nodes_after_scale_out = Some(snap.ec2_nodes().count());
+    let (pods_spot, nodes_spot) = spot_shares(&snap);
+    w.figures.spot_share_pods = Some(pods_spot);
+    w.figures.spot_share_nodes = Some(nodes_spot);
+    w.figures.dollars_per_hour = Some(crate::pricing::cluster_price(&catalog, &snap));
+    w.figures.lower_bound = crate::pricing::workload_lower_bound(&catalog, &pools, &snap);
+    step(
+        w,
+        &format!(
+            "all {n} Running after {secs:.1} s on {} nodes",
+            snap.ec2_nodes().count()
+        ),
+    );
+
+    // --- 2. a Spot interruption storm ------------------------------------------------------------
+    storm(w, &client).await?;
+
+    // --- 3. reviewing a NodePool change ---------------------------------------------------------------
+    review(w).await?;
+
+    // --- 4. scale-in ----------------------------------------------------------------------------------
+    scale_in(w, &client).await?;
+
+    // --- 5. terraform destroy ----------------------------------------------------------------------
+    if w.args.keep {
+        step(w, "5/5 KEEP: not destroying");
+    } else {
+        destroy(w).await?;
+    }
+    sampler.abort();
+    Ok(())
+}
+
+/// Fails before anything starts when a binary the run needs lacks the piece it needs.
+fn preflight(a: &Args) -> Result<()> {
+    for (what, p) in [
+        ("the provider", &a.provider),
+        ("joiner-agent", &a.agent),
+        ("kube-sim", &a.kube_sim),
+    ] {
+        if !p.is_file() {
+            bail!(
+                "{what} binary {} does not exist (build it first: scripts/sandbox does)",
+                p.display()
+            );
+        }
+    }
+    if !procs::help_mentions(&a.agent, &["run"], "--cluster-name") {
+        bail!(
+            "missing piece: `joiner-agent run` (issue 8, the agent's controllers): `{} run --help` does not offer --cluster-name",
+            a.agent.display()
+        );
+    }
+    if !procs::help_mentions(&a.kube_sim, &[], "--image") {
+        bail!(
+            "missing piece: kube-sim's process runner (contract C, `--image NAME=PATH`): `{} --help` does not offer --image, so nothing would run the agent's Deployment",
+            a.kube_sim.display()
+        );
+    }
+    Ok(())
+}
+
+fn aws_env(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_SESSION_TOKEN", "testing"),
+        ("AWS_REGION", crate::cloud::REGION),
+        ("AWS_DEFAULT_REGION", crate::cloud::REGION),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+async fn run_tf(
+    w: &World,
+    tf: &Terraform,
+    args: &[&str],
+    log: &str,
+    timeout_secs: u64,
+) -> Result<crate::terraform::Output> {
+    // Terraform blocks; the sampler keeps running beside it.
+    let bin = tf.bin.clone();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let log = log.to_string();
+    let dir = tf.dir.clone();
+    let cli = tf.cli_config.clone();
+    let env = tf.env().to_vec();
+    let work = w.work.clone();
+    tokio::task::spawn_blocking(move || {
+        let tf = Terraform::reopen(bin, dir, cli, env, work.join("logs"));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        tf.run(&a, &log, Duration::from_secs(timeout_secs))
+    })
+    .await?
+}
+
+/// Waits until `cond` holds on a fresh snapshot; returns the seconds it took.
+async fn wait_for<F: Fn(&Snapshot) -> bool>(
+    w: &mut World,
+    timeout_secs: u64,
+    what: &str,
+    cond: F,
+) -> Result<f64> {
+    let start = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if let Some(s) = w.rec.latest_since(start) {
+            note_failed(w, &s);
+            if cond(&s) {
+                return Ok(start.elapsed().as_secs_f64());
+            }
+            if start.elapsed() > Duration::from_secs(timeout_secs) {
+                bail!(
+                    "timed out after {timeout_secs} s waiting for {what}: {} Running, {} Pending, {} EC2 nodes",
+                    s.running(),
+                    s.pending(),
+                    s.ec2_nodes().count()
+                );
+            }
+        } else if start.elapsed() > Duration::from_secs(timeout_secs) {
+            bail!(
+                "timed out after {timeout_secs} s waiting for {what}: kube-sim did not answer ({})",
+                w.rec.last_error().unwrap_or_else(|| "no snapshot".into())
+            );
+        }
+    }
+}
+
+fn note_failed(w: &mut World, s: &Snapshot) {
+    for p in &s.pods {
+        if p.phase == "Failed" {
+            w.lost.insert(p.uid.clone());
+        }
+    }
+}
+
+async fn latest(w: &World) -> Result<Snapshot> {
+    let c = w.client.as_ref().context("no Kubernetes client")?;
+    cluster::snapshot(c).await
+}
+
+/// (share of running workload pods on Spot nodes, share of EC2 nodes that are Spot).
+fn spot_shares(s: &Snapshot) -> (f64, f64) {
+    let running: Vec<_> = s
+        .pods
+        .iter()
+        .filter(|p| p.phase == "Running" && !p.deleting)
+        .collect();
+    let on_spot = running
+        .iter()
+        .filter(|p| {
+            p.node
+                .as_deref()
+                .and_then(|n| s.node(n))
+                .is_some_and(|n| n.capacity_type == "spot")
+        })
+        .count();
+    let nodes = s.ec2_nodes().count();
+    let spot_nodes = s.ec2_nodes().filter(|n| n.capacity_type == "spot").count();
+    let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    (ratio(on_spot, running.len()), ratio(spot_nodes, nodes))
+}
+
+async fn check_agent_on_fargate(w: &mut World, client: &Client) -> Result<()> {
+    let snap = cluster::snapshot(client).await?;
+    let pods = cluster::agent_pods(client, "joiner").await?;
+    let desc: Vec<String> = pods
+        .iter()
+        .map(|(name, phase, node)| {
+            let kind = match snap.node(node) {
+                Some(n) if n.fargate => "Fargate",
+                Some(_) => "an EC2 node",
+                None => "no node",
+            };
+            format!("{name} {phase} on {kind}")
+        })
+        .collect();
+    step(w, &format!("agent: {}", desc.join("; ")));
+    let on_fargate = pods
+        .iter()
+        .filter(|(_, phase, node)| phase == "Running" && snap.node(node).is_some_and(|n| n.fargate))
+        .count();
+    w.figures.agent_pods = Some(format!("{on_fargate} Running on Fargate"));
+    if on_fargate == 0 {
+        bail!("missing piece: no agent pod runs on a Fargate node (kube-sim's Fargate simulation, contract C): {}", desc.join("; "));
+    }
+    Ok(())
+}
+
+/// Why an apply failed, in terms of the pieces the sandbox depends on.
+async fn diagnose_apply(log: &str, client: &Client, w: &World) -> String {
+    let mut out = Vec::new();
+    for r in ["joiner_agent", "joiner_node_class", "joiner_node_pool"] {
+        if log.contains(&format!("resource type \"{r}\""))
+            || log.contains(&format!("Invalid resource type \"{r}\""))
+        {
+            out.push(format!(
+                "missing piece: the provider does not serve `{r}` yet (issue 10, the provider's Kubernetes half)"
+            ));
+        }
+    }
+    if let Ok(pods) = cluster::agent_pods(client, "joiner").await {
+        if !pods.is_empty() {
+            let snap = cluster::snapshot(client).await.unwrap_or_default();
+            for (name, phase, node) in &pods {
+                let where_ = match snap.node(node) {
+                    Some(n) if n.fargate => "a Fargate node".to_string(),
+                    Some(_) => format!("node {node}"),
+                    None => "no node: kube-sim's Fargate simulation (contract C) did not place it"
+                        .into(),
+                };
+                out.push(format!("agent pod {name}: {phase}, on {where_}"));
+                if let Ok(log) = pod_log(client, "joiner", name).await {
+                    out.push(format!(
+                        "  its log:\n{}",
+                        indent(&last_lines(&log, 15), "    ")
+                    ));
+                }
+            }
+        }
+    }
+    out.push(format!(
+        "kube-sim log: {}",
+        w.work.join("kube-sim.log").display()
+    ));
+    out.join("\n")
+}
+
+async fn pod_log(client: &Client, ns: &str, name: &str) -> Result<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), ns);
+    Ok(api
+        .logs(
+            name,
+            &kube::api::LogParams {
+                tail_lines: Some(20),
+                ..Default::default()
+            },
+        )
+        .await?)
+}
+
+/// The agent's log lines, for a step that waited on the agent in vain.
+fn no_capacity_hint(e: anyhow::Error, w: &World) -> anyhow::Error {
+    anyhow!(
+        "{e:#}\nThe agent did not bring up capacity for the pending pods. Look at its log: KUBECONFIG={} kubectl logs -n joiner deploy/joiner-agent",
+        w.kubeconfig.display()
+    )
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn indent(s: &str, pad: &str) -> String {
+    s.lines()
+        .map(|l| format!("{pad}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// 2/5: warnings for a share of the Spot nodes, on the default event bus; when the notice
+/// runs out, EC2 takes the instances back, drained or not.
+async fn storm(w: &mut World, client: &Client) -> Result<()> {
+    let snap = cluster::snapshot(client).await?;
+    let mut spot: Vec<(String, String)> = snap
+        .ec2_nodes()
+        .filter(|n| n.capacity_type == "spot")
+        .filter_map(|n| Some((n.name.clone(), n.instance_id.clone()?)))
+        .collect();
+    spot.sort();
+    let total = spot.len();
+    if total == 0 {
+        bail!(
+            "2/5 storm: no Spot node is running (nodes: {:?}), so there is nothing to interrupt",
+            snap.ec2_nodes()
+                .map(|n| format!("{} {}", n.name, n.capacity_type))
+                .collect::<Vec<_>>()
+        );
+    }
+    let k = ((total as f64 * w.args.storm_share).ceil() as usize).clamp(1, total);
+    // Every third-or-so node rather than the first k, so the storm hits every zone.
+    let step_by = (total / k).max(1);
+    let warned: Vec<(String, String)> = spot.iter().step_by(step_by).take(k).cloned().collect();
+    let ids: Vec<String> = warned.iter().map(|(_, id)| id.clone()).collect();
+    let sent = w
+        .cloud
+        .as_ref()
+        .context("no cloud")?
+        .spot_warnings(&ids)
+        .await?;
+    w.rec.mark(&format!("storm: {sent} Spot warnings"));
+    w.figures.storm_warned = Some((sent, total));
+    step(
+        w,
+        &format!(
+            "2/5 Spot interruption storm: {sent} of {total} Spot nodes warned via events:PutEvents; EC2 takes them back after {} s",
+            w.args.notice
+        ),
+    );
+    let start = Instant::now();
+    let names: BTreeSet<String> = warned.iter().map(|(n, _)| n.clone()).collect();
+    let drained = |s: &Snapshot| -> usize {
+        names
+            .iter()
+            .filter(|n| match s.node(n) {
+                None => true,
+                Some(node) => {
+                    node.cordoned
+                        && !s
+                            .pods
+                            .iter()
+                            .any(|p| p.node.as_deref() == Some(n.as_str()) && !p.deleting)
+                }
+            })
+            .count()
+    };
+    let notice = Duration::from_secs(w.args.notice);
+    let mut snap;
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        snap = w.rec.latest_since(start).unwrap_or_default();
+        note_failed(w, &snap);
+        if drained(&snap) == names.len() || start.elapsed() >= notice {
+            break;
+        }
+    }
+    let done = drained(&snap);
+    w.figures.storm_drained_in_notice = Some(done);
+    // Pods still on a warned node when EC2 reclaims it are lost.
+    for p in &snap.pods {
+        if !p.deleting && p.node.as_deref().is_some_and(|n| names.contains(n)) {
+            w.lost.insert(p.uid.clone());
+        }
+    }
+    let cloud = w.cloud.as_ref().context("no cloud")?;
+    let live = cloud.live_instances().await?;
+    let reclaim: Vec<String> = ids
+        .iter()
+        .filter(|id| live.contains_key(*id))
+        .cloned()
+        .collect();
+    cloud.reclaim(&reclaim).await?;
+    step(
+        w,
+        &format!(
+            "2/5 {done}/{} warned nodes drained after {:.1} s; EC2 reclaimed {} instance(s) still running",
+            names.len(),
+            start.elapsed().as_secs_f64(),
+            reclaim.len()
+        ),
+    );
+    let n = w.args.max_replicas as usize;
+    let names2 = names.clone();
+    wait_for(
+        w,
+        180,
+        &format!("{n} pods Running again after the storm"),
+        move |s| {
+            s.running() == n
+                && s.pending() == 0
+                && !s
+                    .pods
+                    .iter()
+                    .any(|p| p.node.as_deref().is_some_and(|x| names2.contains(x)))
+        },
+    )
+    .await?;
+    let secs = start.elapsed().as_secs_f64();
+    w.figures.storm_recovered_secs = Some(secs);
+    step(
+        w,
+        &format!("2/5 every pod Running again {secs:.1} s after the warnings"),
+    );
+    Ok(())
+}
+
+/// 3/5: what a reviewer sees for a NodePool change, without applying it.
+async fn review(w: &mut World) -> Result<()> {
+    let tf = w.tf.as_ref().context("no terraform")?;
+    step(
+        w,
+        "3/5 terraform plan of a NodePool change (module.node_pools: min_instance_generation 5 → 6)",
+    );
+    tf.write_override("review_override.tf", REVIEW_OVERRIDE)?;
+    w.rec.mark("plan review");
+    let out = run_tf(w, tf, &["plan", "-no-color"], "plan-review", 180).await;
+    tf.remove_override("review_override.tf");
+    let out = out?;
+    if !out.ok {
+        bail!("3/5 terraform plan failed:\n{}", last_lines(&out.text, 40));
+    }
+    let shown = review_excerpt(&out.text);
+    w.rec.say(&indent(&shown, "  │ "));
+    w.figures.plan_secs = Some(out.elapsed.as_secs_f64());
+    w.figures.plan_warnings = Some(out.text.matches("Warning:").count());
+    Ok(())
+}
+
+/// The NodePool and NodeClass diffs, then everything from the plan line on (the warnings
+/// Terraform prints after it): what a reviewer reads.
+fn review_excerpt(plan: &str) -> String {
+    let mut keep = Vec::new();
+    let mut in_block = false;
+    let mut tail = false;
+    for line in plan.lines() {
+        if tail {
+            keep.push(line);
+            continue;
+        }
+        let t = line.trim_start();
+        if line.starts_with("  # ") {
+            in_block = t.contains("joiner_node_pool") || t.contains("joiner_node_class");
+        }
+        if t.starts_with("Plan:") || t.starts_with("No changes.") {
+            tail = true;
+            keep.push(line);
+            continue;
+        }
+        if in_block {
+            keep.push(line);
+            if line == "    }" {
+                keep.push("");
+                in_block = false;
+            }
+        }
+    }
+    if keep.len() > 120 {
+        keep.truncate(120);
+        keep.push("  ... (the whole plan is in logs/plan-review.log)");
+    }
+    keep.join("\n")
+}
+
+/// 4/5: back to the minimum; consolidation removes what is no longer needed.
+async fn scale_in(w: &mut World, client: &Client) -> Result<()> {
+    let min = w.args.min_replicas;
+    step(w, &format!("4/5 scale back to {min}; consolidation"));
+    let before = cluster::snapshot(client).await?.ec2_nodes().count();
+    cluster::scale(client, min).await?;
+    w.rec.mark(&format!("scale to {min}"));
+    let start = Instant::now();
+    let n = min as usize;
+    wait_for(w, 60, &format!("{n} pods Running"), |s| {
+        s.running() == n && s.pending() == 0
+    })
+    .await?;
+    // Done when the node count has not changed for `settle`, or at the limit.
+    let settle = Duration::from_secs(45);
+    let limit = Duration::from_secs(180);
+    let mut count = usize::MAX;
+    let mut last_change = Instant::now();
+    let mut last_removal: Option<f64> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let Some(s) = w.rec.latest_since(start) else {
+            continue;
+        };
+        note_failed(w, &s);
+        let c = s.ec2_nodes().count();
+        if c != count {
+            if c < count && count != usize::MAX {
+                last_removal = Some(start.elapsed().as_secs_f64());
+            }
+            count = c;
+            last_change = Instant::now();
+        }
+        if last_change.elapsed() >= settle || start.elapsed() >= limit {
+            break;
+        }
+    }
+    w.figures.scale_in_secs = last_removal;
+    w.figures.nodes_after_scale_in = Some(count);
+    step(
+        w,
+        &format!(
+            "4/5 {before} → {count} nodes{}",
+            last_removal
+                .map(|t| format!(", the last surplus node gone after {t:.1} s"))
+                .unwrap_or_else(|| ", no node was removed".into())
+        ),
+    );
+    if count >= before && before > n {
+        bail!(
+            "4/5 consolidation removed no node in {} s ({before} nodes for {n} pods)",
+            limit.as_secs()
+        );
+    }
+    Ok(())
+}
+
+/// 5/5: destroy, then look for anything left in the account.
+async fn destroy(w: &mut World) -> Result<()> {
+    let tf = w.tf.as_ref().context("no terraform")?;
+    step(w, "5/5 terraform destroy");
+    w.rec.mark("destroy");
+    let out = run_tf(
+        w,
+        tf,
+        &["destroy", "-no-color", "-auto-approve"],
+        "destroy",
+        300,
+    )
+    .await?;
+    if !out.ok {
+        bail!(
+            "5/5 terraform destroy failed:\n{}",
+            last_lines(&out.text, 40)
+        );
+    }
+    w.destroyed = true;
+    w.figures.destroy_secs = Some(out.elapsed.as_secs_f64());
+    let left = w
+        .cloud
+        .as_ref()
+        .context("no cloud")?
+        .leftovers(&w.cluster)
+        .await?;
+    let count: usize = left.iter().map(|(_, v)| v.len()).sum();
+    w.figures.leftovers = Some(count);
+    let lines: Vec<String> = left
+        .iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                format!("{k}: none")
+            } else {
+                format!("{k}: {}", v.join(", "))
+            }
+        })
+        .collect();
+    step(
+        w,
+        &format!(
+            "5/5 destroyed in {:.1} s; left: {}",
+            out.elapsed.as_secs_f64(),
+            lines.join("; ")
+        ),
+    );
+    if count > 0 {
+        bail!(
+            "5/5 destroy left {count} object(s) behind: {}",
+            lines.join("; ")
+        );
+    }
+    Ok(())
+}
+
+fn report(w: &mut World) {
+    let out_dir = w
+        .args
+        .out
+        .clone()
+        .unwrap_or_else(|| w.args.root.join("target/sandbox"));
+    let _ = std::fs::create_dir_all(&out_dir);
+    let table = w.figures.table();
+    println!("\n{table}");
+    let _ = std::fs::write(out_dir.join("summary.md"), &table);
+    let samples = w.rec.samples();
+    if samples.is_empty() {
+        return;
+    }
+    let title = format!(
+        "joiner sandbox: {} — pods and EC2 nodes over time",
+        w.args.example
+    );
+    let note = format!(
+        "kube-sim boot delay {} (an instance becomes a Ready Node that long after launch; EKS takes about a minute); Spot notice compressed to {} s; nproc={}",
+        w.args.boot_delay, w.args.notice, w.figures.nproc
+    );
+    let svg = crate::timeline::render(&samples, &w.rec.markers(), &title, &note);
+    let svg_path = out_dir.join("timeline.svg");
+    if std::fs::write(&svg_path, svg).is_ok() {
+        println!("timeline: {}", svg_path.display());
+        // A PNG only when a converter is already installed: it is not worth a dependency.
+        let png = out_dir.join("timeline.png");
+        if std::process::Command::new("rsvg-convert")
+            .arg("-o")
+            .arg(&png)
+            .arg(&svg_path)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            println!("timeline: {}", png.display());
+        }
+    }
+}
+
+fn keep(w: &mut World) {
+    if let Some(p) = w.moto.as_mut() {
+        p.detach();
+    }
+    if let Some(p) = w.kube_sim.as_mut() {
+        p.detach();
+    }
+    let pids: Vec<String> = [w.moto.as_ref(), w.kube_sim.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|p| p.pid().to_string())
+        .collect();
+    let Some(tf) = w.tf.as_ref() else {
+        eprintln!(
+            "sandbox: KEEP: kept {} (moto and kube-sim pids: {})",
+            w.work.display(),
+            pids.join(" ")
+        );
+        return;
+    };
+    let mut env = format!(
+        "# Written by joiner-sandbox (KEEP=1). Source it: . {}\nexport KUBECONFIG={}\nexport TF_CLI_CONFIG_FILE={}\n",
+        w.work.join("env.sh").display(),
+        w.kubeconfig.display(),
+        tf.cli_config.display()
+    );
+    for (k, v) in tf.env() {
+        env.push_str(&format!("export {k}={v}\n"));
+    }
+    env.push_str(&format!("cd {}\n", tf.dir.display()));
+    let _ = std::fs::write(w.work.join("env.sh"), &env);
+    eprintln!(
+        "\nsandbox: KEEP=1: everything is still running.\n  . {}     # KUBECONFIG, Terraform's CLI config and the emulator's AWS env; cd into the example\n  kubectl get nodes,nodeclaims,nodepools\n  kubectl logs -n joiner deploy/joiner-agent\n  {} plan\n  {} destroy -auto-approve\nWhen done: kill {}   # moto and kube-sim (kube-sim stops the agents); then rm -rf {}",
+        w.work.join("env.sh").display(),
+        tf.bin.display(),
+        tf.bin.display(),
+        pids.join(" "),
+        w.work.display()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn review_excerpt_keeps_pool_diffs_warnings_and_the_plan_line() {
+        let plan = "\
+module.cluster.joiner_cluster.this: Refreshing state...
+Terraform will perform the following actions:
+
+  # module.node_pools.joiner_node_pool.this[\"spot\"] will be updated in-place
+  ~ resource \"joiner_node_pool\" \"this\" {
+      ~ requirement {
+          ~ values = [\"4\"] -> [\"5\"]
+        }
+    }
+
+Plan: 0 to add, 2 to change, 0 to destroy.
+
+Warning: NodePool spot: 7 live nodes drift
+
+  with module.node_pools.joiner_node_pool.this[\"spot\"],
+";
+        let got = review_excerpt(plan);
+        assert!(
+            got.contains("# module.node_pools.joiner_node_pool.this[\"spot\"]"),
+            "{got}"
+        );
+        assert!(got.contains("~ values"), "{got}");
+        assert!(got.contains("Plan: 0 to add, 2 to change"), "{got}");
+        assert!(
+            got.contains("Warning: NodePool spot: 7 live nodes drift"),
+            "{got}"
+        );
+        assert!(!got.contains("Refreshing state"), "{got}");
+    }
+}

@@ -1,0 +1,169 @@
+//! The figures a run produced, and the table printed at the end.
+
+use std::fmt::Write;
+
+#[derive(Debug, Default, Clone)]
+pub struct Figures {
+    pub nproc: usize,
+    pub boot_delay: String,
+    pub notice_secs: u64,
+    pub apply_secs: Option<f64>,
+    pub agent_pods: Option<String>,
+    pub scale_out_secs: Option<f64>,
+    pub nodes_after_scale_out: Option<usize>,
+    pub peak_nodes: usize,
+    pub spot_share_pods: Option<f64>,
+    pub spot_share_nodes: Option<f64>,
+    pub dollars_per_hour: Option<f64>,
+    pub lower_bound: Option<f64>,
+    pub storm_warned: Option<(usize, usize)>,
+    pub storm_drained_in_notice: Option<usize>,
+    pub storm_recovered_secs: Option<f64>,
+    pub pods_lost: usize,
+    pub plan_secs: Option<f64>,
+    pub plan_warnings: Option<usize>,
+    pub scale_in_secs: Option<f64>,
+    pub nodes_after_scale_in: Option<usize>,
+    pub destroy_secs: Option<f64>,
+    pub leftovers: Option<usize>,
+    pub total_secs: f64,
+    pub failed_step: Option<String>,
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map(|s| format!("{s:.1} s")).unwrap_or_else(|| "—".into())
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map(|s| format!("{:.0} %", 100.0 * s))
+        .unwrap_or_else(|| "—".into())
+}
+
+impl Figures {
+    /// A Markdown table, so it can be pasted into the README as is.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<(String, String)> = vec![
+            (
+                "terraform apply (whole cluster, agent rolled out)".into(),
+                secs(self.apply_secs),
+            ),
+            (
+                "agent pods".into(),
+                self.agent_pods.clone().unwrap_or_else(|| "—".into()),
+            ),
+            (
+                "scale-out 4 → 100: time to all Running".into(),
+                secs(self.scale_out_secs),
+            ),
+            (
+                "nodes after scale-out / peak".into(),
+                format!(
+                    "{} / {}",
+                    self.nodes_after_scale_out
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|| "—".into()),
+                    self.peak_nodes
+                ),
+            ),
+            (
+                "Spot share (pods / nodes)".into(),
+                format!(
+                    "{} / {}",
+                    pct(self.spot_share_pods),
+                    pct(self.spot_share_nodes)
+                ),
+            ),
+            (
+                "$/h after scale-out vs fractional lower bound".into(),
+                match (self.dollars_per_hour, self.lower_bound) {
+                    (Some(c), Some(lb)) if lb > 0.0 => {
+                        format!("${c:.3} vs ${lb:.3} ({:.2} ×)", c / lb)
+                    }
+                    (Some(c), _) => format!("${c:.3} (no bound)"),
+                    _ => "—".into(),
+                },
+            ),
+            (
+                format!(
+                    "Spot storm: warned / Spot nodes, drained within the {} s notice",
+                    self.notice_secs
+                ),
+                match (self.storm_warned, self.storm_drained_in_notice) {
+                    (Some((w, n)), Some(d)) => format!("{w} / {n}, {d} drained"),
+                    (Some((w, n)), None) => format!("{w} / {n}"),
+                    _ => "—".into(),
+                },
+            ),
+            (
+                "storm: warning → every pod Running again".into(),
+                secs(self.storm_recovered_secs),
+            ),
+            (
+                "terraform plan of a NodePool change".into(),
+                match self.plan_warnings {
+                    Some(w) => format!("{} ({w} warning(s))", secs(self.plan_secs)),
+                    None => secs(self.plan_secs),
+                },
+            ),
+            (
+                "scale-in 100 → 4: last surplus node gone".into(),
+                secs(self.scale_in_secs),
+            ),
+            (
+                "nodes after scale-in".into(),
+                self.nodes_after_scale_in
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "—".into()),
+            ),
+            ("terraform destroy".into(), secs(self.destroy_secs)),
+            (
+                "left after destroy (instances, queues, rules, roles, clusters)".into(),
+                self.leftovers
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "—".into()),
+            ),
+            ("pods lost (must be 0)".into(), self.pods_lost.to_string()),
+            ("whole run".into(), format!("{:.1} s", self.total_secs)),
+        ];
+        if let Some(step) = &self.failed_step {
+            rows.push(("FAILED at".into(), step.clone()));
+        }
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "| sandbox (kube-sim boot delay {}, nproc={}) | |",
+            self.boot_delay, self.nproc
+        );
+        let _ = writeln!(s, "|---|---|");
+        for (k, v) in rows {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_shows_missing_figures_as_dashes_and_the_ratio() {
+        let f = Figures {
+            nproc: 2,
+            boot_delay: "2s".into(),
+            notice_secs: 30,
+            dollars_per_hour: Some(1.2),
+            lower_bound: Some(1.0),
+            failed_step: Some("storm".into()),
+            ..Default::default()
+        };
+        let t = f.table();
+        assert!(t.contains("$1.200 vs $1.000 (1.20 ×)"), "{t}");
+        assert!(
+            t.contains("| scale-out 4 → 100: time to all Running | — |"),
+            "{t}"
+        );
+        assert!(t.contains("| FAILED at | storm |"), "{t}");
+        assert!(t.contains("nproc=2"), "{t}");
+    }
+}
