@@ -7,6 +7,8 @@
 
 pub mod aws;
 pub mod data_sources;
+pub mod kubernetes;
+pub mod model;
 pub mod policy;
 pub mod protocol;
 pub mod provider;

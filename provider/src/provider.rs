@@ -15,6 +15,9 @@ pub struct ProviderContext {
     /// Fired when Terraform asks the provider to stop (Ctrl-C); long waits should watch it.
     pub stop: StopToken,
     pub terraform_version: String,
+    /// Reaches clusters' Kubernetes APIs (EKS by default, or the `kubernetes {}` block);
+    /// resolved lazily so that Kubernetes objects plan before their cluster exists.
+    pub kube: Arc<crate::kubernetes::Connector>,
     account: Arc<tokio::sync::OnceCell<crate::aws::sts::CallerIdentity>>,
 }
 
@@ -25,13 +28,29 @@ impl ProviderContext {
         stop: StopToken,
         terraform_version: String,
     ) -> Self {
+        let kube = Arc::new(crate::kubernetes::Connector::new(
+            crate::kubernetes::KubeSettings::FromEks,
+            aws.clone(),
+            region.clone(),
+        ));
         ProviderContext {
             aws,
             region,
             stop,
             terraform_version,
+            kube,
             account: Arc::default(),
         }
+    }
+
+    /// Uses the provider block's `kubernetes {}` settings instead of EKS discovery.
+    pub fn with_kube(mut self, settings: crate::kubernetes::KubeSettings) -> Self {
+        self.kube = Arc::new(crate::kubernetes::Connector::new(
+            settings,
+            self.aws.clone(),
+            self.region.clone(),
+        ));
+        self
     }
 
     /// Who the credentials belong to (`sts:GetCallerIdentity`, asked once per run).
@@ -83,6 +102,13 @@ impl Provider for JoinerProvider {
                     .optional()
                     .description("AWS shared-config profile. Defaults to AWS_PROFILE."),
             )
+            .block(crate::kubernetes::KubeSettings::block())
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        let mut d = Diagnostics::new();
+        crate::kubernetes::KubeSettings::validate(config.get("kubernetes"), &mut d);
+        d
     }
 
     async fn configure(&self, req: ConfigureRequest) -> Result<ProviderContext, Diagnostics> {
@@ -101,12 +127,8 @@ impl Provider for JoinerProvider {
             )
             .into());
         };
-        Ok(ProviderContext::new(
-            aws,
-            region,
-            req.stop,
-            req.terraform_version,
-        ))
+        let kube = crate::kubernetes::KubeSettings::from_config(req.config.get("kubernetes"));
+        Ok(ProviderContext::new(aws, region, req.stop, req.terraform_version).with_kube(kube))
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource<ProviderContext>>> {

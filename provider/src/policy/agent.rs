@@ -125,6 +125,23 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         Statement::allow("Cluster")
             .actions(["eks:DescribeCluster"])
             .resources([c.to_string()]),
+        // A NodeClass naming a `role` gets an instance profile the agent creates for it:
+        // created tagged for this cluster, then changed or deleted only while so tagged.
+        Statement::allow("CreateInstanceProfile")
+            .actions(["iam:CreateInstanceProfile", "iam:TagInstanceProfile"])
+            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")])
+            .condition("StringEquals", &request_tag, [cluster_name]),
+        Statement::allow("OwnInstanceProfiles")
+            .actions([
+                "iam:AddRoleToInstanceProfile",
+                "iam:RemoveRoleFromInstanceProfile",
+                "iam:DeleteInstanceProfile",
+            ])
+            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")])
+            .condition("StringEquals", &resource_tag, [cluster_name]),
+        Statement::allow("ReadInstanceProfiles")
+            .actions(["iam:GetInstanceProfile"])
+            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")]),
     ];
     PolicyDocument::new(statements)
 }
@@ -316,6 +333,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The instance profile a NodeClass `role` needs is created tagged and only changed or
+    /// deleted while tagged for this cluster.
+    #[test]
+    fn instance_profiles_are_tag_scoped() {
+        let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
+        let create = statement(&doc, "CreateInstanceProfile");
+        assert_eq!(
+            create["Condition"]["StringEquals"]["aws:RequestTag/joiner.dev/cluster"],
+            "prod"
+        );
+        let own = statement(&doc, "OwnInstanceProfiles");
+        assert_eq!(
+            own["Condition"]["StringEquals"]["aws:ResourceTag/joiner.dev/cluster"],
+            "prod"
+        );
+        assert_eq!(
+            own["Resource"],
+            "arn:aws:iam::123456789012:instance-profile/*"
+        );
     }
 
     #[test]

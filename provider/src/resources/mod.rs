@@ -5,6 +5,7 @@ use crate::protocol::resource::Resource;
 use crate::provider::ProviderContext;
 use std::sync::Arc;
 
+pub mod agent;
 pub mod agent_role;
 pub mod cluster;
 pub mod cluster_role;
@@ -13,6 +14,8 @@ pub mod fargate_role;
 pub mod iam_role;
 pub mod interruption_queue;
 pub mod interruption_rules;
+pub mod node_class;
+pub mod node_pool;
 pub mod node_role;
 
 /// Every resource the provider serves. One line per resource, in any order.
@@ -26,5 +29,8 @@ pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
         Arc::new(interruption_rules::InterruptionRules),
         Arc::new(cluster::Cluster),
         Arc::new(fargate_profile::FargateProfile),
+        Arc::new(node_class::NodeClass),
+        Arc::new(node_pool::NodePool),
+        Arc::new(agent::Agent),
     ]
 }

@@ -1,0 +1,455 @@
+//! `joiner_node_class` as a struct, and its mapping to and from the agent's `NodeClassSpec`.
+
+use std::collections::BTreeMap;
+
+use joiner_agent::api::node_class::{
+    AmiSelectorTerm, BlockDevice, BlockDeviceMapping, KubeletConfiguration, MetadataOptions,
+    NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+};
+
+use super::fields::*;
+use super::Model;
+use crate::protocol::prelude::*;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeClassModel {
+    pub id: Option<String>,
+    pub cluster_name: Option<String>,
+    pub name: Option<String>,
+    pub role: Option<String>,
+    pub instance_profile: Option<String>,
+    pub user_data: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    pub associate_public_ip_address: Option<bool>,
+    pub detailed_monitoring: Option<bool>,
+    pub ami_selector_terms: Vec<AmiTermModel>,
+    pub subnet_selector_terms: Vec<SubnetTermModel>,
+    pub security_group_selector_terms: Vec<SecurityGroupTermModel>,
+    pub metadata_options: Option<MetadataOptionsModel>,
+    pub block_device_mappings: Vec<BlockDeviceModel>,
+    pub kubelet: Option<KubeletModel>,
+    pub change_preview: Option<String>,
+    pub timeouts: Value,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AmiTermModel {
+    pub alias: Option<String>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub owner: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubnetTermModel {
+    pub id: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SecurityGroupTermModel {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetadataOptionsModel {
+    pub http_endpoint: Option<String>,
+    pub http_protocol_ipv6: Option<String>,
+    pub http_put_response_hop_limit: Option<i64>,
+    pub http_tokens: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockDeviceModel {
+    pub device_name: String,
+    pub root_volume: Option<bool>,
+    pub volume_size: Option<String>,
+    pub volume_type: Option<String>,
+    pub iops: Option<i64>,
+    pub throughput: Option<i64>,
+    pub encrypted: Option<bool>,
+    pub kms_key_id: Option<String>,
+    pub delete_on_termination: Option<bool>,
+    pub snapshot_id: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KubeletModel {
+    pub max_pods: Option<i64>,
+    pub pods_per_core: Option<i64>,
+    pub system_reserved: BTreeMap<String, String>,
+    pub kube_reserved: BTreeMap<String, String>,
+    pub eviction_hard: BTreeMap<String, String>,
+    pub eviction_soft: BTreeMap<String, String>,
+    pub eviction_soft_grace_period: BTreeMap<String, String>,
+    pub eviction_max_pod_grace_period: Option<i64>,
+    pub cluster_dns: Vec<String>,
+}
+
+impl Model for AmiTermModel {
+    fn from_value(v: &Value) -> Self {
+        AmiTermModel {
+            alias: string(v, "alias"),
+            id: string(v, "id"),
+            name: string(v, "name"),
+            owner: string(v, "owner"),
+            tags: map(v, "tags"),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([
+            ("alias", opt_str(&self.alias)),
+            ("id", opt_str(&self.id)),
+            ("name", opt_str(&self.name)),
+            ("owner", opt_str(&self.owner)),
+            ("tags", opt_map(&self.tags)),
+        ])
+    }
+}
+
+impl Model for SubnetTermModel {
+    fn from_value(v: &Value) -> Self {
+        SubnetTermModel {
+            id: string(v, "id"),
+            tags: map(v, "tags"),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([("id", opt_str(&self.id)), ("tags", opt_map(&self.tags))])
+    }
+}
+
+impl Model for SecurityGroupTermModel {
+    fn from_value(v: &Value) -> Self {
+        SecurityGroupTermModel {
+            id: string(v, "id"),
+            name: string(v, "name"),
+            tags: map(v, "tags"),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([
+            ("id", opt_str(&self.id)),
+            ("name", opt_str(&self.name)),
+            ("tags", opt_map(&self.tags)),
+        ])
+    }
+}
+
+impl Model for MetadataOptionsModel {
+    fn from_value(v: &Value) -> Self {
+        MetadataOptionsModel {
+            http_endpoint: string(v, "http_endpoint"),
+            http_protocol_ipv6: string(v, "http_protocol_ipv6"),
+            http_put_response_hop_limit: int(v, "http_put_response_hop_limit"),
+            http_tokens: string(v, "http_tokens"),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([
+            ("http_endpoint", opt_str(&self.http_endpoint)),
+            ("http_protocol_ipv6", opt_str(&self.http_protocol_ipv6)),
+            (
+                "http_put_response_hop_limit",
+                opt_int(self.http_put_response_hop_limit),
+            ),
+            ("http_tokens", opt_str(&self.http_tokens)),
+        ])
+    }
+}
+
+impl Model for BlockDeviceModel {
+    fn from_value(v: &Value) -> Self {
+        BlockDeviceModel {
+            device_name: string(v, "device_name").unwrap_or_default(),
+            root_volume: boolean(v, "root_volume"),
+            volume_size: string(v, "volume_size"),
+            volume_type: string(v, "volume_type"),
+            iops: int(v, "iops"),
+            throughput: int(v, "throughput"),
+            encrypted: boolean(v, "encrypted"),
+            kms_key_id: string(v, "kms_key_id"),
+            delete_on_termination: boolean(v, "delete_on_termination"),
+            snapshot_id: string(v, "snapshot_id"),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([
+            ("device_name", Value::string(&self.device_name)),
+            ("root_volume", opt_bool(self.root_volume)),
+            ("volume_size", opt_str(&self.volume_size)),
+            ("volume_type", opt_str(&self.volume_type)),
+            ("iops", opt_int(self.iops)),
+            ("throughput", opt_int(self.throughput)),
+            ("encrypted", opt_bool(self.encrypted)),
+            ("kms_key_id", opt_str(&self.kms_key_id)),
+            (
+                "delete_on_termination",
+                opt_bool(self.delete_on_termination),
+            ),
+            ("snapshot_id", opt_str(&self.snapshot_id)),
+        ])
+    }
+}
+
+impl Model for KubeletModel {
+    fn from_value(v: &Value) -> Self {
+        KubeletModel {
+            max_pods: int(v, "max_pods"),
+            pods_per_core: int(v, "pods_per_core"),
+            system_reserved: map(v, "system_reserved"),
+            kube_reserved: map(v, "kube_reserved"),
+            eviction_hard: map(v, "eviction_hard"),
+            eviction_soft: map(v, "eviction_soft"),
+            eviction_soft_grace_period: map(v, "eviction_soft_grace_period"),
+            eviction_max_pod_grace_period: int(v, "eviction_max_pod_grace_period"),
+            cluster_dns: strings(v, "cluster_dns"),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([
+            ("max_pods", opt_int(self.max_pods)),
+            ("pods_per_core", opt_int(self.pods_per_core)),
+            ("system_reserved", opt_map(&self.system_reserved)),
+            ("kube_reserved", opt_map(&self.kube_reserved)),
+            ("eviction_hard", opt_map(&self.eviction_hard)),
+            ("eviction_soft", opt_map(&self.eviction_soft)),
+            (
+                "eviction_soft_grace_period",
+                opt_map(&self.eviction_soft_grace_period),
+            ),
+            (
+                "eviction_max_pod_grace_period",
+                opt_int(self.eviction_max_pod_grace_period),
+            ),
+            ("cluster_dns", opt_list(&self.cluster_dns)),
+        ])
+    }
+}
+
+impl Model for NodeClassModel {
+    fn from_value(v: &Value) -> Self {
+        NodeClassModel {
+            id: string(v, "id"),
+            cluster_name: string(v, "cluster_name"),
+            name: string(v, "name"),
+            role: string(v, "role"),
+            instance_profile: string(v, "instance_profile"),
+            user_data: string(v, "user_data"),
+            tags: map(v, "tags"),
+            associate_public_ip_address: boolean(v, "associate_public_ip_address"),
+            detailed_monitoring: boolean(v, "detailed_monitoring"),
+            ami_selector_terms: blocks(v, "ami_selector_term"),
+            subnet_selector_terms: blocks(v, "subnet_selector_term"),
+            security_group_selector_terms: blocks(v, "security_group_selector_term"),
+            metadata_options: single(v, "metadata_options"),
+            block_device_mappings: blocks(v, "block_device_mapping"),
+            kubelet: single(v, "kubelet"),
+            change_preview: string(v, "change_preview"),
+            timeouts: v.get("timeouts").clone(),
+        }
+    }
+    fn to_value(&self) -> Value {
+        Value::object([
+            ("id", opt_str(&self.id)),
+            ("cluster_name", opt_str(&self.cluster_name)),
+            ("name", opt_str(&self.name)),
+            ("role", opt_str(&self.role)),
+            ("instance_profile", opt_str(&self.instance_profile)),
+            ("user_data", opt_str(&self.user_data)),
+            ("tags", opt_map(&self.tags)),
+            (
+                "associate_public_ip_address",
+                opt_bool(self.associate_public_ip_address),
+            ),
+            ("detailed_monitoring", opt_bool(self.detailed_monitoring)),
+            ("ami_selector_term", block_list(&self.ami_selector_terms)),
+            (
+                "subnet_selector_term",
+                block_list(&self.subnet_selector_terms),
+            ),
+            (
+                "security_group_selector_term",
+                block_list(&self.security_group_selector_terms),
+            ),
+            ("metadata_options", block_single(&self.metadata_options)),
+            (
+                "block_device_mapping",
+                block_list(&self.block_device_mappings),
+            ),
+            ("kubelet", block_single(&self.kubelet)),
+            ("change_preview", opt_str(&self.change_preview)),
+            ("timeouts", self.timeouts.clone()),
+        ])
+    }
+}
+
+impl NodeClassModel {
+    /// The CRD spec this configuration declares, CRD defaults filled in.
+    pub fn spec(&self) -> NodeClassSpec {
+        let d = MetadataOptions::default();
+        let m = self.metadata_options.clone().unwrap_or_default();
+        NodeClassSpec {
+            subnet_selector_terms: self
+                .subnet_selector_terms
+                .iter()
+                .map(|t| SubnetSelectorTerm {
+                    tags: t.tags.clone(),
+                    id: t.id.clone(),
+                })
+                .collect(),
+            security_group_selector_terms: self
+                .security_group_selector_terms
+                .iter()
+                .map(|t| SecurityGroupSelectorTerm {
+                    tags: t.tags.clone(),
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                })
+                .collect(),
+            ami_selector_terms: self
+                .ami_selector_terms
+                .iter()
+                .map(|t| AmiSelectorTerm {
+                    alias: t.alias.clone(),
+                    tags: t.tags.clone(),
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    owner: t.owner.clone(),
+                })
+                .collect(),
+            role: self.role.clone(),
+            instance_profile: self.instance_profile.clone(),
+            user_data: self.user_data.clone(),
+            block_device_mappings: self
+                .block_device_mappings
+                .iter()
+                .map(|b| BlockDeviceMapping {
+                    device_name: b.device_name.clone(),
+                    root_volume: b.root_volume.unwrap_or(false),
+                    ebs: Some(BlockDevice {
+                        volume_size: b.volume_size.clone(),
+                        volume_type: b.volume_type.clone(),
+                        iops: b.iops,
+                        throughput: b.throughput,
+                        encrypted: b.encrypted.unwrap_or(true),
+                        kms_key_id: b.kms_key_id.clone(),
+                        delete_on_termination: b.delete_on_termination.unwrap_or(true),
+                        snapshot_id: b.snapshot_id.clone(),
+                    }),
+                })
+                .collect(),
+            metadata_options: MetadataOptions {
+                http_endpoint: m.http_endpoint.unwrap_or(d.http_endpoint),
+                http_protocol_ipv6: m.http_protocol_ipv6.unwrap_or(d.http_protocol_ipv6),
+                http_put_response_hop_limit: m
+                    .http_put_response_hop_limit
+                    .unwrap_or(d.http_put_response_hop_limit),
+                http_tokens: m.http_tokens.unwrap_or(d.http_tokens),
+            },
+            tags: self.tags.clone(),
+            kubelet: self.kubelet.as_ref().map(|k| KubeletConfiguration {
+                max_pods: k.max_pods.map(|v| v as i32),
+                pods_per_core: k.pods_per_core.map(|v| v as i32),
+                system_reserved: k.system_reserved.clone(),
+                kube_reserved: k.kube_reserved.clone(),
+                eviction_hard: k.eviction_hard.clone(),
+                eviction_soft: k.eviction_soft.clone(),
+                eviction_soft_grace_period: k.eviction_soft_grace_period.clone(),
+                eviction_max_pod_grace_period: k.eviction_max_pod_grace_period.map(|v| v as i32),
+                cluster_dns: Some(k.cluster_dns.clone()).filter(|c| !c.is_empty()),
+            }),
+            associate_public_ip_address: self.associate_public_ip_address,
+            detailed_monitoring: self.detailed_monitoring,
+        }
+    }
+
+    /// The configuration a stored spec corresponds to; CRD defaults read as omitted.
+    pub fn from_spec(cluster: &str, name: &str, s: &NodeClassSpec) -> NodeClassModel {
+        let d = MetadataOptions::default();
+        let m = &s.metadata_options;
+        let metadata_options = (*m != d).then(|| MetadataOptionsModel {
+            http_endpoint: Some(m.http_endpoint.clone()).filter(|v| *v != d.http_endpoint),
+            http_protocol_ipv6: Some(m.http_protocol_ipv6.clone())
+                .filter(|v| *v != d.http_protocol_ipv6),
+            http_put_response_hop_limit: Some(m.http_put_response_hop_limit)
+                .filter(|v| *v != d.http_put_response_hop_limit),
+            http_tokens: Some(m.http_tokens.clone()).filter(|v| *v != d.http_tokens),
+        });
+        NodeClassModel {
+            id: Some(format!("{cluster}:{name}")),
+            cluster_name: Some(cluster.into()),
+            name: Some(name.into()),
+            role: s.role.clone(),
+            instance_profile: s.instance_profile.clone(),
+            user_data: s.user_data.clone(),
+            tags: s.tags.clone(),
+            associate_public_ip_address: s.associate_public_ip_address,
+            detailed_monitoring: s.detailed_monitoring,
+            ami_selector_terms: s
+                .ami_selector_terms
+                .iter()
+                .map(|t| AmiTermModel {
+                    alias: t.alias.clone(),
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    owner: t.owner.clone(),
+                    tags: t.tags.clone(),
+                })
+                .collect(),
+            subnet_selector_terms: s
+                .subnet_selector_terms
+                .iter()
+                .map(|t| SubnetTermModel {
+                    id: t.id.clone(),
+                    tags: t.tags.clone(),
+                })
+                .collect(),
+            security_group_selector_terms: s
+                .security_group_selector_terms
+                .iter()
+                .map(|t| SecurityGroupTermModel {
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    tags: t.tags.clone(),
+                })
+                .collect(),
+            metadata_options,
+            block_device_mappings: s
+                .block_device_mappings
+                .iter()
+                .map(|b| {
+                    let e = b.ebs.clone().unwrap_or_default();
+                    BlockDeviceModel {
+                        device_name: b.device_name.clone(),
+                        root_volume: Some(b.root_volume).filter(|r| *r),
+                        volume_size: e.volume_size,
+                        volume_type: e.volume_type,
+                        iops: e.iops,
+                        throughput: e.throughput,
+                        encrypted: Some(e.encrypted).filter(|v| !*v),
+                        kms_key_id: e.kms_key_id,
+                        delete_on_termination: Some(e.delete_on_termination).filter(|v| !*v),
+                        snapshot_id: e.snapshot_id,
+                    }
+                })
+                .collect(),
+            kubelet: s.kubelet.as_ref().map(|k| KubeletModel {
+                max_pods: k.max_pods.map(i64::from),
+                pods_per_core: k.pods_per_core.map(i64::from),
+                system_reserved: k.system_reserved.clone(),
+                kube_reserved: k.kube_reserved.clone(),
+                eviction_hard: k.eviction_hard.clone(),
+                eviction_soft: k.eviction_soft.clone(),
+                eviction_soft_grace_period: k.eviction_soft_grace_period.clone(),
+                eviction_max_pod_grace_period: k.eviction_max_pod_grace_period.map(i64::from),
+                cluster_dns: k.cluster_dns.clone().unwrap_or_default(),
+            }),
+            change_preview: None,
+            timeouts: Value::Null,
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! The objects `joiner_agent` writes (contract B in the team's contracts): rendered as JSON
+//! from the typed model so that a test can look at them without a cluster.
+
+use serde_json::{json, Value as Json};
+
+use crate::kubernetes::{kinds, Kind};
+use crate::model::agent::AgentModel;
+
+pub const NAME: &str = "joiner-agent";
+pub const PRIORITY_CLASS: &str = "joiner-agent-critical";
+pub const DEFAULT_NAMESPACE: &str = "joiner";
+pub const IRSA_ANNOTATION: &str = "eks.amazonaws.com/role-arn";
+
+/// `public.ecr.aws/joiner/joiner-agent:<provider version>`.
+pub fn default_image() -> String {
+    format!(
+        "public.ecr.aws/joiner/joiner-agent:{}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+fn selector() -> Json {
+    json!({"app.kubernetes.io/name": NAME})
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> Json {
+    let mut m = json!({
+        "name": name,
+        "labels": {
+            "app.kubernetes.io/name": NAME,
+            "app.kubernetes.io/managed-by": "terraform",
+        },
+    });
+    if let Some(ns) = namespace {
+        m["namespace"] = ns.into();
+    }
+    m
+}
+
+/// What the agent does in the cluster, and nothing more: it reads the workload it schedules
+/// for, manages nodes and its own CRDs, evicts pods to drain, and records events.
+fn cluster_rules() -> Json {
+    json!([
+        {"apiGroups": [""], "resources": ["pods", "namespaces", "persistentvolumeclaims", "persistentvolumes", "services", "replicationcontrollers"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "replicasets", "statefulsets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes", "volumeattachments"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch", "update"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+    ])
+}
+
+/// Every object with its kind and namespace, in the order they are applied (the namespace
+/// first, the Deployment last).
+pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
+    let ns = m
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
+    let nsr = Some(ns.as_str());
+    let mut out: Vec<(Kind, Option<String>, Json)> = Vec::new();
+    let mut push = |kind: Kind, namespaced: bool, body: Json| {
+        let mut o = json!({"apiVersion": kind.api_version(), "kind": kind.kind});
+        if let Json::Object(b) = body {
+            for (k, v) in b {
+                o[k] = v;
+            }
+        }
+        out.push((kind, namespaced.then(|| ns.clone()), o));
+    };
+
+    push(
+        kinds::NAMESPACE,
+        false,
+        json!({"metadata": meta(&ns, None)}),
+    );
+    for crd in crate::kubernetes::crds::all() {
+        push(kinds::CRD, false, crd);
+    }
+    let mut sa_meta = meta(NAME, nsr);
+    if let Some(arn) = &m.role_arn {
+        sa_meta["annotations"] = json!({});
+        sa_meta["annotations"][IRSA_ANNOTATION] = arn.clone().into();
+    }
+    push(kinds::SERVICE_ACCOUNT, true, json!({"metadata": sa_meta}));
+    push(
+        kinds::CLUSTER_ROLE,
+        false,
+        json!({"metadata": meta(NAME, None), "rules": cluster_rules()}),
+    );
+    push(
+        kinds::CLUSTER_ROLE_BINDING,
+        false,
+        json!({
+            "metadata": meta(NAME, None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+        }),
+    );
+    push(
+        kinds::ROLE,
+        true,
+        json!({
+            "metadata": meta(NAME, nsr),
+            "rules": [
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            ],
+        }),
+    );
+    push(
+        kinds::ROLE_BINDING,
+        true,
+        json!({
+            "metadata": meta(NAME, nsr),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+        }),
+    );
+    push(
+        kinds::PRIORITY_CLASS,
+        false,
+        json!({
+            "metadata": meta(PRIORITY_CLASS, None),
+            "value": 1_000_000_000,
+            "globalDefault": false,
+            "description": "The joiner agent: it launches the nodes every other pod needs.",
+        }),
+    );
+    push(
+        kinds::PDB,
+        true,
+        json!({
+            "metadata": meta(NAME, nsr),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector()}},
+        }),
+    );
+    push(kinds::DEPLOYMENT, true, json!(deployment(m, &ns)));
+    out
+}
+
+fn env(m: &AgentModel) -> Json {
+    let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
+    let mut env = vec![
+        json!({"name": "JOINER_CLUSTER_NAME", "value": m.cluster_name.clone().unwrap_or_default()}),
+    ];
+    if let Some(q) = &m.queue_url {
+        env.push(json!({"name": "JOINER_QUEUE_URL", "value": q}));
+    }
+    env.push(json!({"name": "JOINER_LOG_LEVEL", "value": m.log_level.clone().unwrap_or_else(|| "info".into())}));
+    env.push(json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}));
+    env.push(json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}));
+    env.push(json!({"name": "POD_IP", "valueFrom": field("status.podIP")}));
+    env.push(json!({"name": "JOINER_METRICS_ADDR", "value": "$(POD_IP):8080"}));
+    env.push(json!({"name": "JOINER_HEALTH_ADDR", "value": "$(POD_IP):8081"}));
+    for (k, v) in &m.env {
+        env.push(json!({"name": k, "value": v}));
+    }
+    Json::Array(env)
+}
+
+/// AWS_REGION is set from the provider's region by the caller (it is not in the model).
+pub fn deployment(m: &AgentModel, ns: &str) -> Json {
+    let mut labels = selector();
+    for (k, v) in &m.labels {
+        labels[k] = v.clone().into();
+    }
+    let tolerations: Vec<Json> = m
+        .tolerations
+        .iter()
+        .map(|t| {
+            let mut o = json!({});
+            for (k, v) in [
+                ("key", &t.key),
+                ("operator", &t.operator),
+                ("value", &t.value),
+                ("effect", &t.effect),
+            ] {
+                if let Some(v) = v {
+                    o[k] = v.clone().into();
+                }
+            }
+            o
+        })
+        .collect();
+    let probe = |path: &str| json!({"httpGet": {"path": path, "port": 8081}, "initialDelaySeconds": 5, "periodSeconds": 10});
+    json!({
+        "metadata": meta(NAME, Some(ns)),
+        "spec": {
+            "replicas": m.replicas.unwrap_or(2),
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": selector()},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "priorityClassName": PRIORITY_CLASS,
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": selector()},
+                    }],
+                    "tolerations": tolerations,
+                    "containers": [{
+                        "name": "agent",
+                        "image": m.image.clone().unwrap_or_else(default_image),
+                        "args": ["run"],
+                        "env": env(m),
+                        "ports": [
+                            {"name": "metrics", "containerPort": 8080},
+                            {"name": "health", "containerPort": 8081},
+                        ],
+                        "livenessProbe": probe("/healthz"),
+                        "readinessProbe": probe("/readyz"),
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "128Mi"},
+                            "limits": {"memory": "256Mi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "runAsNonRoot": true,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }],
+                },
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_b() {
+        let m = AgentModel {
+            cluster_name: Some("prod".into()),
+            queue_url: Some("https://sqs/q".into()),
+            role_arn: Some("arn:aws:iam::1:role/a".into()),
+            env: [("EXTRA".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        };
+        let objs = objects(&m);
+        let kinds: Vec<&str> = objs.iter().map(|(k, _, _)| k.kind).collect();
+        assert_eq!(kinds.first(), Some(&"Namespace"));
+        assert_eq!(kinds.last(), Some(&"Deployment"));
+        for k in [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "PriorityClass",
+            "PodDisruptionBudget",
+        ] {
+            assert!(kinds.contains(&k), "{k}");
+        }
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| **k == "CustomResourceDefinition")
+                .count(),
+            3
+        );
+        let sa = &objs
+            .iter()
+            .find(|o| o.0.kind == "ServiceAccount")
+            .unwrap()
+            .2;
+        assert_eq!(
+            sa["metadata"]["annotations"][IRSA_ANNOTATION],
+            "arn:aws:iam::1:role/a"
+        );
+        let d = &objs.last().unwrap().2;
+        assert_eq!(d["metadata"]["namespace"], "joiner");
+        assert_eq!(d["spec"]["replicas"], 2);
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["name"], "agent");
+        assert_eq!(c["args"], json!(["run"]));
+        assert_eq!(c["image"], default_image());
+        assert_eq!(c["resources"]["requests"]["cpu"], "100m");
+        assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        let env = c["env"].as_array().unwrap();
+        let get = |n: &str| env.iter().find(|e| e["name"] == n).cloned();
+        assert_eq!(get("JOINER_CLUSTER_NAME").unwrap()["value"], "prod");
+        assert_eq!(get("JOINER_QUEUE_URL").unwrap()["value"], "https://sqs/q");
+        assert_eq!(
+            get("JOINER_HEALTH_ADDR").unwrap()["value"],
+            "$(POD_IP):8081"
+        );
+        assert_eq!(
+            get("POD_IP").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+            "status.podIP"
+        );
+        assert_eq!(get("EXTRA").unwrap()["value"], "1");
+        // No annotation without a role (Pod Identity).
+        let objs = objects(&AgentModel::default());
+        let sa = &objs
+            .iter()
+            .find(|o| o.0.kind == "ServiceAccount")
+            .unwrap()
+            .2;
+        assert!(sa["metadata"].get("annotations").is_none());
+    }
+}

@@ -1,0 +1,405 @@
+//! `joiner_node_class`: a `joiner.dev/v1` NodeClass (how instances are launched), validated
+//! at plan time by the agent's own validator and written with server-side apply.
+
+use std::time::Duration;
+
+use joiner_agent::api::node_class::NodeClassSpec;
+use serde_json::json;
+
+use super::node_pool::{apply_custom, delete_and_wait, dns_subdomain, unknown_source};
+use crate::kubernetes::{kinds, KubeError};
+use crate::model::node_class::NodeClassModel;
+use crate::model::paths::{touches_unknown, PathMap};
+use crate::model::Model;
+use crate::protocol::prelude::*;
+use crate::provider::ProviderContext;
+
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+pub struct NodeClass;
+
+pub const PATHS: PathMap = PathMap {
+    dropped: &["spec", "ebs"],
+    renamed: &[
+        ("subnetSelectorTerms", "subnet_selector_term"),
+        ("securityGroupSelectorTerms", "security_group_selector_term"),
+        ("amiSelectorTerms", "ami_selector_term"),
+        ("blockDeviceMappings", "block_device_mapping"),
+        ("httpProtocolIPv6", "http_protocol_ipv6"),
+        ("kmsKeyID", "kms_key_id"),
+        ("snapshotID", "snapshot_id"),
+        ("clusterDNS", "cluster_dns"),
+    ],
+};
+
+fn object(m: &NodeClassModel) -> serde_json::Value {
+    json!({
+        "apiVersion": "joiner.dev/v1",
+        "kind": "NodeClass",
+        "metadata": {
+            "name": m.name,
+            "labels": {"app.kubernetes.io/managed-by": "terraform"},
+        },
+        "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
+    })
+}
+
+fn tags_block() -> Attribute {
+    Attribute::string_map("tags").optional()
+}
+
+#[async_trait]
+impl Resource<ProviderContext> for NodeClass {
+    fn type_name(&self) -> &'static str {
+        "joiner_node_class"
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(0)
+            .description("A joiner.dev/v1 NodeClass: subnets, security groups, AMI, IAM role, disks, metadata options, user data, tags and kubelet settings for launched instances (Karpenter v1 EC2NodeClass fields).")
+            .attribute(Attribute::string("id").computed().description("`<cluster_name>:<name>`, also the import ID."))
+            .attribute(Attribute::string("cluster_name").required().force_new())
+            .attribute(Attribute::string("name").required().force_new().validate(dns_subdomain))
+            .attribute(Attribute::string("role").optional())
+            .attribute(Attribute::string("instance_profile").optional())
+            .attribute(Attribute::string("user_data").optional())
+            .attribute(tags_block())
+            .attribute(Attribute::bool("associate_public_ip_address").optional())
+            .attribute(Attribute::bool("detailed_monitoring").optional())
+            .attribute(
+                Attribute::string("change_preview")
+                    .computed()
+                    .description("For a planned update while the cluster is reachable: the live nodes that become drifted and how their pools' budgets pace the replacement."),
+            )
+            .block(
+                NestedBlock::list(
+                    "ami_selector_term",
+                    Block::new()
+                        .attribute(Attribute::string("alias").optional())
+                        .attribute(Attribute::string("id").optional())
+                        .attribute(Attribute::string("name").optional())
+                        .attribute(Attribute::string("owner").optional())
+                        .attribute(tags_block()),
+                )
+                .min_items(1),
+            )
+            .block(
+                NestedBlock::list(
+                    "subnet_selector_term",
+                    Block::new()
+                        .attribute(Attribute::string("id").optional())
+                        .attribute(tags_block()),
+                )
+                .min_items(1),
+            )
+            .block(
+                NestedBlock::list(
+                    "security_group_selector_term",
+                    Block::new()
+                        .attribute(Attribute::string("id").optional())
+                        .attribute(Attribute::string("name").optional())
+                        .attribute(tags_block()),
+                )
+                .min_items(1),
+            )
+            .block(NestedBlock::single(
+                "metadata_options",
+                Block::new()
+                    .attribute(Attribute::string("http_endpoint").optional())
+                    .attribute(Attribute::string("http_protocol_ipv6").optional())
+                    .attribute(Attribute::number("http_put_response_hop_limit").optional())
+                    .attribute(Attribute::string("http_tokens").optional()),
+            ))
+            .block(NestedBlock::list(
+                "block_device_mapping",
+                Block::new()
+                    .attribute(Attribute::string("device_name").required())
+                    .attribute(Attribute::bool("root_volume").optional())
+                    .attribute(Attribute::string("volume_size").optional())
+                    .attribute(Attribute::string("volume_type").optional())
+                    .attribute(Attribute::number("iops").optional())
+                    .attribute(Attribute::number("throughput").optional())
+                    .attribute(Attribute::bool("encrypted").optional())
+                    .attribute(Attribute::string("kms_key_id").optional())
+                    .attribute(Attribute::bool("delete_on_termination").optional())
+                    .attribute(Attribute::string("snapshot_id").optional()),
+            ))
+            .block(NestedBlock::single(
+                "kubelet",
+                Block::new()
+                    .attribute(Attribute::number("max_pods").optional())
+                    .attribute(Attribute::number("pods_per_core").optional())
+                    .attribute(Attribute::string_map("system_reserved").optional())
+                    .attribute(Attribute::string_map("kube_reserved").optional())
+                    .attribute(Attribute::string_map("eviction_hard").optional())
+                    .attribute(Attribute::string_map("eviction_soft").optional())
+                    .attribute(Attribute::string_map("eviction_soft_grace_period").optional())
+                    .attribute(Attribute::number("eviction_max_pod_grace_period").optional())
+                    .attribute(Attribute::string_list("cluster_dns").optional()),
+            ))
+    }
+
+    fn timeouts(&self) -> Option<Timeouts> {
+        Some(Timeouts {
+            create: Some(WRITE_TIMEOUT),
+            read: None,
+            update: Some(WRITE_TIMEOUT),
+            delete: Some(DELETE_TIMEOUT),
+        })
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        let m = NodeClassModel::from_value(config);
+        let mut d = Diagnostics::new();
+        for e in joiner_agent::api::validate::node_class(&m.spec(), "spec") {
+            let mut path = PATHS.translate(&e.path);
+            // "role and instanceProfile are mutually exclusive" is reported on the spec.
+            if path.is_root() {
+                if config.get("role").is_unknown() || config.get("instance_profile").is_unknown() {
+                    continue;
+                }
+                path = AttributePath::new("role");
+            }
+            if touches_unknown(config, &path) || unknown_source(config, &path) {
+                continue;
+            }
+            d.push(Diagnostic::error_at(
+                path,
+                "Invalid NodeClass",
+                format!("{}: {}", e.path, e.message),
+            ));
+        }
+        d
+    }
+
+    async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
+        let m = NodeClassModel::from_value(&plan.planned);
+        if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
+            plan.planned
+                .set_attr("id", Value::string(format!("{c}:{n}")));
+        }
+        plan.planned.set_attr("change_preview", Value::Null);
+        if !plan.is_create() && !plan.is_replace() {
+            plan.planned
+                .set_attr("change_preview", plan.prior.get("change_preview").clone());
+            let prior = NodeClassModel::from_value(&plan.prior);
+            if plan.planned.is_fully_known() && prior.spec() != m.spec() {
+                let preview = match (&m.cluster_name, &m.name) {
+                    (Some(c), Some(n)) => super::node_pool::preview::node_class(ctx, c, n).await,
+                    _ => None,
+                };
+                plan.planned
+                    .set_attr("change_preview", Value::opt_string(preview));
+            }
+        }
+        Ok(())
+    }
+
+    async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
+        write(ctx, change).await
+    }
+
+    async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
+        write(ctx, change).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &ProviderContext,
+        req: ReadRequest,
+    ) -> Result<Option<Applied>, Diagnostics> {
+        let state = NodeClassModel::from_value(&req.state);
+        let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
+            return Ok(None);
+        };
+        let kube = match ctx.kube.client(&cluster).await {
+            Ok(k) => k,
+            Err(KubeError::ClusterGone(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(obj) = kube.get(kinds::NODE_CLASS, None, &name).await? else {
+            return Ok(None);
+        };
+        let live: NodeClassSpec = serde_json::from_value(obj["spec"].clone()).map_err(|e| {
+            Diagnostic::error(
+                "Unreadable NodeClass",
+                format!(
+                    "NodeClass {name} in cluster {cluster} does not parse as joiner.dev/v1: {e}"
+                ),
+            )
+        })?;
+        if live == state.spec() {
+            return Ok(Some(Applied::new(req.state).with_private(req.private)));
+        }
+        let mut fresh = NodeClassModel::from_spec(&cluster, &name, &live);
+        fresh.timeouts = state.timeouts.clone();
+        fresh.change_preview = state.change_preview.clone();
+        Ok(Some(
+            Applied::new(fresh.to_value()).with_private(req.private),
+        ))
+    }
+
+    async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
+        let m = NodeClassModel::from_value(&change.prior);
+        let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
+            return Ok(());
+        };
+        let kube = match ctx.kube.client(&cluster).await {
+            Ok(k) => k,
+            Err(KubeError::ClusterGone(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        delete_and_wait(
+            ctx,
+            &kube,
+            kinds::NODE_CLASS,
+            &name,
+            change.timeout,
+            |obj| -> futures::future::BoxFuture<'static, String> {
+                Box::pin(async move {
+                    format!(
+                        "finalizers {} (the agent releases them once no NodeClaim uses the class)",
+                        obj["metadata"]["finalizers"]
+                    )
+                })
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
+        let Some((cluster, name)) = id
+            .split_once(':')
+            .filter(|(c, n)| !c.is_empty() && !n.is_empty())
+        else {
+            return Err(Diagnostic::error(
+                "Invalid import ID",
+                format!("expected <cluster_name>:<name>, got {id:?}"),
+            )
+            .into());
+        };
+        let m = NodeClassModel {
+            id: Some(id.to_string()),
+            cluster_name: Some(cluster.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        Ok(Applied::new(m.to_value()))
+    }
+}
+
+async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
+    let m = NodeClassModel::from_value(&change.planned);
+    let cluster = m.cluster_name.clone().unwrap_or_default();
+    let kube = ctx.kube.client(&cluster).await?;
+    apply_custom(&kube, kinds::NODE_CLASS, &object(&m)).await?;
+    let mut state = change.planned;
+    state.set_attr(
+        "id",
+        Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
+    );
+    if state.get("change_preview").is_unknown() {
+        state.set_attr("change_preview", Value::Null);
+    }
+    Ok(Applied::new(state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::conforms;
+    use crate::model::node_class::*;
+
+    fn full() -> NodeClassModel {
+        let tags = || [("k".to_string(), "v".to_string())].into();
+        NodeClassModel {
+            id: Some("c:d".into()),
+            cluster_name: Some("c".into()),
+            name: Some("d".into()),
+            role: Some("r".into()),
+            instance_profile: None,
+            user_data: Some("#!/bin/sh".into()),
+            tags: tags(),
+            associate_public_ip_address: Some(false),
+            detailed_monitoring: Some(true),
+            ami_selector_terms: vec![AmiTermModel {
+                alias: Some("al2023@latest".into()),
+                ..Default::default()
+            }],
+            subnet_selector_terms: vec![SubnetTermModel {
+                id: None,
+                tags: tags(),
+            }],
+            security_group_selector_terms: vec![SecurityGroupTermModel {
+                id: Some("sg-1".into()),
+                name: None,
+                tags: Default::default(),
+            }],
+            metadata_options: Some(MetadataOptionsModel {
+                http_endpoint: Some("enabled".into()),
+                http_protocol_ipv6: Some("enabled".into()),
+                http_put_response_hop_limit: Some(2),
+                http_tokens: Some("required".into()),
+            }),
+            block_device_mappings: vec![BlockDeviceModel {
+                device_name: "/dev/xvda".into(),
+                root_volume: Some(true),
+                volume_size: Some("20Gi".into()),
+                volume_type: Some("gp3".into()),
+                iops: Some(3000),
+                throughput: Some(125),
+                encrypted: Some(false),
+                kms_key_id: Some("k".into()),
+                delete_on_termination: Some(false),
+                snapshot_id: Some("snap-1".into()),
+            }],
+            kubelet: Some(KubeletModel {
+                max_pods: Some(110),
+                pods_per_core: Some(10),
+                system_reserved: [("cpu".to_string(), "100m".to_string())].into(),
+                kube_reserved: [("memory".to_string(), "1Gi".to_string())].into(),
+                eviction_hard: [("memory.available".to_string(), "5%".to_string())].into(),
+                eviction_soft: Default::default(),
+                eviction_soft_grace_period: Default::default(),
+                eviction_max_pod_grace_period: Some(30),
+                cluster_dns: vec!["10.0.0.10".into()],
+            }),
+            change_preview: None,
+            timeouts: Value::Null,
+        }
+    }
+
+    #[test]
+    fn model_matches_schema() {
+        let r = NodeClass;
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        conforms(&full().to_value(), &schema.implied_type()).unwrap();
+        assert_eq!(NodeClassModel::from_value(&full().to_value()), full());
+        let back = NodeClassModel::from_spec("c", "d", &full().spec());
+        assert_eq!(back.spec(), full().spec());
+    }
+
+    #[test]
+    fn agent_errors_carry_attribute_paths() {
+        let mut m = full();
+        m.metadata_options.as_mut().unwrap().http_tokens = Some("sometimes".into());
+        m.block_device_mappings[0].volume_type = Some("gp9".into());
+        m.kubelet.as_mut().unwrap().max_pods = Some(0);
+        m.instance_profile = Some("p".into());
+        let d = NodeClass.validate(&m.to_value());
+        let paths: Vec<String> = d
+            .iter()
+            .map(|d| d.path.clone().unwrap().to_string())
+            .collect();
+        for want in [
+            "metadata_options.http_tokens",
+            "block_device_mapping[0].volume_type",
+            "kubelet.max_pods",
+            "role",
+        ] {
+            assert!(paths.contains(&want.to_string()), "{want} not in {paths:?}");
+        }
+    }
+}

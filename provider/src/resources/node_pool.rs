@@ -1,0 +1,498 @@
+//! `joiner_node_pool`: a `joiner.dev/v1` NodePool, planned against the embedded instance
+//! catalogue and written to the cluster with server-side apply.
+//!
+//! - Validation: the agent's own `api::validate::node_pool`, its field paths translated to
+//!   attribute paths; values unknown at plan time are checked again when known.
+//! - Plan: `admitted_instance_types` from the catalogue; a pool admitting nothing is an
+//!   error naming the requirement that empties the set. An update planned while the cluster
+//!   is reachable gets `change_preview` (live nodes drifted, budget pacing, pods stranded).
+//! - Delete: the agent's finalizer holds the object until its NodeClaims are gone; we wait.
+
+pub mod admission;
+pub mod preview;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use joiner_agent::api::node_pool::NodePoolSpec;
+use serde_json::json;
+
+use crate::kubernetes::wait::{self, Step};
+use crate::kubernetes::{kinds, Kube, KubeError};
+use crate::model::node_pool::NodePoolModel;
+use crate::model::paths::{touches_unknown, PathMap};
+use crate::model::Model;
+use crate::protocol::prelude::*;
+use crate::provider::ProviderContext;
+
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+pub struct NodePool;
+
+pub const PATHS: PathMap = PathMap {
+    dropped: &["spec", "template", "metadata", "name"],
+    renamed: &[
+        ("requirements", "requirement"),
+        ("taints", "taint"),
+        ("startupTaints", "startup_taint"),
+        ("budgets", "budget"),
+        ("nodeClassRef", "node_class"),
+    ],
+};
+
+fn taint_block() -> Block {
+    Block::new()
+        .attribute(Attribute::string("key").required())
+        .attribute(Attribute::string("value").optional())
+        .attribute(
+            Attribute::string("effect")
+                .required()
+                .description("NoSchedule, PreferNoSchedule or NoExecute."),
+        )
+}
+
+fn object(m: &NodePoolModel) -> serde_json::Value {
+    json!({
+        "apiVersion": "joiner.dev/v1",
+        "kind": "NodePool",
+        "metadata": {
+            "name": m.name,
+            "labels": {"app.kubernetes.io/managed-by": "terraform"},
+        },
+        "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
+    })
+}
+
+/// `<cluster>:<name>`.
+fn split_id(id: &str) -> Result<(&str, &str), Diagnostics> {
+    id.split_once(':')
+        .filter(|(c, n)| !c.is_empty() && !n.is_empty())
+        .ok_or_else(|| {
+            Diagnostic::error(
+                "Invalid import ID",
+                format!("expected <cluster_name>:<name>, got {id:?}"),
+            )
+            .into()
+        })
+}
+
+/// Applies an object of a `joiner.dev` kind, installing the CRDs first if the cluster does
+/// not serve the kind yet (a NodePool applied before, or without, `joiner_agent`).
+pub(crate) async fn apply_custom(
+    kube: &Kube,
+    kind: crate::kubernetes::Kind,
+    obj: &serde_json::Value,
+) -> Result<serde_json::Value, KubeError> {
+    match kube.apply(kind, None, obj).await {
+        Err(e) if e.is_not_found() => {
+            crate::kubernetes::crds::ensure(kube).await?;
+            let mut last = e;
+            for _ in 0..20 {
+                match kube.apply(kind, None, obj).await {
+                    Err(e) if e.is_not_found() => last = e,
+                    other => return other,
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(last)
+        }
+        other => other,
+    }
+}
+
+/// Deletes a cluster-scoped custom object and waits until it is gone (finalizers done).
+pub(crate) async fn delete_and_wait(
+    ctx: &ProviderContext,
+    kube: &Kube,
+    kind: crate::kubernetes::Kind,
+    name: &str,
+    timeout: Option<Duration>,
+    pending: impl Fn(serde_json::Value) -> BoxFuture<'static, String>,
+) -> Result<(), KubeError> {
+    kube.delete(kind, None, name).await?;
+    let deadline = wait::deadline(timeout, DELETE_TIMEOUT);
+    let what = format!("{} {name} to be deleted", kind.kind);
+    wait::until(
+        &what,
+        deadline,
+        Duration::from_millis(500),
+        &ctx.stop,
+        || async {
+            match kube.get(kind, None, name).await? {
+                None => Ok(Step::Done(())),
+                Some(obj) => Ok(Step::Pending(pending(obj).await)),
+            }
+        },
+    )
+    .await
+}
+
+#[async_trait]
+impl Resource<ProviderContext> for NodePool {
+    fn type_name(&self) -> &'static str {
+        "joiner_node_pool"
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(0)
+            .description("A joiner.dev/v1 NodePool: which nodes the agent may launch, with its constraints, limits and disruption rules (Karpenter v1 NodePool fields).")
+            .attribute(Attribute::string("id").computed().description("`<cluster_name>:<name>`, also the import ID."))
+            .attribute(Attribute::string("cluster_name").required().force_new())
+            .attribute(
+                Attribute::string("name")
+                    .required()
+                    .force_new()
+                    .validate(dns_subdomain),
+            )
+            .attribute(Attribute::string("node_class").required())
+            .attribute(Attribute::number("weight").optional())
+            .attribute(Attribute::string_map("labels").optional())
+            .attribute(Attribute::string_map("annotations").optional())
+            .attribute(Attribute::string_map("limits").optional())
+            .attribute(Attribute::string("expire_after").optional().description("Duration or Never; default 720h."))
+            .attribute(Attribute::string("termination_grace_period").optional())
+            .attribute(
+                Attribute::new("admitted_instance_types", admission::Admitted::value_type())
+                    .computed()
+                    .description("Instance types the pool admits (embedded catalogue), computed at plan time."),
+            )
+            .attribute(
+                Attribute::string("change_preview")
+                    .computed()
+                    .description("For a planned update while the cluster is reachable: live nodes that become drifted, budget pacing, pods that would become unschedulable."),
+            )
+            .block(NestedBlock::list(
+                "requirement",
+                Block::new()
+                    .attribute(Attribute::string("key").required())
+                    .attribute(Attribute::string("operator").required())
+                    .attribute(Attribute::string_list("values").optional())
+                    .attribute(Attribute::number("min_values").optional()),
+            ))
+            .block(NestedBlock::list("taint", taint_block()))
+            .block(NestedBlock::list("startup_taint", taint_block()))
+            .block(NestedBlock::single(
+                "disruption",
+                Block::new()
+                    .attribute(Attribute::string("consolidation_policy").optional())
+                    .attribute(Attribute::string("consolidate_after").optional())
+                    .block(NestedBlock::list(
+                        "budget",
+                        Block::new()
+                            .attribute(Attribute::string("nodes").required())
+                            .attribute(Attribute::string("schedule").optional())
+                            .attribute(Attribute::string("duration").optional())
+                            .attribute(Attribute::string_list("reasons").optional()),
+                    )),
+            ))
+    }
+
+    fn timeouts(&self) -> Option<Timeouts> {
+        Some(Timeouts {
+            create: Some(WRITE_TIMEOUT),
+            read: None,
+            update: Some(WRITE_TIMEOUT),
+            delete: Some(DELETE_TIMEOUT),
+        })
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        let m = NodePoolModel::from_value(config);
+        let mut d = Diagnostics::new();
+        for e in joiner_agent::api::validate::node_pool(&m.spec(), "spec") {
+            let path = PATHS.translate(&e.path);
+            if touches_unknown(config, &path) || unknown_source(config, &path) {
+                continue;
+            }
+            d.push(Diagnostic::error_at(
+                path,
+                "Invalid NodePool",
+                format!("{}: {}", e.path, e.message),
+            ));
+        }
+        d
+    }
+
+    async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
+        let m = NodePoolModel::from_value(&plan.planned);
+        if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
+            plan.planned
+                .set_attr("id", Value::string(format!("{c}:{n}")));
+        }
+        let inputs_known = ["requirement", "labels"]
+            .iter()
+            .all(|k| plan.planned.get(k).is_fully_known());
+        if !inputs_known {
+            plan.set_unknown("admitted_instance_types");
+        } else {
+            match admission::admitted(admission::catalog(), &m) {
+                Ok(a) => plan
+                    .planned
+                    .set_attr("admitted_instance_types", a.to_value()),
+                Err(e) => {
+                    return Err(Diagnostic::error_at(
+                        e.path,
+                        "NodePool admits no instance type",
+                        e.detail,
+                    )
+                    .into())
+                }
+            }
+        }
+        plan.planned.set_attr("change_preview", Value::Null);
+        if !plan.is_create() && !plan.is_replace() {
+            let prior = NodePoolModel::from_value(&plan.prior);
+            plan.planned
+                .set_attr("change_preview", plan.prior.get("change_preview").clone());
+            if plan.planned.is_fully_known() && prior.spec() != m.spec() {
+                let preview = preview::node_pool(ctx, &prior, &m).await;
+                plan.planned
+                    .set_attr("change_preview", Value::opt_string(preview));
+            }
+        }
+        Ok(())
+    }
+
+    async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
+        write(ctx, change).await
+    }
+
+    async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
+        write(ctx, change).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &ProviderContext,
+        req: ReadRequest,
+    ) -> Result<Option<Applied>, Diagnostics> {
+        let state = NodePoolModel::from_value(&req.state);
+        let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
+            return Ok(None);
+        };
+        let kube = match ctx.kube.client(&cluster).await {
+            Ok(k) => k,
+            Err(KubeError::ClusterGone(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(obj) = kube.get(kinds::NODE_POOL, None, &name).await? else {
+            return Ok(None);
+        };
+        let live: NodePoolSpec = serde_json::from_value(obj["spec"].clone()).map_err(|e| {
+            Diagnostic::error(
+                "Unreadable NodePool",
+                format!(
+                    "NodePool {name} in cluster {cluster} does not parse as joiner.dev/v1: {e}"
+                ),
+            )
+        })?;
+        if live == state.spec() && !req.state.get("admitted_instance_types").is_null() {
+            return Ok(Some(Applied::new(req.state).with_private(req.private)));
+        }
+        let mut fresh = NodePoolModel::from_spec(&cluster, &name, &live);
+        fresh.timeouts = state.timeouts.clone();
+        fresh.change_preview = state.change_preview.clone();
+        fresh.admitted_instance_types = admission::admitted(admission::catalog(), &fresh)
+            .map(|a| a.to_value())
+            .unwrap_or(Value::Null);
+        Ok(Some(
+            Applied::new(fresh.to_value()).with_private(req.private),
+        ))
+    }
+
+    async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
+        let m = NodePoolModel::from_value(&change.prior);
+        let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
+            return Ok(());
+        };
+        let kube = match ctx.kube.client(&cluster).await {
+            Ok(k) => k,
+            Err(KubeError::ClusterGone(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let k2 = kube.clone();
+        let pool = name.clone();
+        delete_and_wait(
+            ctx,
+            &kube,
+            kinds::NODE_POOL,
+            &name,
+            change.timeout,
+            move |obj| -> BoxFuture<'static, String> {
+                let kube = k2.clone();
+                let pool = pool.clone();
+                Box::pin(async move {
+                    let claims = kube
+                        .list(
+                            kinds::NODE_CLAIM,
+                            None,
+                            Some(&format!("karpenter.sh/nodepool={pool}")),
+                        )
+                        .await
+                        .map(|l| l.len())
+                        .unwrap_or(0);
+                    let finalizers = obj["metadata"]["finalizers"].clone();
+                    format!("{claims} NodeClaims remain; finalizers {finalizers}")
+                })
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
+        let (cluster, name) = split_id(id)?;
+        let m = NodePoolModel {
+            id: Some(id.to_string()),
+            cluster_name: Some(cluster.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        Ok(Applied::new(m.to_value()))
+    }
+}
+
+async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
+    let m = NodePoolModel::from_value(&change.planned);
+    let cluster = m.cluster_name.clone().unwrap_or_default();
+    let kube = ctx.kube.client(&cluster).await?;
+    apply_custom(&kube, kinds::NODE_POOL, &object(&m)).await?;
+    let mut state = change.planned;
+    state.set_attr(
+        "id",
+        Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
+    );
+    if state.get("change_preview").is_unknown() {
+        state.set_attr("change_preview", Value::Null);
+    }
+    Ok(Applied::new(state))
+}
+
+/// An error about a value derived from something unknown (a whole block list unknown
+/// reads as empty, so "at least one" errors must be dropped too).
+pub(crate) fn unknown_source(config: &Value, path: &AttributePath) -> bool {
+    path.steps()
+        .first()
+        .map(|s| match s {
+            crate::protocol::value::PathStep::Attr(a) => !config.get(a).is_fully_known(),
+            _ => false,
+        })
+        .unwrap_or(false)
+}
+
+/// Kubernetes object names: lowercase DNS-1123 subdomains.
+pub(crate) fn dns_subdomain(v: &Value) -> Result<(), String> {
+    let s = v.as_str().unwrap_or_default();
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be a lowercase DNS-1123 subdomain (a-z, 0-9, '-' and '.', starting and ending \
+             with a letter or digit, at most 253 characters), got {s:?}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::conforms;
+    use crate::model::node_pool::*;
+
+    fn full() -> NodePoolModel {
+        NodePoolModel {
+            id: Some("c:p".into()),
+            cluster_name: Some("c".into()),
+            name: Some("p".into()),
+            node_class: Some("default".into()),
+            weight: Some(10),
+            labels: [("team".to_string(), "a".to_string())].into(),
+            annotations: [("a".to_string(), "b".to_string())].into(),
+            requirements: vec![RequirementModel {
+                key: "karpenter.sh/capacity-type".into(),
+                operator: "In".into(),
+                values: vec!["spot".into()],
+                min_values: Some(1),
+            }],
+            taints: vec![TaintModel {
+                key: "k".into(),
+                value: Some("v".into()),
+                effect: "NoSchedule".into(),
+            }],
+            startup_taints: vec![TaintModel::default()],
+            limits: [("cpu".to_string(), "10".to_string())].into(),
+            expire_after: Some("Never".into()),
+            termination_grace_period: Some("1h".into()),
+            disruption: Some(DisruptionModel {
+                consolidation_policy: Some("WhenEmpty".into()),
+                consolidate_after: Some("30s".into()),
+                budgets: vec![BudgetModel {
+                    nodes: "0".into(),
+                    schedule: Some("@daily".into()),
+                    duration: Some("1h".into()),
+                    reasons: vec!["Empty".into()],
+                }],
+            }),
+            admitted_instance_types: Value::Null,
+            change_preview: Some("x".into()),
+            timeouts: Value::Null,
+        }
+    }
+
+    /// Every attribute the model writes is in the schema, and every schema attribute is
+    /// mapped (the timeouts block is the server's, added here as it adds it).
+    #[test]
+    fn model_matches_schema() {
+        let r = NodePool;
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        conforms(&full().to_value(), &schema.implied_type()).unwrap();
+        assert_eq!(NodePoolModel::from_value(&full().to_value()), full());
+    }
+
+    #[test]
+    fn spec_round_trips_through_the_crd_shape() {
+        let m = full();
+        let back = NodePoolModel::from_spec("c", "p", &m.spec());
+        assert_eq!(back.spec(), m.spec());
+        // Defaults read back as omitted.
+        let minimal = NodePoolModel {
+            node_class: Some("d".into()),
+            ..Default::default()
+        };
+        let back = NodePoolModel::from_spec("c", "p", &minimal.spec());
+        assert!(back.disruption.is_none() && back.expire_after.is_none());
+    }
+
+    #[test]
+    fn agent_errors_carry_attribute_paths() {
+        let mut m = full();
+        m.requirements[0].operator = "Maybe".into();
+        m.disruption.as_mut().unwrap().budgets[0].nodes = "ten".into();
+        m.weight = Some(500);
+        let d = NodePool.validate(&m.to_value());
+        let paths: Vec<String> = d
+            .iter()
+            .map(|d| d.path.clone().unwrap().to_string())
+            .collect();
+        assert!(
+            paths.contains(&"requirement[0].operator".to_string()),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"disruption.budget[0].nodes".to_string()),
+            "{paths:?}"
+        );
+        assert!(paths.contains(&"weight".to_string()), "{paths:?}");
+    }
+}

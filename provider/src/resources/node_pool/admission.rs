@@ -1,0 +1,252 @@
+//! Which instance types a NodePool admits, from the embedded catalogue and price table,
+//! computed at plan time (no AWS call, no cluster needed).
+//!
+//! The catalogue is the emulator's DescribeInstanceTypes/Offerings dump for us-east-1
+//! (`agent/fixtures/ec2-instance-types.json`, 1,395 real types), priced with the agent's
+//! embedded on-demand table and its Spot model; it is parsed once per provider process.
+
+use std::sync::OnceLock;
+
+use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, InstanceType};
+use joiner_agent::requirements::{Operator, Requirement, Requirements};
+
+use crate::model::node_pool::NodePoolModel;
+use crate::protocol::prelude::*;
+
+const DUMP: &str = include_str!("../../../../agent/fixtures/ec2-instance-types.json");
+const SAMPLE: usize = 10;
+
+pub fn catalog() -> &'static Catalog {
+    static CATALOG: OnceLock<Catalog> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        Catalog::from_dump_json(DUMP, &CatalogOptions::default())
+            .expect("the embedded instance catalogue parses")
+    })
+}
+
+/// What the pool admits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    pub count: usize,
+    pub sample: Vec<String>,
+    pub cheapest_spot: Option<f64>,
+    pub dearest_spot: Option<f64>,
+    pub cheapest_on_demand: Option<f64>,
+    pub dearest_on_demand: Option<f64>,
+}
+
+impl Admitted {
+    pub fn to_value(&self) -> Value {
+        let p = |x: Option<f64>| {
+            x.map(|v| Value::float((v * 1e6).round() / 1e6))
+                .unwrap_or(Value::Null)
+        };
+        Value::object([
+            ("count", Value::int(self.count as i64)),
+            (
+                "sample",
+                Value::List(
+                    self.sample
+                        .iter()
+                        .map(|s| Value::string(s.clone()))
+                        .collect(),
+                ),
+            ),
+            ("cheapest_spot_price", p(self.cheapest_spot)),
+            ("dearest_spot_price", p(self.dearest_spot)),
+            ("cheapest_on_demand_price", p(self.cheapest_on_demand)),
+            ("dearest_on_demand_price", p(self.dearest_on_demand)),
+        ])
+    }
+
+    pub fn value_type() -> Type {
+        Type::object([
+            ("count", Type::Number),
+            ("sample", Type::list(Type::String)),
+            ("cheapest_spot_price", Type::Number),
+            ("dearest_spot_price", Type::Number),
+            ("cheapest_on_demand_price", Type::Number),
+            ("dearest_on_demand_price", Type::Number),
+        ])
+    }
+}
+
+/// Why a pool admits nothing: the attribute to point at and the sentence to show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Empty {
+    pub path: AttributePath,
+    pub detail: String,
+}
+
+/// The pool's requirements in the algebra's form: its requirement blocks plus its template
+/// labels (a label is an `In [value]` requirement, as in Karpenter).
+fn steps(m: &NodePoolModel) -> Result<Vec<(AttributePath, String, Requirements)>, String> {
+    let mut out = Vec::new();
+    for (i, r) in m.requirements.iter().enumerate() {
+        let op: Operator = r.operator.parse()?;
+        let req = Requirement::new(op, &r.values)?
+            .with_min_values(r.min_values.map(|v| v.max(0) as usize));
+        let mut one = Requirements::new();
+        one.add(&r.key, req);
+        out.push((
+            AttributePath::new("requirement").index(i as i64),
+            format!("requirement {} {} {:?}", r.key, r.operator, r.values),
+            one,
+        ));
+    }
+    for (k, v) in &m.labels {
+        let mut one = Requirements::new();
+        one.add(k, Requirement::one(v));
+        out.push((
+            AttributePath::new("labels").key(k),
+            format!("label {k}={v}"),
+            one,
+        ));
+    }
+    Ok(out)
+}
+
+fn price(t: &InstanceType, reqs: &Requirements, ct: CapacityType) -> Option<f64> {
+    t.offerings
+        .iter()
+        .filter(|o| o.capacity_type == ct && joiner_agent::catalog::offering_allowed(o, reqs))
+        .map(|o| o.price)
+        .min_by(f64::total_cmp)
+}
+
+/// Matches a (fully known) pool against the catalogue.
+pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty> {
+    let steps = steps(m).map_err(|e| Empty {
+        path: AttributePath::new("requirement"),
+        detail: e,
+    })?;
+    let mut reqs = Requirements::new();
+    let mut found: Vec<&InstanceType> = catalog.types.iter().collect();
+    for (path, what, one) in &steps {
+        reqs = reqs.intersect(one);
+        let before = found.len();
+        found.retain(|t| t.allowed_by(&reqs));
+        if found.is_empty() {
+            return Err(Empty {
+                path: path.clone(),
+                detail: format!(
+                    "the NodePool admits no instance type: {what} leaves none of the {before} \
+                     types the previous requirements allowed (of {} in the catalogue)",
+                    catalog.len()
+                ),
+            });
+        }
+    }
+    // minValues: enough distinct values of the key among what is left.
+    for (path, what, one) in &steps {
+        for (key, r) in one.iter() {
+            if let Some(min) = r.min_values {
+                let mut distinct: Vec<&str> = found
+                    .iter()
+                    .filter_map(|t| t.labels.get(key).map(String::as_str))
+                    .collect();
+                distinct.sort();
+                distinct.dedup();
+                if distinct.len() < min {
+                    return Err(Empty {
+                        path: path.clone().attr("min_values"),
+                        detail: format!(
+                            "{what} asks for at least {min} distinct values of {key}, but the \
+                             admitted types have only {} ({})",
+                            distinct.len(),
+                            distinct.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    let spot: Vec<f64> = found
+        .iter()
+        .filter_map(|t| price(t, &reqs, CapacityType::Spot))
+        .collect();
+    let od: Vec<f64> = found
+        .iter()
+        .filter_map(|t| price(t, &reqs, CapacityType::OnDemand))
+        .collect();
+    let min = |xs: &[f64]| xs.iter().copied().min_by(f64::total_cmp);
+    let max = |xs: &[f64]| xs.iter().copied().max_by(f64::total_cmp);
+    let mut ranked: Vec<(f64, &str)> = found
+        .iter()
+        .map(|t| (t.cheapest_price(&reqs).unwrap_or(f64::MAX), t.name.as_str()))
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    Ok(Admitted {
+        count: found.len(),
+        sample: ranked
+            .iter()
+            .take(SAMPLE)
+            .map(|(_, n)| n.to_string())
+            .collect(),
+        cheapest_spot: min(&spot),
+        dearest_spot: max(&spot),
+        cheapest_on_demand: min(&od),
+        dearest_on_demand: max(&od),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::node_pool::RequirementModel;
+
+    fn req(key: &str, op: &str, values: &[&str]) -> RequirementModel {
+        RequirementModel {
+            key: key.into(),
+            operator: op.into(),
+            values: values.iter().map(|s| s.to_string()).collect(),
+            min_values: None,
+        }
+    }
+
+    #[test]
+    fn spot_general_purpose() {
+        let m = NodePoolModel {
+            requirements: vec![
+                req("karpenter.sh/capacity-type", "In", &["spot", "on-demand"]),
+                req(
+                    "karpenter.k8s.aws/instance-category",
+                    "In",
+                    &["c", "m", "r"],
+                ),
+            ],
+            ..Default::default()
+        };
+        let a = admitted(catalog(), &m).unwrap();
+        assert!(a.count > 100, "{a:?}");
+        assert_eq!(a.sample.len(), 10);
+        assert!(a.cheapest_spot.unwrap() < a.cheapest_on_demand.unwrap());
+        assert!(a.dearest_on_demand.unwrap() > a.cheapest_on_demand.unwrap());
+    }
+
+    #[test]
+    fn names_the_requirement_that_empties_the_set() {
+        let m = NodePoolModel {
+            requirements: vec![
+                req("kubernetes.io/arch", "In", &["arm64"]),
+                req("karpenter.k8s.aws/instance-family", "In", &["c5"]),
+            ],
+            ..Default::default()
+        };
+        let e = admitted(catalog(), &m).unwrap_err();
+        assert_eq!(e.path.to_string(), "requirement[1]");
+        assert!(e.detail.contains("instance-family"), "{}", e.detail);
+    }
+
+    #[test]
+    fn min_values_beyond_what_is_admitted() {
+        let mut r = req("karpenter.k8s.aws/instance-family", "In", &["m5", "c5"]);
+        r.min_values = Some(3);
+        let m = NodePoolModel {
+            requirements: vec![r],
+            ..Default::default()
+        };
+        let e = admitted(catalog(), &m).unwrap_err();
+        assert_eq!(e.path.to_string(), "requirement[0].min_values");
+    }
+}
