@@ -135,16 +135,19 @@ pub fn karpenter_pods(count: usize, seed: u64) -> Vec<Pod> {
                     when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
                     label_selector: selector(g),
                     min_domains: None,
+                    ..Default::default()
                 }),
                 3 => p.pod_affinity.push(PodAffinityTerm {
                     label_selector: selector(g),
                     namespaces: vec![],
                     topology_key: labels::ZONE.into(),
+                    ..Default::default()
                 }),
                 4 => p.pod_anti_affinity.push(PodAffinityTerm {
                     label_selector: selector(g),
                     namespaces: vec![],
                     topology_key: labels::HOSTNAME.into(),
+                    ..Default::default()
                 }),
                 _ => {}
             }

@@ -81,6 +81,7 @@ fn build_pod(i: usize, s: &PodSpec) -> Pod {
             when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
             label_selector: sel.clone(),
             min_domains: None,
+            ..Default::default()
         });
     }
     if s.host_spread {
@@ -90,6 +91,7 @@ fn build_pod(i: usize, s: &PodSpec) -> Pod {
             when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
             label_selector: sel.clone(),
             min_domains: None,
+            ..Default::default()
         });
     }
     if s.anti {
@@ -97,6 +99,7 @@ fn build_pod(i: usize, s: &PodSpec) -> Pod {
             label_selector: sel,
             namespaces: vec![],
             topology_key: labels::HOSTNAME.into(),
+            ..Default::default()
         });
     }
     if s.tolerate {

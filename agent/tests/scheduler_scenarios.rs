@@ -59,6 +59,7 @@ fn spread(key: &str, app: &str) -> TopologySpreadConstraint {
         when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
         label_selector: Some(LabelSelector::labels([("app", app)])),
         min_domains: None,
+        ..Default::default()
     }
 }
 
@@ -384,6 +385,7 @@ fn existing_nodes_first_then_new_claims() {
                 label_selector: Some(LabelSelector::labels([("app", "db")])),
                 namespaces: vec![],
                 topology_key: labels::HOSTNAME.into(),
+                ..Default::default()
             });
     }
     let plan = schedule(

@@ -32,6 +32,11 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
         let pool = &s.pools[claim.pool];
         let mut others = committed[claim.pool].clone();
         others.sub(&s.catalog.types[claim.target].capacity);
+        if claim.pods.is_empty() {
+            // Opened up front for spreading (see `preferences`) and never used.
+            committed[claim.pool] = others;
+            continue;
+        }
         let zm = claim.zone_mask;
         let ctm = claim.ct_mask;
         let fitting: Vec<usize> = claim
@@ -150,6 +155,25 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             cts.push(CapacityType::OnDemand);
         }
         let mut reqs: Requirements = claim.reqs.clone();
+        // A NodePool-defined label still listing several values (no pod constrained it)
+        // gets one, as Karpenter labels the node with one of them: deterministically the
+        // first, so the node's domain is known to the next round.
+        let pin: Vec<(String, String)> = reqs
+            .iter()
+            .filter(|(k, _)| {
+                !super::claims::is_type_label(k)
+                    && k.as_str() != labels::ZONE
+                    && k.as_str() != labels::CAPACITY_TYPE
+            })
+            .filter_map(|(k, r)| {
+                let vals = r.finite_values()?;
+                let first = vals.iter().next()?;
+                (vals.len() > 1).then(|| (k.clone(), first.clone()))
+            })
+            .collect();
+        for (k, v) in pin {
+            reqs.add(&k, Requirement::one(&v));
+        }
         reqs.add(
             labels::INSTANCE_TYPE,
             Requirement::listed(cands.iter().map(|c| c.instance_type.clone()).collect()),

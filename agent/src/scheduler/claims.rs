@@ -10,7 +10,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 use super::bitset::Bitset;
-use super::pools::{CT_ON_DEMAND, CT_SPOT};
+use super::pools::{resource_value, CT_ON_DEMAND, CT_SPOT};
 use super::sizing::{pick_target, TargetOption};
 use super::{Attempt, Claim, Dom, Scheduler};
 
@@ -21,6 +21,8 @@ pub(crate) struct Update {
     zone_mask: u64,
     ct_mask: u8,
     target: usize,
+    /// How much the claim goes against the pod's preferences (scored attempts only).
+    pub penalty: i64,
 }
 
 impl Claim {
@@ -41,7 +43,7 @@ impl Claim {
 }
 
 /// Labels whose value comes from the instance type.
-fn is_type_label(key: &str) -> bool {
+pub(crate) fn is_type_label(key: &str) -> bool {
     matches!(
         key,
         labels::ARCH
@@ -113,6 +115,10 @@ impl Scheduler<'_> {
         if let Some(r) = reqs.get(key) {
             if let Some(v) = r.single_value() {
                 return Dom::Known(self.topo.domains.get(v));
+            }
+            // A NodePool-defined domain (`capacity-spread In [1,2,3,4]`): the claim picks one.
+            if r.finite_values().is_some_and(|v| v.len() > 1) {
+                return Dom::Undecided;
             }
         }
         if is_type_label(key) {
@@ -192,6 +198,7 @@ impl Scheduler<'_> {
             }
         }
         // Narrow every involved topology key to one domain the constraints allow.
+        let mut penalty = 0;
         for key in &self.infos[i].keys {
             let cur_reqs = reqs.as_ref().unwrap_or(&claim.reqs);
             let cur_types = types.as_ref().unwrap_or(&claim.types);
@@ -199,9 +206,20 @@ impl Scheduler<'_> {
                 Dom::Undecided => {
                     let mut options: Vec<(i64, String, u32, Narrow)> = Vec::new();
                     let mut last_err = None;
-                    for (value, d, narrow) in
-                        self.domain_options(claim.pool, key, cur_types, zm, ctm)
-                    {
+                    let mut domains =
+                        self.domain_options(claim.pool, key, cur_types, cur_reqs, zm, ctm);
+                    if att.score && key == labels::ZONE {
+                        self.keep_affordable_zones(
+                            claim,
+                            &mut domains,
+                            cur_types,
+                            cur_reqs,
+                            zm,
+                            ctm,
+                            &claim.used.plus(&self.requests[i]),
+                        );
+                    }
+                    for (value, d, narrow) in domains {
                         match self.check_domain(i, att, key, Dom::Known(d), mins) {
                             Ok(()) => {
                                 let score = self.domain_score(i, att, key, d);
@@ -217,9 +235,17 @@ impl Scheduler<'_> {
                         return Err(last_err
                             .unwrap_or_else(|| format!("no instance type offers a {key} domain")));
                     };
+                    if att.score {
+                        penalty += best.0;
+                    }
                     match best.3 {
                         Narrow::Zone(bit) => zm = 1 << bit,
                         Narrow::Ct(bit) => ctm = bit,
+                        Narrow::Requirement => {
+                            let mut r = cur_reqs.clone();
+                            r.add(key, Requirement::one(&best.1));
+                            reqs = Some(r);
+                        }
                         Narrow::TypeLabel => {
                             let value = best.1;
                             let mut b = Bitset::empty(self.catalog.types.len());
@@ -235,9 +261,15 @@ impl Scheduler<'_> {
                         }
                     }
                 }
-                dom => self
-                    .check_domain(i, att, key, dom, mins)
-                    .map_err(|r| r.message(key))?,
+                dom => {
+                    self.check_domain(i, att, key, dom, mins)
+                        .map_err(|r| r.message(key))?;
+                    if att.score {
+                        if let Dom::Known(d) = dom {
+                            penalty += self.soft_penalty(i, key, d);
+                        }
+                    }
+                }
             }
         }
         let types_ref = types.as_ref().unwrap_or(&claim.types);
@@ -276,7 +308,44 @@ impl Scheduler<'_> {
             zone_mask: zm,
             ct_mask: ctm,
             target,
+            penalty,
         })
+    }
+
+    /// Scored attempts keep a soft zone spread from sending a pod to a zone where only
+    /// dearer types are offered (a GPU-only zone, say): zones where the claim's target
+    /// (or, for a new claim, the type it would get) is not offered are dropped, unless
+    /// that leaves none.
+    #[allow(clippy::too_many_arguments)]
+    fn keep_affordable_zones(
+        &self,
+        claim: &Claim,
+        domains: &mut Vec<(String, Option<u32>, Narrow)>,
+        types: &Bitset,
+        reqs: &Requirements,
+        zm: u64,
+        ctm: u8,
+        need: &Resources,
+    ) {
+        let pool = &self.pools[claim.pool];
+        let target = if claim.target != usize::MAX
+            && types.get(claim.target)
+            && need.fits_in(&pool.alloc[claim.target])
+        {
+            claim.target
+        } else {
+            match self.choose_target(claim.pool, types, zm, ctm, need, None, reqs) {
+                Ok(t) => t,
+                Err(_) => return,
+            }
+        };
+        let ok = pool.zones_of(target, zm, ctm);
+        let any = domains
+            .iter()
+            .any(|(_, _, n)| matches!(n, Narrow::Zone(b) if ok & (1 << b) != 0));
+        if any {
+            domains.retain(|(_, _, n)| matches!(n, Narrow::Zone(b) if ok & (1 << b) != 0));
+        }
     }
 
     /// Lower is better: the count of the pod's first spread on `key` (so spreads fill the
@@ -294,6 +363,9 @@ impl Scheduler<'_> {
         {
             return count(sp.group);
         }
+        if att.score {
+            return self.soft_penalty(i, key, d);
+        }
         info.member_of
             .iter()
             .filter(|g| self.topo.groups[**g as usize].key == key)
@@ -307,6 +379,7 @@ impl Scheduler<'_> {
         p: usize,
         key: &str,
         types: &Bitset,
+        reqs: &Requirements,
         zm: u64,
         ctm: u8,
     ) -> Vec<(String, Option<u32>, Narrow)> {
@@ -343,6 +416,10 @@ impl Scheduler<'_> {
                 .collect();
             for v in values {
                 out.push((v.clone(), self.topo.domains.get(v), Narrow::TypeLabel));
+            }
+        } else if let Some(values) = reqs.get(key).and_then(|r| r.finite_values()) {
+            for v in values {
+                out.push((v.clone(), self.topo.domains.get(v), Narrow::Requirement));
             }
         }
         out
@@ -406,7 +483,43 @@ impl Scheduler<'_> {
             }
             return Err(msg);
         }
+        if pool.has_limits {
+            // Under a limit, a claim reserves the smallest type that holds what it has
+            // (it grows as pods join): sizing for the whole demand would reserve headroom
+            // that pods which cannot share a node never use. Candidates are widened
+            // within what the other claims leave when the claim is finalised.
+            return Ok(self.smallest_for_limits(p, &opts, &others));
+        }
         Ok(pick_target(&opts, &self.demand).expect("options are not empty"))
+    }
+
+    /// The option using the least of the pool's remaining limit (the largest fraction
+    /// over its limited resources), then the cheapest, then the lowest index.
+    fn smallest_for_limits(&self, p: usize, opts: &[TargetOption<'_>], others: &Resources) -> usize {
+        let pool = &self.pools[p];
+        let share = |t: usize| -> f64 {
+            let cap = &self.catalog.types[t].capacity;
+            pool.input
+                .limits
+                .iter()
+                .map(|(k, lim)| {
+                    let left = (*lim
+                        - resource_value(&pool.input.usage, k)
+                        - resource_value(others, k))
+                    .max(1);
+                    resource_value(cap, k) as f64 / left as f64
+                })
+                .fold(0.0, f64::max)
+        };
+        opts.iter()
+            .map(|o| (share(o.index), o.price, o.index))
+            .min_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then(a.1.total_cmp(&b.1))
+                    .then(a.2.cmp(&b.2))
+            })
+            .map(|x| x.2)
+            .expect("options are not empty")
     }
 
     pub(crate) fn commit_claim(&mut self, c: usize, i: usize, u: Update, pos: usize) {
@@ -480,6 +593,8 @@ pub(crate) enum Narrow {
     Zone(usize),
     Ct(u8),
     TypeLabel,
+    /// One of the values a NodePool requirement lists.
+    Requirement,
 }
 
 fn describe(r: &Resources) -> String {

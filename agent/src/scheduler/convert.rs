@@ -13,7 +13,8 @@ use crate::resources::Resources;
 use crate::taints::{Effect, Taint, Toleration};
 
 use super::input::{
-    BoundPod, LabelSelector, Pod, PodAffinityTerm, TopologySpreadConstraint, WhenUnsatisfiable,
+    BoundPod, LabelSelector, NodeInclusionPolicy, Pod, PodAffinityTerm, TopologySpreadConstraint,
+    WhenUnsatisfiable,
 };
 
 fn requests_of(c: &core::Container, path: &str) -> Result<Resources, String> {
@@ -93,8 +94,39 @@ fn affinity_term(t: &core::PodAffinityTerm, path: &str) -> Result<PodAffinityTer
             .map(|s| selector(s, &format!("{path}.labelSelector")))
             .transpose()?,
         namespaces: t.namespaces.clone().unwrap_or_default(),
+        namespace_selector: t
+            .namespace_selector
+            .as_ref()
+            .map(|s| selector(s, &format!("{path}.namespaceSelector")))
+            .transpose()?,
         topology_key: t.topology_key.clone(),
     })
+}
+
+fn inclusion_policy(v: Option<&str>, path: &str) -> Result<Option<NodeInclusionPolicy>, String> {
+    match v {
+        None | Some("") => Ok(None),
+        Some("Honor") => Ok(Some(NodeInclusionPolicy::Honor)),
+        Some("Ignore") => Ok(Some(NodeInclusionPolicy::Ignore)),
+        Some(_) => Err(format!("{path}: must be one of Honor, Ignore")),
+    }
+}
+
+fn weighted_terms(
+    terms: Option<&Vec<core::WeightedPodAffinityTerm>>,
+    path: &str,
+) -> Result<Vec<(i32, PodAffinityTerm)>, String> {
+    let mut out = Vec::new();
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        if !(1..=100).contains(&t.weight) {
+            return Err(format!("{path}[{i}].weight: must be in 1..100"));
+        }
+        out.push((
+            t.weight,
+            affinity_term(&t.pod_affinity_term, &format!("{path}[{i}].podAffinityTerm"))?,
+        ));
+    }
+    Ok(out)
 }
 
 pub fn toleration(t: &core::Toleration, path: &str) -> Result<Toleration, String> {
@@ -123,8 +155,7 @@ pub fn taint(t: &core::Taint, path: &str) -> Result<Taint, String> {
     })
 }
 
-/// A pending pod for the scheduler. Preferred pod (anti-)affinity and namespace selectors
-/// are not modelled (they never make a pod unschedulable).
+/// A pending pod for the scheduler.
 pub fn pod(p: &core::Pod) -> Result<Pod, String> {
     let spec = p.spec.as_ref().ok_or("spec: missing")?;
     let mut out = Pod {
@@ -159,25 +190,27 @@ pub fn pod(p: &core::Pod) -> Result<Pod, String> {
                 ))
             }
         };
-        let mut sel = c
+        let sel = c
             .label_selector
             .as_ref()
             .map(|s| selector(s, &format!("{path}.labelSelector")))
             .transpose()?;
-        // matchLabelKeys: the pod's own values for those keys join the selector.
-        if let (Some(s), Some(keys)) = (sel.as_mut(), c.match_label_keys.as_ref()) {
-            for k in keys {
-                if let Some(v) = out.labels.get(k) {
-                    s.match_labels.insert(k.clone(), v.clone());
-                }
-            }
-        }
         out.topology_spread.push(TopologySpreadConstraint {
             max_skew: c.max_skew,
             topology_key: c.topology_key.clone(),
             when_unsatisfiable: when,
             label_selector: sel,
             min_domains: c.min_domains,
+            // Applied by the scheduler against the pod's labels.
+            match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+            node_affinity_policy: inclusion_policy(
+                c.node_affinity_policy.as_deref(),
+                &format!("{path}.nodeAffinityPolicy"),
+            )?,
+            node_taints_policy: inclusion_policy(
+                c.node_taints_policy.as_deref(),
+                &format!("{path}.nodeTaintsPolicy"),
+            )?,
         });
     }
     if let Some(a) = &spec.affinity {
@@ -215,6 +248,11 @@ pub fn pod(p: &core::Pod) -> Result<Pod, String> {
                     &format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
                 )?);
             }
+            out.preferred_pod_affinity = weighted_terms(
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_ref(),
+                "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            )?;
         }
         if let Some(pa) = &a.pod_anti_affinity {
             for (i, t) in pa
@@ -228,6 +266,11 @@ pub fn pod(p: &core::Pod) -> Result<Pod, String> {
                     &format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
                 )?);
             }
+            out.preferred_pod_anti_affinity = weighted_terms(
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_ref(),
+                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            )?;
         }
     }
     Ok(out)
@@ -299,6 +342,78 @@ mod tests {
         assert_eq!(
             out.pod_anti_affinity[0].topology_key,
             "kubernetes.io/hostname"
+        );
+    }
+
+    #[test]
+    fn converts_preferences_policies_and_namespace_selectors() {
+        let p: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "labels": {"app": "web", "pod-template-hash": "abc"}},
+            "spec": {
+                "containers": [],
+                "topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": "capacity-spread",
+                    "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "web"}},
+                    "matchLabelKeys": ["pod-template-hash"],
+                    "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor"
+                }],
+                "affinity": {
+                    "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 40, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone",
+                            "labelSelector": {"matchLabels": {"app": "db"}},
+                            "namespaceSelector": {"matchLabels": {"team": "data"}}}}
+                    ]},
+                    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": "web"}}, "namespaces": ["shop", "edge"]}}
+                    ]}
+                }
+            }
+        }))
+        .unwrap();
+        let out = pod(&p).unwrap();
+        let s = &out.topology_spread[0];
+        assert_eq!(s.when_unsatisfiable, WhenUnsatisfiable::ScheduleAnyway);
+        assert_eq!(s.match_label_keys, vec!["pod-template-hash".to_string()]);
+        assert_eq!(s.node_affinity_policy, Some(NodeInclusionPolicy::Ignore));
+        assert_eq!(s.node_taints_policy, Some(NodeInclusionPolicy::Honor));
+        assert!(!s.honors_node_affinity() && s.honors_taints());
+        let (w, t) = &out.preferred_pod_affinity[0];
+        assert_eq!(*w, 40);
+        assert_eq!(
+            t.namespace_selector.as_ref().unwrap().match_labels["team"],
+            "data"
+        );
+        let (w, t) = &out.preferred_pod_anti_affinity[0];
+        assert_eq!(*w, 100);
+        assert_eq!(t.namespaces, vec!["shop".to_string(), "edge".to_string()]);
+        // Defaults: Honor node affinity, Ignore taints.
+        assert!(TopologySpreadConstraint::default().honors_node_affinity());
+        assert!(!TopologySpreadConstraint::default().honors_taints());
+
+        let bad: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"},
+            "spec": {"containers": [], "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "k", "whenUnsatisfiable": "DoNotSchedule",
+                "nodeTaintsPolicy": "Sometimes"
+            }]}
+        }))
+        .unwrap();
+        assert_eq!(
+            pod(&bad).unwrap_err(),
+            "spec.topologySpreadConstraints[0].nodeTaintsPolicy: must be one of Honor, Ignore"
+        );
+        let bad: core::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"},
+            "spec": {"containers": [], "affinity": {"podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 0, "podAffinityTerm": {"topologyKey": "k"}}
+                ]}}}
+        }))
+        .unwrap();
+        assert_eq!(
+            pod(&bad).unwrap_err(),
+            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be in 1..100"
         );
     }
 

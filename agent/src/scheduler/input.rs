@@ -42,13 +42,23 @@ impl LabelSelector {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum WhenUnsatisfiable {
+    #[default]
     DoNotSchedule,
     ScheduleAnyway,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// `nodeAffinityPolicy` / `nodeTaintsPolicy` of a spread: whether nodes (and NodePools) the
+/// pod could not use still count as domains. Kubernetes defaults: affinity Honor, taints
+/// Ignore; `None` on the constraint means that default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeInclusionPolicy {
+    Honor,
+    Ignore,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct TopologySpreadConstraint {
     pub max_skew: i32,
     pub topology_key: String,
@@ -56,14 +66,36 @@ pub struct TopologySpreadConstraint {
     /// None selects no pods (so only the pod's own placement counts, as in Kubernetes).
     pub label_selector: Option<LabelSelector>,
     pub min_domains: Option<i32>,
+    /// Keys whose values on the incoming pod join the selector (`matchLabelKeys`), so that
+    /// e.g. `pod-template-hash` spreads each ReplicaSet revision on its own.
+    pub match_label_keys: Vec<String>,
+    /// None: Honor (domains come only from nodes/NodePools matching the pod's selector
+    /// and required node affinity).
+    pub node_affinity_policy: Option<NodeInclusionPolicy>,
+    /// None: Ignore (domains of nodes/NodePools whose taints the pod does not tolerate count).
+    pub node_taints_policy: Option<NodeInclusionPolicy>,
+}
+
+impl TopologySpreadConstraint {
+    pub fn honors_node_affinity(&self) -> bool {
+        self.node_affinity_policy != Some(NodeInclusionPolicy::Ignore)
+    }
+
+    pub fn honors_taints(&self) -> bool {
+        self.node_taints_policy == Some(NodeInclusionPolicy::Honor)
+    }
 }
 
 /// A required (or preferred) pod affinity / anti-affinity term.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodAffinityTerm {
     pub label_selector: Option<LabelSelector>,
-    /// Namespaces whose pods count; empty means the pod's own namespace.
+    /// Namespaces whose pods count. With no `namespace_selector` either, the pod's own
+    /// namespace.
     pub namespaces: Vec<String>,
+    /// Namespaces selected by their labels ([`Input::namespace_labels`]), in addition to
+    /// `namespaces`; an empty selector selects every namespace.
+    pub namespace_selector: Option<LabelSelector>,
     pub topology_key: String,
 }
 
@@ -84,6 +116,9 @@ pub struct Pod {
     pub topology_spread: Vec<TopologySpreadConstraint>,
     pub pod_affinity: Vec<PodAffinityTerm>,
     pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    /// Preferred pod affinity terms with their weights (1-100): preferences with a price.
+    pub preferred_pod_affinity: Vec<(i32, PodAffinityTerm)>,
+    pub preferred_pod_anti_affinity: Vec<(i32, PodAffinityTerm)>,
 }
 
 impl Pod {
@@ -243,6 +278,23 @@ pub struct Input {
     pub node_classes: Vec<NodeClassInput>,
     pub daemonsets: Vec<DaemonSet>,
     pub unavailable: UnavailableOfferings,
+    /// Labels of namespaces, for `namespaceSelector` on pod affinity terms. A namespace
+    /// missing here has no labels.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// How much more the round may cost to honour preferences (ScheduleAnyway spreads,
+    /// preferred node and pod affinity) than the same pods placed without them.
+    pub preference_budget: PreferenceBudget,
+}
+
+/// A fraction of the round's cost without preferences: 0.10 lets honouring preferences
+/// raise the $/h of the new NodeClaims by at most 10 %.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PreferenceBudget(pub f64);
+
+impl Default for PreferenceBudget {
+    fn default() -> Self {
+        PreferenceBudget(0.10)
+    }
 }
 
 /// Where an already-known piece of capacity took a pod.
@@ -297,10 +349,37 @@ pub struct Unschedulable {
     pub reasons: Vec<String>,
 }
 
+/// How the round treated the pods' preferences.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PreferenceMode {
+    /// No pod has preferences, or honouring them all stayed within the budget.
+    #[default]
+    Honoured,
+    /// Preferences only chose among the nodes and domains the round needs anyway.
+    WithinLaunchedCapacity,
+    /// Preferences were dropped: even spreading over launched capacity cost too much.
+    Ignored,
+}
+
+/// What honouring preferences would have cost, and which were relaxed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PreferenceReport {
+    pub mode: PreferenceMode,
+    /// $/h of the new NodeClaims (cheapest candidate each): with every preference honoured
+    /// as far as pods fit, without any preference, and of the plan returned.
+    pub cost_honoured: f64,
+    pub cost_without: f64,
+    pub cost_chosen: f64,
+    /// Per pod (index into [`Input::pods`]): the preferences not honoured as constraints,
+    /// e.g. `topologySpreadConstraints[1] on kubernetes.io/hostname (ScheduleAnyway)`.
+    pub relaxed: Vec<(usize, Vec<String>)>,
+}
+
 /// The scheduler's decisions.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Plan {
     pub placements: Vec<Placement>,
     pub new_claims: Vec<NewNodeClaim>,
     pub unschedulable: Vec<Unschedulable>,
+    pub preferences: PreferenceReport,
 }

@@ -26,6 +26,7 @@ pub mod convert;
 pub mod input;
 mod pod;
 mod pools;
+mod preferences;
 mod sizing;
 mod topology;
 
@@ -44,9 +45,20 @@ use pod::{PodInfo, Terms};
 use pools::{Pool, Zones, CT_ON_DEMAND, CT_SPOT};
 use topology::Topology;
 
-/// Plans one round. See the module docs.
+/// Plans one round. See the module docs and [`preferences`] for how preferences are priced.
 pub fn schedule(catalog: &Catalog, input: &Input) -> Plan {
-    Scheduler::new(catalog, input).run()
+    preferences::schedule_priced(catalog, input)
+}
+
+/// How a pass treats preferences (see [`preferences`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Mode {
+    /// Honoured as constraints, relaxed one at a time when a pod does not fit.
+    Full,
+    /// Ignored.
+    Hard,
+    /// Never open capacity; only choose among existing nodes and already-opened claims.
+    Spread,
 }
 
 /// Capacity that already exists: a registered node or an in-flight NodeClaim.
@@ -80,7 +92,12 @@ pub(crate) struct Claim {
 #[derive(Clone, Copy)]
 pub(crate) struct Attempt {
     term: u32,
+    /// Preferences (ScheduleAnyway spreads, preferred pod affinity) act as constraints.
     soft: bool,
+    /// Preferences only rank the capacity that accepts the pod.
+    score: bool,
+    /// A new NodeClaim may be opened.
+    allow_new: bool,
 }
 
 /// Why a topology domain was refused.
@@ -122,6 +139,7 @@ pub(crate) enum Dom {
 pub(crate) struct Scheduler<'a> {
     catalog: &'a Catalog,
     input: &'a Input,
+    mode: Mode,
     zones: Zones,
     pools: Vec<Pool>,
     terms: Terms,
@@ -135,7 +153,7 @@ pub(crate) struct Scheduler<'a> {
     /// Per group: claims before this index all hold a pod of the group (see `exclusive_start`).
     exclusive_prefix: Vec<usize>,
     pool_term_types: HashMap<(usize, u32), Result<Bitset, String>>,
-    universe_cache: HashMap<(u32, u32, u64), Vec<u32>>,
+    universe_cache: HashMap<(u32, u32, u64, bool), Vec<u32>>,
     zone_dom: Vec<u32>,
     ct_dom: [u32; 2],
     /// Capacity of the target types of this round's claims, per pool (for limits).
@@ -149,10 +167,11 @@ pub(crate) struct Scheduler<'a> {
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(catalog: &'a Catalog, input: &'a Input) -> Scheduler<'a> {
+    pub(crate) fn new(catalog: &'a Catalog, input: &'a Input, mode: Mode) -> Scheduler<'a> {
         let zones = Zones::from_catalog(catalog, input);
         let pools = pools::build_pools(catalog, input, &zones);
         let mut topo = Topology::default();
+        topo.namespace_labels = std::sync::Arc::new(input.namespace_labels.clone());
         let zone_dom = zones.names.iter().map(|z| topo.domains.id(z)).collect();
         let ct_dom = [
             topo.domains.id(labels::CAPACITY_TYPE_SPOT),
@@ -190,6 +209,8 @@ impl<'a> Scheduler<'a> {
                 .map(|s| s.group)
                 .chain(info.affinity.iter().map(|a| a.0))
                 .chain(info.anti.iter().copied())
+                .chain(info.soft_affinity.iter().map(|a| a.0))
+                .chain(info.soft_anti.iter().map(|a| a.0))
                 .chain(info.member_of.iter().copied());
             let mut keys: Vec<String> = Vec::new();
             for g in groups {
@@ -230,6 +251,7 @@ impl<'a> Scheduler<'a> {
         let mut s = Scheduler {
             catalog,
             input,
+            mode,
             zones,
             committed: vec![Resources::default(); pools.len()],
             pools,
@@ -328,7 +350,42 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn run(mut self) -> Plan {
+    /// Whether any pod has a preference (so pricing them matters).
+    pub(crate) fn has_preferences(&self) -> bool {
+        self.infos
+            .iter()
+            .any(|i| i.has_soft() || !i.preferred.is_empty())
+    }
+
+    /// Opens empty claims (pool, target type) before any pod is placed: the capacity a
+    /// pass without preferences launched, over which [`Mode::Spread`] spreads.
+    pub(crate) fn preopen(&mut self, claims: &[(usize, usize)]) {
+        for &(p, t) in claims {
+            let host = self
+                .topo
+                .domains
+                .id(&format!("nodeclaim/new-{}", self.claims.len()));
+            let cap = self.catalog.types[t].capacity.clone();
+            self.committed[p].add(&cap);
+            let c = self.claims.len();
+            self.claims.push(Claim {
+                pool: p,
+                reqs: self.pools[p].input.requirements.clone(),
+                types: self.pools[p].types.clone(),
+                zone_mask: self.pools[p].zone_mask,
+                ct_mask: self.pools[p].ct_mask,
+                target: t,
+                used: Resources::default(),
+                pods: Vec::new(),
+                host,
+                open: true,
+            });
+            self.open.push(c);
+        }
+    }
+
+    /// The plan and, per new NodeClaim in it, its (pool, target type).
+    pub(crate) fn run(mut self) -> (Plan, Vec<(usize, usize)>) {
         let order = pod::order(&self.input.pods);
         self.min_cpu = order
             .iter()
@@ -354,25 +411,44 @@ impl<'a> Scheduler<'a> {
             self.demand.memory_bytes -= self.requests[i].memory_bytes;
         }
         let (new_claims, failed) = candidates::finalize(&self);
+        let shapes = self
+            .claims
+            .iter()
+            .filter(|c| !c.pods.is_empty())
+            .map(|c| (c.pool, c.target))
+            .collect();
         self.unschedulable.extend(failed);
         self.unschedulable.sort_by_key(|u| u.pod);
         self.placements.sort_by_key(|p| p.pod);
-        Plan {
+        let plan = Plan {
             placements: self.placements,
             new_claims,
             unschedulable: self.unschedulable,
-        }
+            preferences: PreferenceReport::default(),
+        };
+        (plan, shapes)
     }
 
-    /// Tries the pod with all its preferences, then relaxes them one at a time.
+    /// Tries the pod with all its preferences, then relaxes them one at a time (see
+    /// [`Mode`] for what each pass keeps).
     fn place(&mut self, i: usize, pos: usize) -> Result<(), Vec<String>> {
         let n_pref = self.infos[i].preferred.len();
-        let has_soft = self.infos[i].spreads.iter().any(|s| !s.hard);
-        let levels = n_pref + usize::from(has_soft);
+        let has_soft = self.infos[i].has_soft();
+        // (preferred node-affinity terms kept, preferences as constraints, as scores, new claims)
+        let levels: Vec<(usize, bool, bool, bool)> = match self.mode {
+            Mode::Full => {
+                let levels = n_pref + usize::from(has_soft);
+                (0..=levels)
+                    .map(|l| (n_pref.saturating_sub(l), has_soft && l < levels, false, true))
+                    .collect()
+            }
+            Mode::Hard => vec![(0, false, false, true)],
+            Mode::Spread => (0..=n_pref)
+                .map(|l| (n_pref - l, false, true, l == n_pref))
+                .collect(),
+        };
         let mut last = Vec::new();
-        for level in 0..=levels {
-            let keep_pref = n_pref.saturating_sub(level);
-            let soft = has_soft && level < levels;
+        for (keep_pref, soft, score, allow_new) in levels {
             for ti in 0..self.infos[i].terms.len() {
                 let base = self.infos[i].terms[ti];
                 let term = if keep_pref == 0 {
@@ -387,7 +463,13 @@ impl<'a> Scheduler<'a> {
                     }
                     self.terms.intern(r)
                 };
-                match self.attempt(i, pos, Attempt { term, soft }) {
+                let att = Attempt {
+                    term,
+                    soft,
+                    score,
+                    allow_new,
+                };
+                match self.attempt(i, pos, att) {
                     Ok(()) => return Ok(()),
                     Err(r) => last = r,
                 }
@@ -401,10 +483,25 @@ impl<'a> Scheduler<'a> {
 
     fn attempt(&mut self, i: usize, pos: usize, att: Attempt) -> Result<(), Vec<String>> {
         let mins = self.spread_minimums(i, att);
-        for s in 0..self.slots.len() {
-            if self.slot_accepts(i, att, s, &mins) {
-                self.commit_slot(i, s);
+        if att.score {
+            if self.attempt_scored(i, pos, att, &mins) {
                 return Ok(());
+            }
+        } else if self.attempt_existing(i, pos, att, &mins) {
+            return Ok(());
+        }
+        if !att.allow_new {
+            return Err(vec!["no launched capacity honours its preferences".into()]);
+        }
+        self.attempt_new(i, pos, att, &mins)
+    }
+
+    /// First fit over existing nodes and in-flight claims, then this round's claims.
+    fn attempt_existing(&mut self, i: usize, pos: usize, att: Attempt, mins: &[i32]) -> bool {
+        for s in 0..self.slots.len() {
+            if self.slot_accepts(i, att, s, mins) {
+                self.commit_slot(i, s);
+                return true;
             }
         }
         let start = self.exclusive_start(i);
@@ -423,13 +520,126 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             let claim = std::mem::replace(&mut self.claims[c], Claim::placeholder());
-            let result = self.evaluate(&claim, i, att, &mins, false);
+            let result = self.evaluate(&claim, i, att, mins, false);
             self.claims[c] = claim;
             if let Ok(update) = result {
                 self.commit_claim(c, i, update, pos);
-                return Ok(());
+                return true;
             }
         }
+        false
+    }
+
+    /// Over the same capacity as [`Self::attempt_existing`], the place whose domains the
+    /// pod's preferences rank best (existing capacity first on ties, then claim order):
+    /// this spreads pods over the nodes the round launches anyway.
+    fn attempt_scored(&mut self, i: usize, pos: usize, att: Attempt, mins: &[i32]) -> bool {
+        let mut best_slot: Option<(i64, usize)> = None;
+        for s in 0..self.slots.len() {
+            if self.slot_accepts(i, att, s, mins) {
+                let pen = self.slot_penalty(i, s);
+                if best_slot.is_none_or(|b| pen < b.0) {
+                    best_slot = Some((pen, s));
+                    if pen == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some((0, s)) = best_slot {
+            self.commit_slot(i, s);
+            return true;
+        }
+        let mut best_claim: Option<(i64, usize, claims::Update)> = None;
+        let start = self.exclusive_start(i);
+        let mut k = self.open.partition_point(|&c| c < start);
+        while k < self.open.len() {
+            let c = self.open[k];
+            k += 1;
+            if !self.claims[c].open {
+                continue;
+            }
+            let claim = &self.claims[c];
+            let fits = self.requests[i]
+                .plus(&claim.used)
+                .fits_in(&self.pools[claim.pool].alloc[claim.target]);
+            if !fits || !self.infos[i].tolerated[claim.pool] {
+                continue;
+            }
+            let claim = std::mem::replace(&mut self.claims[c], Claim::placeholder());
+            let result = self.evaluate(&claim, i, att, mins, false);
+            self.claims[c] = claim;
+            if let Ok(update) = result {
+                let pen = update.penalty;
+                let better = best_claim.as_ref().is_none_or(|b| pen < b.0)
+                    && best_slot.is_none_or(|b| pen < b.0);
+                if better {
+                    best_claim = Some((pen, c, update));
+                    if pen == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some((_, c, update)) = best_claim {
+            self.commit_claim(c, i, update, pos);
+            return true;
+        }
+        if let Some((_, s)) = best_slot {
+            self.commit_slot(i, s);
+            return true;
+        }
+        false
+    }
+
+    fn slot_penalty(&self, i: usize, s: usize) -> i64 {
+        self.infos[i]
+            .keys
+            .iter()
+            .map(|key| match self.slot_dom(s, key) {
+                Dom::Known(d) => self.soft_penalty(i, key, d),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// How much landing in domain `d` of `key` goes against the pod's preferences: the
+    /// matching pods already there for each ScheduleAnyway spread (so pods fill the
+    /// emptiest domain first), weighted counts for preferred anti-affinity, and the weight
+    /// of each preferred affinity left unmet.
+    pub(crate) fn soft_penalty(&self, i: usize, key: &str, d: Option<u32>) -> i64 {
+        let info = &self.infos[i];
+        let count = |g: u32| -> i64 {
+            d.map(|d| self.topo.groups[g as usize].count(d) as i64)
+                .unwrap_or(0)
+        };
+        let mut pen = 0;
+        for sp in info.spreads.iter().filter(|s| !s.hard) {
+            if self.topo.groups[sp.group as usize].key == key {
+                pen += if d.is_some() { count(sp.group) } else { 1_000 };
+            }
+        }
+        for &(g, w) in &info.soft_anti {
+            if self.topo.groups[g as usize].key == key {
+                pen += w as i64 * count(g);
+            }
+        }
+        for &(g, self_match, w) in &info.soft_affinity {
+            let grp = &self.topo.groups[g as usize];
+            if grp.key == key && count(g) == 0 && !(grp.total == 0 && self_match) {
+                pen += w as i64;
+            }
+        }
+        pen
+    }
+
+    fn attempt_new(
+        &mut self,
+        i: usize,
+        pos: usize,
+        att: Attempt,
+        mins: &[i32],
+    ) -> Result<(), Vec<String>> {
         let mut reasons = Vec::new();
         for p in 0..self.pools.len() {
             let host = self
@@ -448,7 +658,7 @@ impl<'a> Scheduler<'a> {
                 host,
                 open: true,
             };
-            match self.evaluate(&claim, i, att, &mins, true) {
+            match self.evaluate(&claim, i, att, mins, true) {
                 Ok(update) => {
                     let c = self.claims.len();
                     self.claims.push(claim);
@@ -600,6 +810,23 @@ impl<'a> Scheduler<'a> {
                 return Err(Reject::AntiAffinity);
             }
         }
+        if att.soft {
+            for &(g, self_match, _) in &info.soft_affinity {
+                let grp = &self.topo.groups[g as usize];
+                if grp.key != key {
+                    continue;
+                }
+                let bootstrap = grp.total == 0 && self_match;
+                if dom == Dom::Absent || (count(g) == 0 && !bootstrap) {
+                    return Err(Reject::Affinity);
+                }
+            }
+            for &(g, _) in &info.soft_anti {
+                if self.topo.groups[g as usize].key == key && count(g) > 0 {
+                    return Err(Reject::AntiAffinity);
+                }
+            }
+        }
         for &g in &info.member_of {
             let grp = &self.topo.groups[g as usize];
             if grp.has_owners && grp.key == key {
@@ -618,14 +845,14 @@ impl<'a> Scheduler<'a> {
         let n = self.infos[i].spreads.len();
         let mut mins = vec![0; n];
         for (si, min) in mins.iter_mut().enumerate() {
-            let (group, min_domains) = {
+            let (group, min_domains, hard) = {
                 let sp = &self.infos[i].spreads[si];
-                (sp.group, sp.min_domains)
+                (sp.group, sp.min_domains, sp.hard)
             };
-            if self.topo.groups[group as usize].is_host {
+            if self.topo.groups[group as usize].is_host || !(hard || att.soft) {
                 continue;
             }
-            let universe = self.universe(i, group, att.term);
+            let universe = self.universe(i, si, att.term);
             if (universe.len() as i32) < min_domains {
                 continue;
             }
@@ -635,16 +862,23 @@ impl<'a> Scheduler<'a> {
         mins
     }
 
-    /// Domains of a key the pod could land in: existing capacity matching its
-    /// requirements, and what the NodePools it tolerates can launch.
-    fn universe(&mut self, i: usize, group: u32, term: u32) -> Vec<u32> {
+    /// Domains of spread `si`'s key the pod counts: those of existing capacity and of
+    /// every NodePool (zones and capacity types they offer, values their requirements
+    /// list), narrowed by the pod's node requirements unless `nodeAffinityPolicy: Ignore`
+    /// and to what it tolerates when `nodeTaintsPolicy: Honor`.
+    fn universe(&mut self, i: usize, si: usize, term: u32) -> Vec<u32> {
+        let (group, honor_affinity, honor_taints) = {
+            let sp = &self.infos[i].spreads[si];
+            (sp.group, sp.honor_affinity, sp.honor_taints)
+        };
+        let term = if honor_affinity { term } else { 0 };
         let tolerated_mask: u64 = self.infos[i]
             .tolerated
             .iter()
             .enumerate()
-            .filter(|(p, ok)| **ok && *p < 64)
+            .filter(|(p, ok)| (**ok || !honor_taints) && *p < 64)
             .fold(0, |m, (p, _)| m | (1 << p));
-        let cache_key = (group, term, tolerated_mask);
+        let cache_key = (group, term, tolerated_mask, honor_taints);
         if let Some(u) = self.universe_cache.get(&cache_key) {
             return u.clone();
         }
@@ -652,8 +886,12 @@ impl<'a> Scheduler<'a> {
         let reqs = self.terms.list[term as usize].clone();
         let want = reqs.get(&key).cloned();
         let mut values: std::collections::BTreeSet<String> = Default::default();
+        let tolerations = &self.input.pods[i].tolerations;
         for s in &self.slots {
             if !s.schedulable || !reqs.matches_labels(&s.labels) {
+                continue;
+            }
+            if honor_taints && first_untolerated(&s.taints, tolerations).is_some() {
                 continue;
             }
             if let Some(v) = s.labels.get(&key) {
@@ -661,7 +899,7 @@ impl<'a> Scheduler<'a> {
             }
         }
         for p in 0..self.pools.len() {
-            if !self.infos[i].tolerated[p] {
+            if p >= 64 || tolerated_mask & (1 << p) == 0 {
                 continue;
             }
             let Ok(types) = self.types_for(p, term) else {
@@ -683,15 +921,17 @@ impl<'a> Scheduler<'a> {
                         values.insert(labels::CAPACITY_TYPE_ON_DEMAND.into());
                     }
                 }
+            } else if key == labels::KARPENTER_NODEPOOL || key == labels::JOINER_NODEPOOL {
+                values.insert(pool.input.name.clone());
             } else if let Some(v) = pool.input.labels.get(&key) {
                 values.insert(v.clone());
-            } else if let Some(v) = pool
+            } else if let Some(vs) = pool
                 .input
                 .requirements
                 .get(&key)
-                .and_then(|r| r.single_value())
+                .and_then(|r| r.finite_values())
             {
-                values.insert(v.to_string());
+                values.extend(vs.iter().cloned());
             } else {
                 for t in types.iter() {
                     if let Some(v) = self.catalog.types[t].labels.get(&key) {

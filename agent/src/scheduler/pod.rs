@@ -37,6 +37,11 @@ pub(crate) struct Spread {
     pub hard: bool,
     pub min_domains: i32,
     pub self_match: bool,
+    /// `nodeAffinityPolicy: Honor`: only capacity matching the pod's node requirements
+    /// provides domains.
+    pub honor_affinity: bool,
+    /// `nodeTaintsPolicy: Honor`: only capacity whose taints the pod tolerates does.
+    pub honor_taints: bool,
 }
 
 pub(crate) struct PodInfo {
@@ -50,6 +55,10 @@ pub(crate) struct PodInfo {
     pub affinity: Vec<(u32, bool)>,
     /// Required anti-affinity groups this pod carries.
     pub anti: Vec<u32>,
+    /// Preferred pod affinity: group, self match, weight.
+    pub soft_affinity: Vec<(u32, bool, i32)>,
+    /// Preferred pod anti-affinity: group, weight.
+    pub soft_anti: Vec<(u32, i32)>,
     /// Groups whose selector selects this pod.
     pub member_of: Vec<u32>,
     /// Topology keys of all the groups above.
@@ -59,6 +68,15 @@ pub(crate) struct PodInfo {
     /// Per pool (in pool order): the pool's taints are tolerated (startup taints excepted).
     pub tolerated: Vec<bool>,
     pub untolerated_reason: Vec<Option<String>>,
+}
+
+impl PodInfo {
+    /// Whether the pod has preferences that are not plain node-affinity terms.
+    pub fn has_soft(&self) -> bool {
+        self.spreads.iter().any(|s| !s.hard)
+            || !self.soft_affinity.is_empty()
+            || !self.soft_anti.is_empty()
+    }
 }
 
 pub(crate) fn compile(
@@ -86,13 +104,15 @@ pub(crate) fn compile(
         .topology_spread
         .iter()
         .map(|c| {
-            let group = topo.spread_group(&pod.namespace, c);
+            let group = topo.spread_group(&pod.namespace, &pod.labels, c);
             Spread {
                 group,
                 max_skew: c.max_skew.max(1),
                 hard: c.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule,
                 min_domains: c.min_domains.unwrap_or(1).max(1),
                 self_match: topo.groups[group as usize].matches(&pod.namespace, &pod.labels),
+                honor_affinity: c.honors_node_affinity(),
+                honor_taints: c.honors_taints(),
             }
         })
         .collect();
@@ -116,6 +136,23 @@ pub(crate) fn compile(
             g
         })
         .collect();
+    let soft_affinity = pod
+        .preferred_pod_affinity
+        .iter()
+        .map(|(w, t)| {
+            let g = topo.affinity_group(&pod.namespace, t);
+            (
+                g,
+                topo.groups[g as usize].matches(&pod.namespace, &pod.labels),
+                *w,
+            )
+        })
+        .collect();
+    let soft_anti = pod
+        .preferred_pod_anti_affinity
+        .iter()
+        .map(|(w, t)| (topo.affinity_group(&pod.namespace, t), *w))
+        .collect();
     let untolerated_reason: Vec<Option<String>> = pools
         .iter()
         .map(|p| {
@@ -129,6 +166,8 @@ pub(crate) fn compile(
         spreads,
         affinity,
         anti,
+        soft_affinity,
+        soft_anti,
         member_of: Vec::new(),
         keys: Vec::new(),
         exclusive: Vec::new(),

@@ -7,6 +7,7 @@
 //! maxSkew 1 puts at most one matching pod per node.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::requirements::Requirements;
 
@@ -39,14 +40,20 @@ impl Domains {
 struct GroupKey {
     key: String,
     namespaces: Vec<String>,
+    namespace_selector: Option<LabelSelector>,
     selector: Option<LabelSelector>,
 }
+
+pub(crate) type NamespaceLabels = Arc<BTreeMap<String, BTreeMap<String, String>>>;
 
 /// Pods matching one selector, counted per domain of one topology key.
 pub(crate) struct Group {
     pub key: String,
     pub is_host: bool,
     namespaces: BTreeSet<String>,
+    /// `namespaceSelector`, matched against [`Topology::namespace_labels`].
+    namespace_selector: Option<Requirements>,
+    namespace_labels: NamespaceLabels,
     selector: Option<Requirements>,
     counts: Vec<i32>,
     /// Pods that carry this group as a required anti-affinity term, per domain.
@@ -85,7 +92,20 @@ impl Group {
     pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
         match &self.selector {
             None => false,
-            Some(sel) => self.namespaces.contains(namespace) && sel.matches_labels(labels),
+            Some(sel) => self.namespace_matches(namespace) && sel.matches_labels(labels),
+        }
+    }
+
+    fn namespace_matches(&self, namespace: &str) -> bool {
+        if self.namespaces.contains(namespace) {
+            return true;
+        }
+        let Some(ns_sel) = &self.namespace_selector else {
+            return false;
+        };
+        match self.namespace_labels.get(namespace) {
+            Some(l) => ns_sel.matches_labels(l),
+            None => ns_sel.matches_labels(&BTreeMap::new()),
         }
     }
 }
@@ -93,6 +113,7 @@ impl Group {
 #[derive(Default)]
 pub(crate) struct Topology {
     pub domains: Domains,
+    pub namespace_labels: NamespaceLabels,
     pub groups: Vec<Group>,
     index: HashMap<GroupKey, u32>,
 }
@@ -102,6 +123,7 @@ impl Topology {
         &mut self,
         key: &str,
         namespaces: Vec<String>,
+        namespace_selector: Option<&LabelSelector>,
         selector: Option<&LabelSelector>,
     ) -> u32 {
         let mut namespaces = namespaces;
@@ -110,6 +132,7 @@ impl Topology {
         let gk = GroupKey {
             key: key.to_string(),
             namespaces,
+            namespace_selector: namespace_selector.cloned(),
             selector: selector.cloned(),
         };
         if let Some(g) = self.index.get(&gk) {
@@ -120,6 +143,11 @@ impl Topology {
             key: gk.key.clone(),
             is_host: gk.key == crate::labels::HOSTNAME,
             namespaces: gk.namespaces.iter().cloned().collect(),
+            namespace_selector: gk
+                .namespace_selector
+                .as_ref()
+                .map(LabelSelector::to_requirements),
+            namespace_labels: self.namespace_labels.clone(),
             selector: gk.selector.as_ref().map(LabelSelector::to_requirements),
             counts: Vec::new(),
             owners: Vec::new(),
@@ -130,20 +158,41 @@ impl Topology {
         id
     }
 
-    pub fn spread_group(&mut self, namespace: &str, c: &TopologySpreadConstraint) -> u32 {
+    /// The group of a spread constraint; `matchLabelKeys` take the incoming pod's values
+    /// (a key the pod lacks is ignored, as in Kubernetes).
+    pub fn spread_group(
+        &mut self,
+        namespace: &str,
+        pod_labels: &BTreeMap<String, String>,
+        c: &TopologySpreadConstraint,
+    ) -> u32 {
+        let mut selector = c.label_selector.clone();
+        if let Some(s) = selector.as_mut() {
+            for k in &c.match_label_keys {
+                if let Some(v) = pod_labels.get(k) {
+                    s.match_labels.insert(k.clone(), v.clone());
+                }
+            }
+        }
         self.group(
             &c.topology_key,
             vec![namespace.to_string()],
-            c.label_selector.as_ref(),
+            None,
+            selector.as_ref(),
         )
     }
 
     pub fn affinity_group(&mut self, namespace: &str, t: &PodAffinityTerm) -> u32 {
-        let ns = if t.namespaces.is_empty() {
+        let ns = if t.namespaces.is_empty() && t.namespace_selector.is_none() {
             vec![namespace.to_string()]
         } else {
             t.namespaces.clone()
         };
-        self.group(&t.topology_key, ns, t.label_selector.as_ref())
+        self.group(
+            &t.topology_key,
+            ns,
+            t.namespace_selector.as_ref(),
+            t.label_selector.as_ref(),
+        )
     }
 }
