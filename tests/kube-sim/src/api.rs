@@ -28,6 +28,8 @@ pub struct AppState {
     pub bookmark_interval: Duration,
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     pub server_address: String,
+    /// Container logs and the tokens issued to process-backed pods.
+    pub runner: Arc<crate::runner::Shared>,
 }
 
 type Resp = Response<Body>;
@@ -183,6 +185,8 @@ pub async fn handle(
     let user = match bearer {
         Some(t) if t == st.token => "kube-sim-admin",
         Some(t) if t == st.viewer_token => "kube-sim-viewer",
+        // A pod's service-account token: RBAC is not enforced, so it may do what admin may.
+        Some(t) if st.runner.tokens.user(t).is_some() => "kube-sim-pod",
         _ => return error_response(&ApiError::unauthorized()),
     };
     let query = Query::parse(uri.query());
@@ -329,6 +333,13 @@ async fn dispatch(
             }
             Ok(json_response(200, &obj))
         }
+        (Method::GET, Some(name), Some("log")) => crate::runner::logs::respond(
+            &st.runner.logs,
+            &st.store,
+            ns.unwrap_or("default"),
+            name,
+            &query.0,
+        ),
         (Method::GET, Some(name), Some("scale")) => {
             let obj = st.store.get(&rt, ns, name)?;
             Ok(json_response(200, &scale_of(&obj)))

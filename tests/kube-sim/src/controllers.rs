@@ -801,6 +801,15 @@ fn spread_ok(
 /// Bound pods on Ready nodes run; pods on NotReady nodes lose readiness; pods bound to
 /// nodes that no longer exist are deleted (pod garbage collection).
 pub fn reconcile_kubelet(store: &Store) {
+    reconcile_kubelet_except(store, &|_| false);
+}
+
+/// Decides which pods the process runner owns: the simulated kubelet leaves their status
+/// alone (it still removes them when their node goes).
+pub type Claimed = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+
+/// The simulated kubelet for every pod that `claimed` does not select.
+pub fn reconcile_kubelet_except(store: &Store, claimed: &dyn Fn(&Value) -> bool) {
     let t = types(store);
     let (pods, _) = store.list(&t.pods, None);
     let (nodes, _) = store.list(&t.nodes, None);
@@ -815,7 +824,7 @@ pub fn reconcile_kubelet(store: &Store) {
             let _ = store.delete(&t.pods, Some(ns), name, &DeleteOptions::default());
             continue;
         };
-        if is_deleting(pod) || is_terminal(pod) {
+        if is_deleting(pod) || is_terminal(pod) || claimed(pod) {
             continue;
         }
         let ready = node_is_ready(node);
@@ -932,6 +941,7 @@ pub fn start(
     store: &Arc<Store>,
     set: &ControllerSet,
     shutdown: &tokio::sync::watch::Receiver<bool>,
+    runner_claims: Claimed,
 ) {
     let tick = Duration::from_secs(1);
     if set.deployments {
@@ -962,13 +972,9 @@ pub fn start(
         );
     }
     if set.kubelet {
-        spawn_loop(
-            store.clone(),
-            "kubelet",
-            tick,
-            shutdown.clone(),
-            reconcile_kubelet,
-        );
+        spawn_loop(store.clone(), "kubelet", tick, shutdown.clone(), move |s| {
+            reconcile_kubelet_except(s, &*runner_claims)
+        });
     }
     if set.garbage_collector {
         spawn_loop(store.clone(), "gc", tick, shutdown.clone(), reconcile_gc);

@@ -32,6 +32,11 @@ struct Args {
     /// scheduler, kubelet, gc, disruption.
     #[arg(long, value_delimiter = ',')]
     disable: Vec<String>,
+    /// Run containers of this image as local processes: NAME=PATH, where NAME is the image
+    /// name without tag (or a prefix of it) and PATH a binary, or an unpacked OCI image (a
+    /// runtime bundle as `umoci unpack` writes it, or a root filesystem). Repeatable.
+    #[arg(long = "image", value_name = "NAME=PATH", value_parser = kube_sim::runner::image::parse_image_arg)]
+    images: Vec<(String, kube_sim::ImageSource)>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -80,6 +85,7 @@ async fn main() -> anyhow::Result<()> {
         boot_delay: args.boot_delay,
         node_grace: args.node_grace,
         controllers,
+        images: args.images,
         ..Default::default()
     };
     let server = kube_sim::server::serve(opts).await?;

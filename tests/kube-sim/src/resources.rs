@@ -130,7 +130,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "pod",
             true,
             &["po"],
-            &["status", "eviction", "binding"],
+            &["status", "eviction", "binding", "log"],
         ),
         B("", "nodes", "Node", "node", false, &["no"], &["status"]),
         B(

@@ -14,6 +14,8 @@ use hyper_util::service::TowerToHyperService;
 use crate::api::{handle, AppState};
 use crate::aws::BridgeOptions;
 use crate::controllers::{self, ControllerSet};
+use crate::fargate;
+use crate::runner::{self, ImageSource, Runner, RunnerConfig};
 use crate::store::Store;
 use crate::{kubeconfig, tls};
 
@@ -35,6 +37,11 @@ pub struct Options {
     /// Events kept per collection for watch resume; older resumes get 410 Gone.
     pub watch_history: usize,
     pub bookmark_interval: Duration,
+    /// Images whose containers run as local processes (the process runner): image name
+    /// without tag, or a prefix of it, and where the program comes from.
+    pub images: Vec<(String, ImageSource)>,
+    /// How often the Fargate profiles are re-read from the emulator.
+    pub fargate_poll: Duration,
 }
 
 impl Default for Options {
@@ -54,6 +61,8 @@ impl Default for Options {
             controllers: ControllerSet::default(),
             watch_history: 50_000,
             bookmark_interval: Duration::from_secs(5),
+            images: Vec::new(),
+            fargate_poll: Duration::from_secs(2),
         }
     }
 }
@@ -66,6 +75,10 @@ pub struct Server {
     pub viewer_token: String,
     pub kubeconfig_path: PathBuf,
     pub store: Arc<Store>,
+    /// The process runner, when images are configured.
+    pub runner: Option<Arc<Runner>>,
+    /// The cluster's Fargate profiles, when an AWS endpoint is configured.
+    pub fargate: Option<Arc<fargate::Profiles>>,
     shutdown: tokio::sync::watch::Sender<bool>,
     owns_kubeconfig: bool,
 }
@@ -115,6 +128,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
 
     let store = Store::new(opts.watch_history);
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let runner_shared = Arc::new(runner::Shared::default());
     let state = Arc::new(AppState {
         store: store.clone(),
         token: token.clone(),
@@ -122,6 +136,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         bookmark_interval: opts.bookmark_interval,
         shutdown: shutdown_rx.clone(),
         server_address: addr.to_string(),
+        runner: runner_shared.clone(),
     });
     let app = axum::Router::new()
         .fallback(
@@ -170,7 +185,51 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         }
     });
 
-    controllers::start(&store, &opts.controllers, &shutdown_rx);
+    let runner = (!opts.images.is_empty() && opts.controllers.kubelet).then(|| {
+        Runner::new(
+            RunnerConfig {
+                images: opts.images.clone(),
+                api_addr: addr,
+                ca_pem: material.ca_pem.clone(),
+                aws_endpoint: opts.aws_endpoint.clone(),
+                aws_region: opts.aws_region.clone(),
+            },
+            store.clone(),
+            runner_shared,
+        )
+    });
+    let claims: controllers::Claimed = match &runner {
+        Some(r) => {
+            let r = r.clone();
+            Arc::new(move |pod: &serde_json::Value| r.config().claims(pod))
+        }
+        None => Arc::new(|_: &serde_json::Value| false),
+    };
+    controllers::start(&store, &opts.controllers, &shutdown_rx, claims);
+    if let Some(r) = &runner {
+        runner::spawn(r.clone(), shutdown_rx.clone());
+    }
+    let fargate_profiles = opts.aws_endpoint.as_ref().map(|endpoint| {
+        let profiles = Arc::new(fargate::Profiles::default());
+        let p = profiles.clone();
+        store.add_mutator(Arc::new(
+            move |rt: &crate::resources::ResourceType, obj: &mut serde_json::Value| {
+                fargate::admit(&p, rt, obj)
+            },
+        ));
+        fargate::spawn(
+            store.clone(),
+            profiles.clone(),
+            fargate::FargateOptions {
+                endpoint: endpoint.clone(),
+                cluster: opts.cluster_name.clone(),
+                region: opts.aws_region.clone(),
+                poll: opts.fargate_poll,
+            },
+            shutdown_rx.clone(),
+        );
+        profiles
+    });
     if let Some(endpoint) = &opts.aws_endpoint {
         crate::aws::spawn(
             store.clone(),
@@ -192,6 +251,8 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         viewer_token,
         kubeconfig_path,
         store,
+        runner,
+        fargate: fargate_profiles,
         shutdown,
         owns_kubeconfig: owns,
     })
@@ -202,9 +263,14 @@ impl Server {
         format!("https://{}", self.addr)
     }
 
-    /// Stops accepting, ends watches and connections, and stops the controllers.
+    /// Stops accepting, ends watches and connections, and stops the controllers. Processes
+    /// of the runner get SIGTERM, then SIGKILL after their grace period (at most 30 s): this
+    /// blocks until they are gone.
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);
+        if let Some(r) = &self.runner {
+            r.stop_all(Duration::from_secs(30));
+        }
     }
 }
 
@@ -270,6 +336,16 @@ impl KubeSim {
 
     pub fn ca_pem(&self) -> &str {
         &self.server().ca_pem
+    }
+
+    /// The process runner, when images are configured (sim-only hook for tests).
+    pub fn runner(&self) -> Option<&Arc<Runner>> {
+        self.server().runner.as_ref()
+    }
+
+    /// The Fargate profiles kube-sim has read, when an AWS endpoint is configured.
+    pub fn fargate_profiles(&self) -> Option<&Arc<fargate::Profiles>> {
+        self.server().fargate.as_ref()
     }
 
     /// Direct access to the object store, for tests that need sim-only hooks.

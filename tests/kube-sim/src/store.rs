@@ -75,7 +75,13 @@ pub struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<Event>>,
     history: usize,
+    mutators: Mutex<Vec<Mutator>>,
 }
+
+/// A mutating admission step run on every create after the built-in defaults (kube-sim's
+/// stand-in for webhooks such as EKS's Fargate one). It runs under the store lock, so it
+/// must not call the store.
+pub type Mutator = Arc<dyn Fn(&ResourceType, &mut Value) + Send + Sync>;
 
 /// Where a watch starts: the events to replay, a receiver for what follows, and the
 /// resourceVersion at subscription.
@@ -155,6 +161,7 @@ impl Store {
             }),
             events,
             history: history.max(16),
+            mutators: Mutex::new(Vec::new()),
         });
         let ns = store
             .find_type("", "v1", "namespaces")
@@ -169,6 +176,14 @@ impl Store {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a mutating admission step for objects created from now on.
+    pub fn add_mutator(&self, m: Mutator) {
+        self.mutators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(m);
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
@@ -324,6 +339,14 @@ impl Store {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
         }
         admission::default_on_create(rt, &mut obj);
+        for m in self
+            .mutators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            m(rt, &mut obj);
+        }
         let crd_types = if rt.key() == "apiextensions.k8s.io/customresourcedefinitions" {
             let types = types_from_crd(&obj).map_err(|m| {
                 ApiError::invalid(&rt.kind, &rt.group, &name, vec![("spec".into(), m)])
