@@ -23,3 +23,8 @@ output "critical_selector" {
     toleration    = { key = "joiner.dev/critical", operator = "Equal", value = "true", effect = "NoSchedule" }
   } : null
 }
+
+output "admitted_instance_types" {
+  description = "Per pool, what its requirements admit (count, sample, cheapest and dearest Spot and on-demand $/h), computed at plan time: what a reviewer compares before and after a change."
+  value       = { for k, p in joiner_node_pool.this : k => p.admitted_instance_types }
+}

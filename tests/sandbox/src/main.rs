@@ -77,6 +77,12 @@ pub struct Args {
 
 fn main() {
     let mut args = Args::parse();
+    // Terraform links to the provider from another directory: paths must be absolute.
+    for p in [&mut args.provider, &mut args.agent, &mut args.kube_sim] {
+        if let Ok(abs) = std::fs::canonicalize(&*p) {
+            *p = abs;
+        }
+    }
     if std::env::var("KEEP").is_ok_and(|v| !v.is_empty() && v != "0") {
         args.keep = true;
     }

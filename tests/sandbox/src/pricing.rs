@@ -30,7 +30,10 @@ pub fn node_price(catalog: &Catalog, n: &NodeView) -> f64 {
 }
 
 pub fn cluster_price(catalog: &Catalog, s: &Snapshot) -> f64 {
-    s.ec2_nodes().map(|n| node_price(catalog, n)).sum()
+    // fold from +0.0: an empty f64 sum is -0.0, printed as "$-0.000".
+    s.ec2_nodes()
+        .map(|n| node_price(catalog, n))
+        .fold(0.0, |a, b| a + b)
 }
 
 /// The fractional lower bound for the running workload pods, by the NodePool they run on.
