@@ -355,7 +355,11 @@ fn generated_worlds_are_not_trivial_and_the_checker_bites() {
         let w = world().new_tree(&mut runner).unwrap().current();
         let input = input(&w);
         let mut plan = schedule(catalog(), &input);
-        spot += plan.new_claims.iter().filter(|c| c.nodepool == "spot").count();
+        spot += plan
+            .new_claims
+            .iter()
+            .filter(|c| c.nodepool == "spot")
+            .count();
         od += plan
             .new_claims
             .iter()
@@ -381,5 +385,8 @@ fn generated_worlds_are_not_trivial_and_the_checker_bites() {
     assert!(spot > 10 && od > 5, "spot {spot}, on-demand {od}");
     assert!(placed > 0, "no pod on existing nodes");
     assert!(relaxed > 0, "no preference was ever relaxed");
-    assert!(broken_caught > 10, "checker caught {broken_caught} broken plans");
+    assert!(
+        broken_caught > 10,
+        "checker caught {broken_caught} broken plans"
+    );
 }

@@ -643,6 +643,8 @@ fn preferences_are_relaxed_when_they_cannot_be_met() {
             .map(|t| t.instance_type.clone())
             .collect()
     };
+    // Preferences have a price: m5.xlarge costs twice m5.large, beyond the default 10 %
+    // budget, so the pod gets every type and the plan says what was relaxed...
     let plan = schedule(
         catalog(),
         &Input {
@@ -651,6 +653,18 @@ fn preferences_are_relaxed_when_they_cannot_be_met() {
             ..Default::default()
         },
     );
+    assert_eq!(names(&plan), ["m5.large", "m5.xlarge"]);
+    assert_eq!(plan.preferences.relaxed.len(), 1);
+    assert!(plan.preferences.cost_honoured > plan.preferences.cost_chosen * 1.5);
+    // ... and with a budget that covers it, the heavier preference holds and the
+    // impossible one is dropped.
+    let generous = |pods: Vec<Pod>| Input {
+        pods,
+        node_pools: vec![pool()],
+        preference_budget: joiner_agent::scheduler::PreferenceBudget(10.0),
+        ..Default::default()
+    };
+    let plan = schedule(catalog(), &generous(vec![p.clone()]));
     assert_eq!(
         names(&plan),
         ["m5.xlarge"],
@@ -661,14 +675,7 @@ fn preferences_are_relaxed_when_they_cannot_be_met() {
         when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
         ..spread("example.com/rack", "pref")
     });
-    let plan = schedule(
-        catalog(),
-        &Input {
-            pods: vec![p],
-            node_pools: vec![pool()],
-            ..Default::default()
-        },
-    );
+    let plan = schedule(catalog(), &generous(vec![p]));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(
         names(&plan),

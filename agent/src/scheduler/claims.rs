@@ -495,7 +495,12 @@ impl Scheduler<'_> {
 
     /// The option using the least of the pool's remaining limit (the largest fraction
     /// over its limited resources), then the cheapest, then the lowest index.
-    fn smallest_for_limits(&self, p: usize, opts: &[TargetOption<'_>], others: &Resources) -> usize {
+    fn smallest_for_limits(
+        &self,
+        p: usize,
+        opts: &[TargetOption<'_>],
+        others: &Resources,
+    ) -> usize {
         let pool = &self.pools[p];
         let share = |t: usize| -> f64 {
             let cap = &self.catalog.types[t].capacity;
@@ -503,10 +508,9 @@ impl Scheduler<'_> {
                 .limits
                 .iter()
                 .map(|(k, lim)| {
-                    let left = (*lim
-                        - resource_value(&pool.input.usage, k)
-                        - resource_value(others, k))
-                    .max(1);
+                    let left =
+                        (*lim - resource_value(&pool.input.usage, k) - resource_value(others, k))
+                            .max(1);
                     resource_value(cap, k) as f64 / left as f64
                 })
                 .fold(0.0, f64::max)

@@ -123,7 +123,10 @@ fn weighted_terms(
         }
         out.push((
             t.weight,
-            affinity_term(&t.pod_affinity_term, &format!("{path}[{i}].podAffinityTerm"))?,
+            affinity_term(
+                &t.pod_affinity_term,
+                &format!("{path}[{i}].podAffinityTerm"),
+            )?,
         ));
     }
     Ok(out)

@@ -197,20 +197,37 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|p| pod::compile(p, &pools, &mut terms, &mut topo))
             .collect();
+        // Without preferences, groups only preferences use need no counting: pods in them
+        // must not pin claims to a domain (the plan must equal the same pods without
+        // preferences).
+        let mut used_group = vec![mode != Mode::Hard; topo.groups.len()];
+        for (g, grp) in topo.groups.iter().enumerate() {
+            used_group[g] |= grp.has_owners;
+        }
+        for info in &infos {
+            let hard = info.spreads.iter().filter(|s| s.hard).map(|s| s.group);
+            let aff = info.affinity.iter().map(|a| a.0);
+            for g in hard.chain(aff).chain(info.anti.iter().copied()) {
+                used_group[g as usize] = true;
+            }
+        }
+        let soft_on = mode != Mode::Hard;
         for (i, p) in input.pods.iter().enumerate() {
             let info = &mut infos[i];
             info.member_of = (0..topo.groups.len() as u32)
+                .filter(|g| used_group[*g as usize])
                 .filter(|g| topo.groups[*g as usize].matches(&p.namespace, &p.labels))
                 .collect();
             // Topology keys the pod constrains or is counted under, in a stable order.
             let groups = info
                 .spreads
                 .iter()
+                .filter(|s| s.hard || soft_on)
                 .map(|s| s.group)
                 .chain(info.affinity.iter().map(|a| a.0))
                 .chain(info.anti.iter().copied())
-                .chain(info.soft_affinity.iter().map(|a| a.0))
-                .chain(info.soft_anti.iter().map(|a| a.0))
+                .chain(info.soft_affinity.iter().filter(|_| soft_on).map(|a| a.0))
+                .chain(info.soft_anti.iter().filter(|_| soft_on).map(|a| a.0))
                 .chain(info.member_of.iter().copied());
             let mut keys: Vec<String> = Vec::new();
             for g in groups {
@@ -439,7 +456,14 @@ impl<'a> Scheduler<'a> {
             Mode::Full => {
                 let levels = n_pref + usize::from(has_soft);
                 (0..=levels)
-                    .map(|l| (n_pref.saturating_sub(l), has_soft && l < levels, false, true))
+                    .map(|l| {
+                        (
+                            n_pref.saturating_sub(l),
+                            has_soft && l < levels,
+                            false,
+                            true,
+                        )
+                    })
                     .collect()
             }
             Mode::Hard => vec![(0, false, false, true)],

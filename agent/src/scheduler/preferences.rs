@@ -69,7 +69,11 @@ pub(crate) fn schedule_priced(catalog: &Catalog, input: &Input) -> Plan {
             cost_spread,
         )
     } else {
-        (std::mem::take(&mut hard), PreferenceMode::Ignored, cost_hard)
+        (
+            std::mem::take(&mut hard),
+            PreferenceMode::Ignored,
+            cost_hard,
+        )
     };
     report.mode = mode;
     report.cost_chosen = cost;
@@ -96,9 +100,7 @@ fn relaxed(input: &Input, mode: PreferenceMode) -> Vec<(usize, Vec<String>)> {
             }
         }
         for (k, (w, _)) in p.preferred_node_affinity.iter().enumerate() {
-            list.push(format!(
-                "preferred node affinity [{k}] (weight {w}): {how}"
-            ));
+            list.push(format!("preferred node affinity [{k}] (weight {w}): {how}"));
         }
         for (k, (w, t)) in p.preferred_pod_affinity.iter().enumerate() {
             list.push(format!(

@@ -317,7 +317,10 @@ pub fn check(catalog: &Catalog, input: &Input, plan: &Plan) -> Result<(), String
                 continue;
             }
             if r.finite_values().is_some() && !fixed.contains_key(k) {
-                let is_type_label = catalog.types.first().is_some_and(|t| t.labels.contains_key(k));
+                let is_type_label = catalog
+                    .types
+                    .first()
+                    .is_some_and(|t| t.labels.contains_key(k));
                 if !is_type_label {
                     return Err(format!(
                         "claim {ci}: pool-defined label {k} is not pinned to one value"
@@ -326,7 +329,9 @@ pub fn check(catalog: &Catalog, input: &Input, plan: &Plan) -> Result<(), String
             }
             if let Some(v) = fixed.get(k) {
                 if !r.matches(Some(v)) {
-                    return Err(format!("claim {ci}: {k}={v} outside its pool's requirement"));
+                    return Err(format!(
+                        "claim {ci}: {k}={v} outside its pool's requirement"
+                    ));
                 }
             }
         }
@@ -581,9 +586,10 @@ fn universe(
                 // Only the spread's key decides here; other keys were matched by the pool.
                 let ok = pod.node_selector.get(key).is_none_or(|w| w == &v)
                     && (pod.required_node_affinity.is_empty()
-                        || pod.required_node_affinity.iter().any(|t| {
-                            t.get(key).is_none_or(|r| r.matches(Some(&v)))
-                        }));
+                        || pod
+                            .required_node_affinity
+                            .iter()
+                            .any(|t| t.get(key).is_none_or(|r| r.matches(Some(&v)))));
                 if !ok {
                     continue;
                 }
@@ -676,8 +682,7 @@ fn check_spreads(catalog: &Catalog, input: &Input, members: &[Member]) -> Result
             }
             let honor_affinity = c.node_affinity_policy != Some(NodeInclusionPolicy::Ignore);
             let honor_taints = c.node_taints_policy == Some(NodeInclusionPolicy::Honor);
-            let Some(universe) =
-                universe(catalog, input, pod, key, honor_affinity, honor_taints)
+            let Some(universe) = universe(catalog, input, pod, key, honor_affinity, honor_taints)
             else {
                 continue;
             };

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use joiner_test_support::{free_port, tools_dir};
 
-use crate::process::Component;
+use crate::process::{Component, Reaper};
 
 /// The annotation KWOK selects the Nodes it manages by (its own default selector value).
 pub const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
@@ -119,6 +119,7 @@ pub struct ControlPlane {
     ca_pem: String,
     kubeconfig: PathBuf,
     binaries: Binaries,
+    _reaper: Reaper,
     dir: tempfile::TempDir,
 }
 
@@ -168,6 +169,7 @@ impl ControlPlane {
             kubeconfig_yaml(&url, &pki.ca_cert.display().to_string(), &token),
         )?;
 
+        let reaper = Reaper::spawn(dir.path())?;
         let mut cp = ControlPlane {
             components: Vec::new(),
             url,
@@ -175,6 +177,7 @@ impl ControlPlane {
             ca_pem: std::fs::read_to_string(&pki.ca_cert)?,
             kubeconfig: kubeconfig.clone(),
             binaries: binaries.clone(),
+            _reaper: reaper,
             dir,
         };
         let d = cp.dir.path().to_path_buf();

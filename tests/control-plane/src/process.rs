@@ -9,7 +9,8 @@ use anyhow::Context;
 
 /// The watchdog: runs the component with its stdin on /dev/null, records its pid, and
 /// terminates it as soon as its own stdin (our pipe) reaches end of file, which happens when
-/// we drop the pipe or when this process dies for any reason. It exits with the component's
+/// we drop the pipe or when this process dies for any reason; SIGKILL follows 5 s later
+/// (kube-apiserver can hang in shutdown once etcd, stopped at the same moment, is gone). It exits with the component's
 /// status, so waiting on the shell is waiting on the component.
 const WATCHDOG: &str = r#"
 pidfile=$1; shift
@@ -17,7 +18,7 @@ exec 3<&0
 "$@" </dev/null 3<&- &
 pid=$!
 echo "$pid" >"$pidfile"
-( read -r _ <&3; kill -TERM "$pid" 2>/dev/null ) &
+( read -r _ <&3; kill -TERM "$pid" 2>/dev/null; sleep 5; kill -KILL "$pid" 2>/dev/null ) &
 wait "$pid"
 "#;
 
@@ -92,5 +93,34 @@ impl Component {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Removes `dir` once our end of its pipe closes, however this process ends: the shared
+/// control plane lives in a static that is never dropped, and its etcd data (a 64 MiB
+/// preallocated WAL in /dev/shm) must not outlive the test process.
+pub(crate) struct Reaper {
+    _child: Child,
+    _pipe: Option<ChildStdin>,
+}
+
+impl Reaper {
+    pub(crate) fn spawn(dir: &Path) -> anyhow::Result<Reaper> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            // Give the watchdogs a moment to end the components first.
+            .arg(r#"read -r _; sleep 2; rm -rf "$1""#)
+            .arg("sh")
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start the directory reaper")?;
+        let pipe = child.stdin.take();
+        Ok(Reaper {
+            _child: child,
+            _pipe: pipe,
+        })
     }
 }

@@ -6,6 +6,13 @@
 //! DNS name, carries `aws:///<zone>/<instance-id>` as providerID, capacity from
 //! DescribeInstanceTypes, the well-known labels, and the labels and taints asked for in the
 //! instance's tags or user data (see docs/kube-sim.md for the format).
+//!
+//! The bridge writes Nodes through a [`NodeSink`]: kube-sim's store in-process, or any API
+//! server through kube-rs. On a real control plane the Node carries KWOK's annotation, and
+//! KWOK plays its kubelet (conditions, heartbeats, pod status); when the instance goes
+//! away the bridge takes the annotation off, which is what a dead kubelet looks like to the
+//! node-lifecycle controller, and deletes the Node after the grace period, as the cloud
+//! controller manager does for a terminated instance.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,10 +20,139 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use aws_sdk_ec2::types::{InstanceAttributeName, InstanceStateName, InstanceType};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
 use crate::controllers::node_is_ready;
 use crate::store::{DeleteOptions, Store, Write};
+
+/// KWOK's default selector: the Nodes it plays the kubelet for.
+pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+/// Where the bridge registers Nodes.
+#[derive(Clone)]
+pub enum NodeSink {
+    /// kube-sim's own store: the bridge plays the kubelet itself (Ready after boot,
+    /// NotReady with the unreachable taints when the instance stops).
+    Store(Arc<Store>),
+    /// Any API server. With `kwok`, Nodes are annotated for KWOK and their status is left
+    /// to it; without, the bridge writes the Ready condition through the status subresource.
+    Api { client: kube::Client, kwok: bool },
+}
+
+impl NodeSink {
+    /// Creates the Node; `Ok(false)` when it already exists.
+    async fn create(&self, mut node: Value) -> anyhow::Result<bool> {
+        let name = node["metadata"]["name"].as_str().unwrap_or("").to_string();
+        match self {
+            NodeSink::Store(store) => {
+                let nodes_t = store.find_type("", "v1", "nodes").expect("nodes");
+                match store.create(&nodes_t, None, node) {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.code == 409 => Ok(false),
+                    Err(e) => anyhow::bail!("create node {name}: {}", e.message),
+                }
+            }
+            NodeSink::Api { client, kwok } => {
+                if *kwok {
+                    node["metadata"]["annotations"][KWOK_NODE_ANNOTATION] = json!("fake");
+                }
+                let api = Self::nodes(client);
+                let obj: Node = serde_json::from_value(node).context("node object")?;
+                match api.create(&PostParams::default(), &obj).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                    Err(e) => Err(e).with_context(|| format!("create Node {name}")),
+                }
+            }
+        }
+    }
+
+    /// Marks a registered Node Ready (booted) or not (instance stopped or terminated).
+    async fn set_ready(&self, name: &str, ready: bool) -> anyhow::Result<()> {
+        match self {
+            NodeSink::Store(store) => {
+                let nodes_t = store.find_type("", "v1", "nodes").expect("nodes");
+                let _ = store.modify(&nodes_t, None, name, Write::Internal, |cur| {
+                    let mut n = cur.clone();
+                    if node_is_ready(cur) != ready {
+                        mark_ready(&mut n, ready);
+                    }
+                    Ok(n)
+                });
+                Ok(())
+            }
+            // KWOK reports Ready; a stopped instance is a kubelet that stopped posting:
+            // take KWOK's annotation off and let the node-lifecycle controller notice.
+            NodeSink::Api { client, kwok: true } => {
+                if !ready {
+                    let patch = json!({"metadata": {"annotations": {KWOK_NODE_ANNOTATION: null}}});
+                    Self::nodes(client)
+                        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .with_context(|| format!("patch Node {name}"))?;
+                }
+                Ok(())
+            }
+            NodeSink::Api {
+                client,
+                kwok: false,
+            } => {
+                let api = Self::nodes(client);
+                let cur = api
+                    .get(name)
+                    .await
+                    .with_context(|| format!("get Node {name}"))?;
+                let cur = serde_json::to_value(&cur)?;
+                if node_is_ready(&cur) == ready {
+                    return Ok(());
+                }
+                let mut n = cur;
+                mark_ready(&mut n, ready);
+                let patch = json!({"status": {"conditions": n["status"]["conditions"]}});
+                api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .with_context(|| format!("patch Node {name} status"))?;
+                if !ready {
+                    let taints = json!({"spec": {"taints": n["spec"]["taints"]}});
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&taints))
+                        .await
+                        .with_context(|| format!("patch Node {name} taints"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Deletes the Node; a Node already gone is not an error.
+    async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        match self {
+            NodeSink::Store(store) => {
+                let nodes_t = store.find_type("", "v1", "nodes").expect("nodes");
+                match store.delete(&nodes_t, None, name, &DeleteOptions::default()) {
+                    Ok(_) => Ok(()),
+                    Err(e) if e.code == 404 => Ok(()),
+                    Err(e) => anyhow::bail!("delete node {name}: {}", e.message),
+                }
+            }
+            NodeSink::Api { client, .. } => {
+                match Self::nodes(client)
+                    .delete(name, &kube::api::DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                    Err(e) => Err(e).with_context(|| format!("delete Node {name}")),
+                }
+            }
+        }
+    }
+
+    fn nodes(client: &kube::Client) -> kube::Api<Node> {
+        kube::Api::all(client.clone())
+    }
+}
 
 /// Tag naming the instance's cluster (value `owned` or `shared`), as EKS uses it.
 pub fn cluster_tag_key(cluster: &str) -> String {
@@ -162,9 +298,15 @@ pub async fn ec2_client(endpoint: &str, region: &str) -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::new(&conf)
 }
 
-/// Runs the bridge until shutdown. Errors reaching the emulator are logged and retried.
-pub fn spawn(
-    store: Arc<Store>,
+/// Runs the bridge on kube-sim's store until shutdown.
+pub fn spawn(store: Arc<Store>, opts: BridgeOptions, shutdown: tokio::sync::watch::Receiver<bool>) {
+    spawn_on(NodeSink::Store(store), opts, shutdown)
+}
+
+/// Runs the bridge against `sink` until shutdown. Errors reaching the emulator or the API
+/// server are logged and retried at the next poll.
+pub fn spawn_on(
+    sink: NodeSink,
     opts: BridgeOptions,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -178,7 +320,7 @@ pub fn spawn(
                 _ = shutdown.changed() => return,
                 _ = interval.tick() => {}
             }
-            if let Err(e) = poll_once(&store, &client, &opts, &mut tracked, &mut types).await {
+            if let Err(e) = poll_once(&sink, &client, &opts, &mut tracked, &mut types).await {
                 tracing::warn!("kubelet bridge: {e:#}");
             }
         }
@@ -186,13 +328,12 @@ pub fn spawn(
 }
 
 async fn poll_once(
-    store: &Store,
+    sink: &NodeSink,
     client: &aws_sdk_ec2::Client,
     opts: &BridgeOptions,
     tracked: &mut HashMap<String, Tracked>,
     types: &mut HashMap<String, TypeInfo>,
 ) -> anyhow::Result<()> {
-    let nodes_t = store.find_type("", "v1", "nodes").expect("nodes");
     let cluster_tag = cluster_tag_key(&opts.cluster);
     let mut token = None;
     let mut instances = Vec::new();
@@ -239,13 +380,9 @@ async fn poll_once(
             InstanceStateName::Running => {
                 if let Some(node_name) = &entry.node {
                     // Registered: finish booting (NotReady -> Ready), or recover after a restart.
-                    let _ = store.modify(&nodes_t, None, node_name, Write::Internal, |cur| {
-                        let mut n = cur.clone();
-                        if !node_is_ready(cur) {
-                            mark_ready(&mut n, true);
-                        }
-                        Ok(n)
-                    });
+                    if let Err(e) = sink.set_ready(node_name, true).await {
+                        tracing::warn!("kubelet bridge: {e:#}");
+                    }
                     entry.down_since = None;
                 } else if entry.first_seen.elapsed() >= opts.boot_delay {
                     let itype = inst
@@ -286,10 +423,8 @@ async fn poll_once(
                     }
                     let node = node_object(&inst, &id, &itype, &info, &opts.region, labels, taints);
                     let name = node["metadata"]["name"].as_str().unwrap_or(&id).to_string();
-                    match store.create(&nodes_t, None, node) {
-                        Ok(_) => tracing::info!(instance = %id, node = %name, "node registered"),
-                        Err(e) if e.code == 409 => {}
-                        Err(e) => anyhow::bail!("create node {name}: {}", e.message),
+                    if sink.create(node).await? {
+                        tracing::info!(instance = %id, node = %name, "node registered");
                     }
                     entry.node = Some(name);
                 }
@@ -301,19 +436,14 @@ async fn poll_once(
                 };
                 let since = *entry.down_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= opts.node_grace {
-                    match store.delete(&nodes_t, None, &node_name, &DeleteOptions::default()) {
-                        Ok(_) => tracing::info!(instance = %id, node = %node_name, "node deleted"),
-                        Err(e) if e.code == 404 => {}
-                        Err(e) => tracing::warn!("delete node {node_name}: {}", e.message),
+                    match sink.delete(&node_name).await {
+                        Ok(()) => tracing::info!(instance = %id, node = %node_name, "node deleted"),
+                        Err(e) => tracing::warn!("kubelet bridge: {e:#}"),
                     }
                     entry.node = None;
                     entry.first_seen = Instant::now() + Duration::from_secs(365 * 86400);
-                } else {
-                    let _ = store.modify(&nodes_t, None, &node_name, Write::Internal, |cur| {
-                        let mut n = cur.clone();
-                        mark_ready(&mut n, false);
-                        Ok(n)
-                    });
+                } else if let Err(e) = sink.set_ready(&node_name, false).await {
+                    tracing::warn!("kubelet bridge: {e:#}");
                 }
             }
         }

@@ -1,14 +1,24 @@
-//! The cluster an end-to-end test runs against: a kube-sim by default, and also a real
-//! cluster when `KUBECONFIG` is set. Tests take a [`TargetCluster`] so that the same
-//! assertions run on both; sim-only hooks (the AWS bridge, fake nodes) are behind
-//! [`TargetCluster::sim`].
+//! The cluster an end-to-end test runs against: a kube-sim always; the real control plane
+//! (etcd + kube-apiserver + controller-manager + scheduler + KWOK, `joiner-control-plane`)
+//! when its binaries are installed and `JOINER_REAL_CLUSTER` is not `0`; or, instead of
+//! that, the cluster `KUBECONFIG` names. Tests take a [`TargetCluster`] so that the same
+//! assertions run on each; sim-only hooks (the store, fake nodes) are behind
+//! [`TargetCluster::sim`], and the EC2 → Node bridge runs on any of them
+//! ([`TargetCluster::bridge`]).
 
 use std::path::{Path, PathBuf};
 
+use joiner_control_plane::ControlPlane;
+
+use crate::aws::{BridgeOptions, NodeSink};
 use crate::server::{client_for, KubeSim, Options};
 
 pub enum TargetCluster {
     Sim(Box<KubeSim>),
+    /// The control plane this test process started (shared by its tests, each in its own
+    /// namespace).
+    ControlPlane(&'static ControlPlane),
+    /// The cluster `KUBECONFIG` names.
     Real(PathBuf),
 }
 
@@ -23,16 +33,31 @@ impl TargetCluster {
         joiner_test_support::real_cluster_kubeconfig().map(TargetCluster::Real)
     }
 
-    /// Every target a test should run on: a kube-sim, plus the real cluster when set.
+    /// The real control plane of this test process, when it is installed and enabled
+    /// (`joiner_control_plane::enabled`). A control plane that fails to start is an error,
+    /// not a skip: the binaries are there, so something is wrong.
+    pub fn control_plane() -> anyhow::Result<Option<TargetCluster>> {
+        if !joiner_control_plane::enabled() {
+            return Ok(None);
+        }
+        Ok(Some(TargetCluster::ControlPlane(ControlPlane::shared()?)))
+    }
+
+    /// Every target a test should run on: a kube-sim, plus the cluster `KUBECONFIG` names,
+    /// or else the real control plane when installed.
     pub fn all(opts: Options) -> anyhow::Result<Vec<TargetCluster>> {
         let mut v = vec![Self::sim_with(opts)?];
-        v.extend(Self::real());
+        match Self::real() {
+            Some(r) => v.push(r),
+            None => v.extend(Self::control_plane()?),
+        }
         Ok(v)
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             TargetCluster::Sim(_) => "kube-sim",
+            TargetCluster::ControlPlane(_) => "real control plane",
             TargetCluster::Real(_) => "real cluster",
         }
     }
@@ -40,6 +65,7 @@ impl TargetCluster {
     pub fn kubeconfig_path(&self) -> &Path {
         match self {
             TargetCluster::Sim(s) => s.kubeconfig_path(),
+            TargetCluster::ControlPlane(c) => c.kubeconfig_path(),
             TargetCluster::Real(p) => p,
         }
     }
@@ -47,14 +73,45 @@ impl TargetCluster {
     pub fn sim(&self) -> Option<&KubeSim> {
         match self {
             TargetCluster::Sim(s) => Some(s),
-            TargetCluster::Real(_) => None,
+            _ => None,
         }
+    }
+
+    /// Whether a real kube-scheduler and kube-controller-manager run behind this target
+    /// (kube-sim runs its own simplified controllers; a foreign cluster, presumably, too).
+    pub fn is_real(&self) -> bool {
+        !matches!(self, TargetCluster::Sim(_))
     }
 
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         match self {
             TargetCluster::Sim(s) => s.client().await,
+            TargetCluster::ControlPlane(c) => client_for(c.kubeconfig_path(), None).await,
             TargetCluster::Real(p) => client_for(p, None).await,
         }
+    }
+
+    /// Starts the EC2 → Node bridge for this target until `shutdown` turns true: on
+    /// kube-sim it writes the store and plays the kubelet; on the real control plane it is
+    /// a kube-rs client and KWOK plays the kubelet; on a foreign cluster it writes Node
+    /// status itself.
+    pub async fn bridge(
+        &self,
+        opts: BridgeOptions,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<()> {
+        let sink = match self {
+            TargetCluster::Sim(s) => NodeSink::Store(s.store().clone()),
+            TargetCluster::ControlPlane(_) => NodeSink::Api {
+                client: self.client().await?,
+                kwok: true,
+            },
+            TargetCluster::Real(_) => NodeSink::Api {
+                client: self.client().await?,
+                kwok: false,
+            },
+        };
+        crate::aws::spawn_on(sink, opts, shutdown);
+        Ok(())
     }
 }
