@@ -1,0 +1,537 @@
+//! The disruption loop (leader only): every few seconds, reads the cluster into a
+//! [`World`], runs the pure [`decide`], and carries the decisions out:
+//! replacements are created and must initialise before anything is drained; then the
+//! chosen NodeClaims' termination is requested with the decision's reason (the termination
+//! path cordons and drains through the Eviction API). Every decision gets an Event on the
+//! Node and the NodeClaim naming the reason and the saving, and metrics by reason.
+//!
+//! NodeClaims without the drift hashes of [`super::drift`] are stamped with today's hashes
+//! on first sight (the provisioner stamps them at launch when it knows about them).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+use super::budgets::Reason;
+use super::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
+use super::drift::{self, DriftInput};
+use super::metrics::{labels as ml, DisruptionMetrics};
+use crate::api::NodeClaim;
+use crate::catalog::{CapacityType, Catalog};
+use crate::controllers::events::{self, Type};
+use crate::controllers::provisioning::{input, nodeclaims};
+use crate::controllers::termination::has_do_not_disrupt;
+use crate::controllers::{conditions, request_termination, Context, TerminationReason};
+use crate::interruption::controller::reschedulable;
+use crate::labels;
+use crate::scheduler;
+
+/// Time between passes.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(5);
+
+fn termination_reason(r: Reason) -> TerminationReason {
+    match r {
+        Reason::Empty => TerminationReason::Empty,
+        Reason::Underutilized => TerminationReason::Underutilized,
+        Reason::Drifted => TerminationReason::Drifted,
+        Reason::Expired => TerminationReason::Expired,
+    }
+}
+
+fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let ml_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let me_ok = sel.match_expressions.iter().flatten().all(|e| {
+        let have = labels.get(&e.key);
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => have.is_some_and(|v| values.contains(v)),
+            "NotIn" => have.is_none_or(|v| !values.contains(v)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            _ => false,
+        }
+    });
+    ml_ok && me_ok
+}
+
+/// Whether evicting `pod` now would break a PDB (one that allows no disruption and selects it).
+fn pdb_blocks(pdbs: &[Arc<PodDisruptionBudget>], pod: &Pod) -> bool {
+    let ns = pod.namespace().unwrap_or_default();
+    let labels = pod.labels();
+    pdbs.iter().any(|b| {
+        b.namespace().unwrap_or_default() == ns
+            && b.spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .is_some_and(|s| selector_matches(s, labels))
+            && b.status
+                .as_ref()
+                .is_some_and(|s| s.disruptions_allowed <= 0)
+    })
+}
+
+fn ts(t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<i64> {
+    t.as_ref().map(|t| t.0.as_second())
+}
+
+fn price_of(catalog: &Catalog, itype: &str, zone: &str, ct: Option<CapacityType>) -> f64 {
+    let Some(it) = catalog.get(itype) else {
+        return crate::catalog::prices::on_demand(itype).unwrap_or(0.0);
+    };
+    it.offerings
+        .iter()
+        .find(|o| o.zone == zone && Some(o.capacity_type) == ct)
+        .or_else(|| it.offerings.iter().find(|o| Some(o.capacity_type) == ct))
+        .map(|o| o.price)
+        .or_else(|| it.on_demand_price())
+        .unwrap_or(0.0)
+}
+
+pub struct Disruption {
+    ctx: Arc<Context>,
+    metrics: Arc<DisruptionMetrics>,
+    pub config: Config,
+    /// Per node: the pods seen last pass and when that set last changed.
+    pod_sets: Mutex<HashMap<String, (u64, i64)>>,
+    /// Claims a decision is acting on (waiting for replacements).
+    in_progress: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Disruption {
+    pub fn new(ctx: Arc<Context>, metrics: Arc<DisruptionMetrics>) -> Disruption {
+        Disruption {
+            ctx,
+            metrics,
+            config: Config::default(),
+            pod_sets: Mutex::new(HashMap::new()),
+            in_progress: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// Reads the cluster into a [`World`]; stamps unstamped claims.
+    pub async fn world(&self) -> (World, Catalog) {
+        let ctx = &self.ctx;
+        let now = jiff::Timestamp::now().as_second();
+        let round = input::build(ctx).await;
+        let mut sched = round.input;
+        let pending = sched.pods.len();
+        sched.pods.clear();
+        let catalog = round.catalog;
+        let pdbs: Vec<Arc<PodDisruptionBudget>> = ctx.state.pdbs.state();
+        let in_progress = self
+            .in_progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+
+        let mut pools = Vec::new();
+        for (name, p) in &round.pools {
+            match PoolPolicy::from_api(name, &p.spec) {
+                Ok(pp) => pools.push(pp),
+                Err(e) => {
+                    ctx.metrics.malformed("NodePool");
+                    tracing::warn!(nodepool = %name, error = %e, "NodePool disruption settings cannot be read; its nodes are left alone");
+                }
+            }
+        }
+        let mut nodes_by_name: HashMap<String, scheduler::Node> =
+            sched.nodes.drain(..).map(|n| (n.name.clone(), n)).collect();
+        let mut candidates = Vec::new();
+        let mut to_stamp = Vec::new();
+        let mut pod_sets = self.pod_sets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen_nodes = HashSet::new();
+        for claim in ctx.state.node_claims.list() {
+            let Some(node) = ctx.state.node_for_claim(&claim) else {
+                continue;
+            };
+            let node_name = node.name_any();
+            let Some(snode) = nodes_by_name.remove(&node_name) else {
+                continue;
+            };
+            let pool_name = claim
+                .labels()
+                .get(labels::JOINER_NODEPOOL)
+                .cloned()
+                .unwrap_or_default();
+            let Some(pool) = round.pools.get(&pool_name) else {
+                nodes_by_name.insert(node_name, snode);
+                continue;
+            };
+            let class = ctx
+                .state
+                .node_classes
+                .get(&pool.spec.template.spec.node_class_ref.name);
+            if let Some(c) = &class {
+                to_stamp.push((claim.clone(), pool.clone(), c.clone()));
+            }
+            seen_nodes.insert(node_name.clone());
+            let pods_k8s: Vec<Arc<Pod>> = ctx.state.pods_on(&node_name);
+            let movable: Vec<&Arc<Pod>> = pods_k8s.iter().filter(|p| reschedulable(p)).collect();
+            let pods: Vec<scheduler::Pod> = movable
+                .iter()
+                .filter_map(|p| scheduler::convert::pod(p).ok())
+                .collect();
+            let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
+            // When the set of pods last changed: a fingerprint of their uids.
+            let mut uids: Vec<String> = movable.iter().filter_map(|p| p.uid()).collect();
+            uids.sort();
+            let fp = uids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, u| {
+                u.bytes().fold(h ^ 0xff, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                })
+            });
+            let newest_pod = movable
+                .iter()
+                .filter_map(|p| ts(&p.metadata.creation_timestamp))
+                .max()
+                .unwrap_or(created);
+            let entry = pod_sets
+                .entry(node_name.clone())
+                .or_insert((fp, newest_pod.max(created)));
+            if entry.0 != fp {
+                *entry = (fp, now);
+            }
+            let last_pod_change = entry.1;
+            let status = claim.status.clone().unwrap_or_default();
+            let node_labels = node.labels().clone();
+            let label = |k: &str| {
+                claim
+                    .labels()
+                    .get(k)
+                    .or_else(|| node_labels.get(k))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let itype = label(labels::INSTANCE_TYPE);
+            let zone = label(labels::ZONE);
+            let ct = CapacityType::parse(&label(labels::CAPACITY_TYPE));
+            let mut full_labels = node_labels.clone();
+            if let Some(it) = catalog.get(&itype) {
+                for (k, v) in &it.labels {
+                    full_labels.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            let amis: Vec<String> = class
+                .as_ref()
+                .and_then(|c| c.status.as_ref())
+                .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
+                .unwrap_or_default();
+            let drift = drift::drift_reason(&DriftInput {
+                claim_annotations: claim.annotations(),
+                node_labels: &full_labels,
+                image_id: status.image_id.as_deref(),
+                pool: &pool.spec,
+                class: class.as_ref().map(|c| &c.spec),
+                resolved_amis: &amis,
+            });
+            let disrupting = claim.metadata.deletion_timestamp.is_some()
+                || node.metadata.deletion_timestamp.is_some()
+                || in_progress.contains(&claim.name_any())
+                || conditions::is_true(
+                    &status.conditions,
+                    crate::interruption::actions::DISRUPTED_CONDITION,
+                );
+            candidates.push(Candidate {
+                node: snode,
+                pods,
+                nodeclaim: claim.name_any(),
+                nodepool: pool_name,
+                price: price_of(&catalog, &itype, &zone, ct),
+                instance_type: itype,
+                zone,
+                capacity_type: ct,
+                created,
+                last_pod_change,
+                initialized: conditions::is_true(&status.conditions, conditions::INITIALIZED),
+                disrupting,
+                do_not_disrupt: has_do_not_disrupt(&node.metadata)
+                    || movable.iter().any(|p| has_do_not_disrupt(&p.metadata)),
+                pdb_blocked: movable.iter().any(|p| pdb_blocks(&pdbs, p)),
+                expire_after: claim
+                    .spec
+                    .expire_after
+                    .as_deref()
+                    .and_then(|e| crate::api::duration::parse_or_never(e).ok())
+                    .flatten(),
+                drift,
+            });
+        }
+        pod_sets.retain(|n, _| seen_nodes.contains(n));
+        drop(pod_sets);
+        for (claim, pool, class) in to_stamp {
+            self.stamp_if_missing(&claim, &pool, Some(&class)).await;
+        }
+        let world = World {
+            candidates,
+            other_nodes: nodes_by_name.into_values().collect(),
+            in_flight: std::mem::take(&mut sched.in_flight),
+            pools,
+            sched,
+            pending_pods: pending,
+            now,
+        };
+        (world, catalog)
+    }
+
+    async fn stamp_if_missing(
+        &self,
+        claim: &NodeClaim,
+        pool: &crate::api::NodePool,
+        class: Option<&crate::api::NodeClass>,
+    ) {
+        let ann = claim.annotations();
+        if ann.contains_key(drift::NODEPOOL_HASH) || claim.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let Some(class) = class else { return };
+        let stamp = drift::stamp(&pool.spec, &class.spec);
+        let api: Api<NodeClaim> = Api::all(self.ctx.client.clone());
+        let patch = serde_json::json!({"metadata": {"annotations": stamp}});
+        if let Err(e) = api
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            self.ctx
+                .metrics
+                .kube_error("nodeclaims patch (drift hashes)", &e);
+        }
+    }
+
+    /// One pass: decide, then act. Returns the decisions taken.
+    pub async fn pass(&self) -> Vec<Decision> {
+        let started = Instant::now();
+        let (world, catalog) = self.world().await;
+        let outcome = decide(&catalog, &world, &self.config);
+        self.metrics
+            .pass_duration
+            .observe(started.elapsed().as_secs_f64());
+        let mut blocked: BTreeMap<&str, i64> = BTreeMap::new();
+        for b in &outcome.blocked {
+            let key = if b.why.contains("do-not-disrupt") {
+                "do_not_disrupt"
+            } else if b.why.contains("PodDisruptionBudget") {
+                "pdb"
+            } else if b.why.contains("budget") {
+                "budget"
+            } else if b.why.contains("initialising") {
+                "initialising"
+            } else if b.why.contains("consolidateAfter") {
+                "consolidate_after"
+            } else {
+                "unplaceable"
+            };
+            *blocked.entry(key).or_default() += 1;
+            if matches!(key, "do_not_disrupt" | "pdb" | "budget" | "unplaceable") {
+                if let Some(node) = self.ctx.state.nodes.find(|n| n.name_any() == b.node) {
+                    self.ctx
+                        .events
+                        .publish(
+                            &events::reference(node.as_ref()),
+                            Type::Normal,
+                            "DisruptionBlocked",
+                            &format!("not disrupted ({}): {}", b.reason.as_str(), b.why),
+                        )
+                        .await;
+                }
+            }
+        }
+        for key in [
+            "do_not_disrupt",
+            "pdb",
+            "budget",
+            "initialising",
+            "consolidate_after",
+            "unplaceable",
+        ] {
+            self.metrics
+                .blocked
+                .get_or_create(&ml(&[("reason", key)]))
+                .set(blocked.get(key).copied().unwrap_or(0));
+        }
+        for d in &outcome.decisions {
+            self.execute(d.clone(), &catalog).await;
+        }
+        outcome.decisions
+    }
+
+    /// Carries a decision out; replacements run in a task of their own so one slow launch
+    /// does not hold up the next pass.
+    async fn execute(&self, d: Decision, _catalog: &Catalog) {
+        let ctx = self.ctx.clone();
+        let action = if d.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        };
+        self.metrics
+            .decisions
+            .get_or_create(&ml(&[("reason", d.reason.as_str()), ("action", action)]))
+            .inc();
+        {
+            let mut ip = self.in_progress.lock().unwrap_or_else(|p| p.into_inner());
+            for n in &d.nodes {
+                ip.insert(n.nodeclaim.clone());
+            }
+        }
+        let metrics = self.metrics.clone();
+        let in_progress = self.in_progress.clone();
+        let task = async move {
+            let ok = launch_and_wait(&ctx, &d, &metrics).await;
+            if ok {
+                for n in &d.nodes {
+                    let message = format!(
+                        "{} ({}): {}",
+                        d.reason.as_str(),
+                        if d.saving >= 0.0 {
+                            format!("saving ${:.4}/h", d.saving)
+                        } else {
+                            format!("costing ${:.4}/h more", -d.saving)
+                        },
+                        d.message
+                    );
+                    if let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) {
+                        ctx.events
+                            .publish(
+                                &events::reference(claim.as_ref()),
+                                Type::Normal,
+                                "Disrupting",
+                                &message,
+                            )
+                            .await;
+                    }
+                    if let Some(node) = ctx.state.nodes.find(|x| x.name_any() == n.node) {
+                        ctx.events
+                            .publish(
+                                &events::reference(node.as_ref()),
+                                Type::Normal,
+                                "Disrupting",
+                                &message,
+                            )
+                            .await;
+                    }
+                    match request_termination(&ctx, &n.nodeclaim, termination_reason(d.reason))
+                        .await
+                    {
+                        Ok(()) => {
+                            metrics
+                                .nodes_disrupted
+                                .get_or_create(&ml(&[
+                                    ("reason", d.reason.as_str()),
+                                    ("nodepool", &n.nodepool),
+                                ]))
+                                .inc();
+                        }
+                        Err(e) => {
+                            ctx.metrics.kube_error("nodeclaims delete", &e);
+                            tracing::warn!(nodeclaim = %n.nodeclaim, error = %e, "requesting termination for disruption");
+                        }
+                    }
+                }
+                if d.saving > 0.0 {
+                    metrics
+                        .saving_micro_usd_per_hour
+                        .get_or_create(&ml(&[("reason", d.reason.as_str())]))
+                        .inc_by((d.saving * 1e6) as u64);
+                }
+                tracing::info!(reason = d.reason.as_str(), nodes = ?d.nodes.iter().map(|n| &n.node).collect::<Vec<_>>(), saving = d.saving, "{}", d.message);
+            }
+            let mut ip = in_progress.lock().unwrap_or_else(|p| p.into_inner());
+            for n in &d.nodes {
+                ip.remove(&n.nodeclaim);
+            }
+        };
+        if action == "delete" {
+            task.await;
+        } else {
+            tokio::spawn(task);
+        }
+    }
+}
+
+/// Creates the decision's replacements and waits until they are initialised. False when
+/// a replacement could not be made or did not come up in time (it is deleted again).
+async fn launch_and_wait(ctx: &Context, d: &Decision, metrics: &DisruptionMetrics) -> bool {
+    if d.replacements.is_empty() {
+        return true;
+    }
+    let mut names = Vec::new();
+    for r in &d.replacements {
+        let Some(pool) = ctx.state.node_pools.get(&r.nodepool) else {
+            return false;
+        };
+        let mut obj = nodeclaims::build(r, &pool);
+        if let Some(class) = ctx
+            .state
+            .node_classes
+            .get(&pool.spec.template.spec.node_class_ref.name)
+        {
+            obj.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(drift::stamp(&pool.spec, &class.spec));
+        }
+        match nodeclaims::create(ctx, &obj).await {
+            Ok(c) => {
+                ctx.claims.add(&c.name_any());
+                names.push(c.name_any());
+            }
+            Err(e) => {
+                ctx.metrics.kube_error("nodeclaims create", &e);
+                return false;
+            }
+        }
+    }
+    let deadline = Instant::now() + ctx.config.registration_ttl + Duration::from_secs(60);
+    loop {
+        let mut all = true;
+        for n in &names {
+            match ctx.state.node_claims.get(n) {
+                None => {
+                    metrics.replacement_failures.inc();
+                    tracing::warn!(nodeclaim = %n, "replacement NodeClaim disappeared; disruption abandoned");
+                    return false;
+                }
+                Some(c) => {
+                    let init = c.status.as_ref().is_some_and(|s| {
+                        conditions::is_true(&s.conditions, conditions::INITIALIZED)
+                    });
+                    all &= init;
+                }
+            }
+        }
+        if all {
+            return true;
+        }
+        if Instant::now() > deadline {
+            metrics.replacement_failures.inc();
+            for n in &names {
+                let _ = request_termination(ctx, n, TerminationReason::LaunchFailed).await;
+            }
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The loop: one pass every [`PASS_INTERVAL`].
+pub async fn run(ctx: Arc<Context>) {
+    let d = Disruption::new(ctx.clone(), ctx.metrics.disruption.clone());
+    loop {
+        tokio::time::sleep(PASS_INTERVAL).await;
+        d.pass().await;
+    }
+}
