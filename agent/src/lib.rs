@@ -13,6 +13,8 @@ pub mod api;
 pub mod catalog;
 #[cfg(feature = "controllers")]
 pub mod cloud;
+#[cfg(feature = "controllers")]
+pub mod controllers;
 pub mod disruption;
 pub mod interruption;
 pub mod labels;

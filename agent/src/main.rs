@@ -1,8 +1,10 @@
-//! joiner-agent: the in-cluster controller. The controllers are a later step; for now the
-//! binary reports its version and prints the CRDs it serves.
+//! joiner-agent: the in-cluster controller. `run` starts the controllers (see
+//! `joiner_agent::controllers`); `crds` prints the CustomResourceDefinitions it serves.
 
 use clap::{Parser, Subcommand};
 use kube::CustomResourceExt;
+
+use joiner_agent::controllers::{self, operator, Config};
 
 #[derive(Parser)]
 #[command(
@@ -17,34 +19,86 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controllers (flags have environment fallbacks; see --help).
+    Run(Box<Config>),
     /// Print the joiner.dev CustomResourceDefinitions as YAML.
     Crds,
 }
 
+fn print_crds() -> i32 {
+    for crd in [
+        joiner_agent::api::NodePool::crd(),
+        joiner_agent::api::NodeClass::crd(),
+        joiner_agent::api::NodeClaim::crd(),
+    ] {
+        match serde_yaml::to_string(&crd) {
+            Ok(y) => print!("---\n{y}"),
+            Err(e) => {
+                eprintln!("error: serialising CRD {}: {e}", crd.spec.names.kind);
+                return 1;
+            }
+        }
+    }
+    0
+}
+
+/// SIGTERM (the kubelet stopping the pod) or Ctrl-C turns `tx` true.
+async fn signals(tx: tokio::sync::watch::Sender<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupt: shutting down"),
+    }
+    let _ = tx.send(true);
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(signals(tx));
+    let cloud = controllers::cloud_from_config(&config).await?;
+    controllers::run(config, cloud, rx).await
+}
+
 fn main() {
     let cli = Cli::parse();
-    match cli.command {
-        Some(Command::Crds) => {
-            for crd in [
-                joiner_agent::api::NodePool::crd(),
-                joiner_agent::api::NodeClass::crd(),
-                joiner_agent::api::NodeClaim::crd(),
-            ] {
-                match serde_yaml::to_string(&crd) {
-                    Ok(y) => print!("---\n{y}"),
-                    Err(e) => {
-                        eprintln!("error: serialising CRD {}: {e}", crd.spec.names.kind);
-                        std::process::exit(1);
-                    }
+    let code = match cli.command {
+        Some(Command::Crds) => print_crds(),
+        Some(Command::Run(config)) => {
+            operator::logging::init(config.log_format, &config.log_level);
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: starting the async runtime: {e}");
+                    std::process::exit(1);
+                }
+            };
+            match rt.block_on(run(*config)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!(error = %format!("{e:#}"), "joiner-agent failed");
+                    eprintln!("error: {e:#}");
+                    1
                 }
             }
         }
         None => {
             eprintln!(
-                "joiner-agent {}: the controllers are not implemented yet; see --help",
+                "joiner-agent {}: no command given; `joiner-agent run` starts the controllers (see --help)",
                 env!("CARGO_PKG_VERSION")
             );
-            std::process::exit(2);
+            2
         }
-    }
+    };
+    std::process::exit(code);
 }

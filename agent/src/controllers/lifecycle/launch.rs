@@ -1,0 +1,345 @@
+//! Launch: a NodeClaim becomes an instance through [`Cloud::launch`]. Before launching, the
+//! cloud is asked whether an instance tagged with this claim already exists (a crash between
+//! CreateFleet and the status update, or a stale cache): if so it is adopted, so a claim
+//! never has two instances. Candidates are rebuilt from the claim's requirements and the
+//! current catalogue, minus the insufficient-capacity cache, so a retried claim goes to
+//! what is left; when nothing is left the claim fails with an Event and is deleted, and the
+//! next round plans the pods again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::api::NodeClaim;
+use crate::catalog::{offering_allowed, CapacityType, Catalog};
+use crate::cloud::{CloudError, LaunchRequest, Launched};
+use crate::controllers::conditions::{self, LAUNCHED};
+use crate::controllers::events::{self, Type};
+use crate::controllers::provisioning::input::claim_types;
+use crate::controllers::termination::{request_termination, TerminationReason};
+use crate::controllers::Context;
+use crate::labels;
+use crate::scheduler::{Candidate, UnavailableOfferings};
+
+/// The claim's launch candidates, cheapest first as the claim lists them, each with the
+/// zones and capacity types its requirements allow and the cache has not excluded.
+pub fn candidates(
+    claim: &NodeClaim,
+    catalog: &Catalog,
+    unavailable: &UnavailableOfferings,
+) -> Result<Vec<Candidate>, String> {
+    let reqs = crate::api::convert_requirements(&claim.spec.requirements)
+        .map_err(|e| format!("spec.{e}"))?;
+    let mut out = Vec::new();
+    for it in claim_types(claim, catalog) {
+        let offers: Vec<_> = it
+            .offerings
+            .iter()
+            .filter(|o| offering_allowed(o, &reqs))
+            .filter(|o| !unavailable.contains(o.capacity_type, &it.name, &o.zone))
+            .collect();
+        let Some(best) = offers.iter().min_by(|a, b| {
+            (a.capacity_type, a.price)
+                .partial_cmp(&(b.capacity_type, b.price))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        }) else {
+            continue;
+        };
+        let zones: BTreeSet<String> = offers
+            .iter()
+            .filter(|o| o.capacity_type == best.capacity_type)
+            .map(|o| o.zone.clone())
+            .collect();
+        out.push(Candidate {
+            instance_type: it.name.clone(),
+            price: best.price,
+            capacity_type: best.capacity_type,
+            zones: zones.into_iter().collect(),
+        });
+        if out.len() == 60 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Capacity types the claim allows, Spot first.
+fn capacity_types(claim: &NodeClaim) -> Vec<CapacityType> {
+    let allowed: Option<BTreeSet<&str>> = claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::CAPACITY_TYPE && r.operator == "In")
+        .map(|r| r.values.iter().map(String::as_str).collect());
+    [CapacityType::Spot, CapacityType::OnDemand]
+        .into_iter()
+        .filter(|ct| allowed.as_ref().is_none_or(|a| a.contains(ct.as_str())))
+        .collect()
+}
+
+fn zones(claim: &NodeClaim, catalog: &Catalog) -> Vec<String> {
+    claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == labels::ZONE && r.operator == "In")
+        .map(|r| r.values.clone())
+        .unwrap_or_else(|| catalog.zones().into_iter().collect())
+}
+
+/// Labels the kubelet may register with: the claim's, minus the `kubernetes.io` and
+/// `k8s.io` namespaces the NodeRestriction admission refuses (except `node.kubernetes.io/`
+/// and the well-known ones), plus the claim's name.
+fn kubelet_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = claim
+        .labels()
+        .iter()
+        .filter(|(k, _)| {
+            let domain = k.split_once('/').map(|(d, _)| d).unwrap_or("");
+            let restricted = domain == "kubernetes.io"
+                || domain.ends_with(".kubernetes.io")
+                || domain == "k8s.io"
+                || domain.ends_with(".k8s.io");
+            !restricted || domain == "node.kubernetes.io" || labels::is_well_known(k)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert(labels::JOINER_NODECLAIM.into(), claim.name_any());
+    out
+}
+
+async fn fail(ctx: &Context, claim: &NodeClaim, reason: &str, message: &str) {
+    ctx.events
+        .publish(&events::reference(claim), Type::Warning, reason, message)
+        .await;
+    let mut conds = claim.status.clone().unwrap_or_default().conditions;
+    conditions::set(&mut conds, LAUNCHED, false, reason, message);
+    let _ = super::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await;
+}
+
+pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+    let name = claim.name_any();
+    let class_name = &claim.spec.node_class_ref.name;
+    let Some(class) = ctx.state.node_classes.get(class_name) else {
+        fail(
+            ctx,
+            claim,
+            "NodeClassNotFound",
+            &format!("NodeClass {class_name:?} not found"),
+        )
+        .await;
+        return Some(Duration::from_secs(30));
+    };
+    let catalog = match ctx.cloud.catalog(&class).await {
+        Ok(c) => c,
+        Err(e) => {
+            ctx.metrics.cloud_error(&e);
+            fail(ctx, claim, "LaunchFailed", &e.to_string()).await;
+            return Some(Duration::from_secs(10));
+        }
+    };
+    let launched = match ctx.cloud.instance_for(&name).await {
+        Ok(Some(i)) => {
+            tracing::info!(nodeclaim = %name, instance = %i.instance_id, "adopting the instance already launched for this claim");
+            Launched {
+                instance_id: i.instance_id,
+                provider_id: i.provider_id,
+                instance_type: i.instance_type,
+                zone: i.zone,
+                capacity_type: i.capacity_type,
+                image_id: i.image_id,
+            }
+        }
+        Ok(None) => match launch(ctx, claim, &class, &catalog).await {
+            Ok(l) => l,
+            Err(Failure::Retry(d)) => return Some(d),
+            Err(Failure::Gone) => return None,
+        },
+        Err(e) => {
+            ctx.metrics.cloud_error(&e);
+            tracing::warn!(nodeclaim = %name, error = %e, "looking for the claim's instance failed");
+            return Some(Duration::from_secs(5));
+        }
+    };
+    if ctx.config.test_hang_after_launch {
+        tracing::warn!(nodeclaim = %name, instance = %launched.instance_id, "test hook: launched; hanging before recording it");
+        std::future::pending::<()>().await;
+    }
+    record(ctx, claim, &class, &catalog, &launched).await
+}
+
+enum Failure {
+    Retry(Duration),
+    Gone,
+}
+
+async fn launch(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &crate::api::NodeClass,
+    catalog: &Catalog,
+) -> Result<Launched, Failure> {
+    let name = claim.name_any();
+    let cands = match candidates(claim, catalog, &ctx.cloud.unavailable()) {
+        Ok(c) => c,
+        Err(e) => {
+            ctx.metrics.malformed("NodeClaim");
+            fail(
+                ctx,
+                claim,
+                "LaunchFailed",
+                &format!("NodeClaim cannot be read: {e}"),
+            )
+            .await;
+            return Err(Failure::Retry(Duration::from_secs(60)));
+        }
+    };
+    let pool = claim
+        .labels()
+        .get(labels::JOINER_NODEPOOL)
+        .cloned()
+        .unwrap_or_default();
+    let request = LaunchRequest {
+        nodeclaim: name.clone(),
+        nodepool: pool,
+        node_class: class.clone(),
+        candidates: cands,
+        capacity_types: capacity_types(claim),
+        zones: zones(claim, catalog),
+        labels: kubelet_labels(claim),
+        taints: crate::api::convert_taints(&claim.spec.taints).unwrap_or_default(),
+        startup_taints: crate::api::convert_taints(&claim.spec.startup_taints).unwrap_or_default(),
+    };
+    let result = if request.candidates.is_empty() {
+        Err(CloudError {
+            operation: "ec2:CreateFleet".into(),
+            code: "NoCandidatesLeft".into(),
+            message: "every candidate offering is excluded by the claim's requirements or the insufficient-capacity cache".into(),
+        })
+    } else {
+        let seen = ctx
+            .batch_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&name);
+        if let Some(t) = seen {
+            ctx.metrics.reaction.observe(t.elapsed().as_secs_f64());
+        }
+        ctx.cloud.launch(&request).await
+    };
+    ctx.metrics
+        .ice_cache_size
+        .set(ctx.cloud.unavailable().0.len() as i64);
+    match result {
+        Ok(l) => Ok(l),
+        Err(e) if e.is_insufficient_capacity() => {
+            ctx.metrics.cloud_error(&e);
+            let msg = format!(
+                "no capacity for NodeClaim {name} in any of its {} candidate types ({}): {e}; the pods will be planned again",
+                request.candidates.len(),
+                request
+                    .capacity_types
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            tracing::warn!(nodeclaim = %name, "{msg}");
+            fail(ctx, claim, "InsufficientCapacity", &msg).await;
+            if let Err(e) = request_termination(ctx, &name, TerminationReason::LaunchFailed).await {
+                ctx.metrics.kube_error("nodeclaims delete", &e);
+                return Err(Failure::Retry(Duration::from_secs(5)));
+            }
+            Err(Failure::Gone)
+        }
+        Err(e) => {
+            ctx.metrics.cloud_error(&e);
+            tracing::warn!(nodeclaim = %name, error = %e, "launch failed; retrying");
+            fail(ctx, claim, "LaunchFailed", &e.to_string()).await;
+            Err(Failure::Retry(Duration::from_secs(10)))
+        }
+    }
+}
+
+/// Writes what was launched: labels for the type, zone and capacity type (so `kubectl get
+/// nodeclaims` shows them) and the status with the Launched condition.
+async fn record(
+    ctx: &Context,
+    claim: &NodeClaim,
+    class: &crate::api::NodeClass,
+    catalog: &Catalog,
+    l: &Launched,
+) -> Option<Duration> {
+    let name = claim.name_any();
+    let mut new_labels: BTreeMap<String, String> = BTreeMap::new();
+    let mut capacity = BTreeMap::new();
+    let mut allocatable = BTreeMap::new();
+    if let Some(it) = catalog.get(&l.instance_type) {
+        new_labels.extend(it.labels.clone());
+        let fmt = |r: &crate::resources::Resources| {
+            let mut m = BTreeMap::new();
+            m.insert("cpu".to_string(), crate::resources::fmt_cpu(r.cpu_milli));
+            m.insert(
+                "memory".to_string(),
+                crate::resources::fmt_bytes(r.memory_bytes),
+            );
+            m.insert("pods".to_string(), r.pods.to_string());
+            for (k, v) in &r.extended {
+                m.insert(k.clone(), v.to_string());
+            }
+            m
+        };
+        capacity = fmt(&it.capacity);
+        allocatable = fmt(&it.allocatable_with(&class.spec.kubelet_settings()));
+    }
+    new_labels.insert(labels::INSTANCE_TYPE.into(), l.instance_type.clone());
+    new_labels.insert(labels::ZONE.into(), l.zone.clone());
+    new_labels.insert(
+        labels::CAPACITY_TYPE.into(),
+        l.capacity_type.as_str().into(),
+    );
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    if let Err(e) = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": new_labels}})),
+        )
+        .await
+    {
+        ctx.metrics.kube_error("nodeclaims patch", &e);
+        tracing::warn!(nodeclaim = %name, error = %e, "recording the launch failed; retrying (the instance is adopted)");
+        return Some(Duration::from_secs(2));
+    }
+    let mut conds = claim.status.clone().unwrap_or_default().conditions;
+    conditions::set(&mut conds, LAUNCHED, true, "Launched", "");
+    let status = json!({
+        "providerID": l.provider_id,
+        "imageID": l.image_id,
+        "capacity": capacity,
+        "allocatable": allocatable,
+        "conditions": conds,
+    });
+    match super::patch_status(ctx, &name, status).await {
+        Ok(updated) => {
+            ctx.metrics
+                .nodeclaims_launched
+                .get_or_create(&super::claim_metric_labels(&updated))
+                .inc();
+            tracing::info!(
+                nodeclaim = %name,
+                instance = %l.instance_id,
+                instance_type = %l.instance_type,
+                zone = %l.zone,
+                capacity_type = l.capacity_type.as_str(),
+                "launched"
+            );
+            // Registration is checked on the Node's arrival; this is the TTL backstop.
+            Some(Duration::from_secs(5))
+        }
+        Err(_) => Some(Duration::from_secs(2)),
+    }
+}

@@ -1,0 +1,163 @@
+//! A NodeClaim's life, one reconcile per claim at a time ([`crate::controllers::queue`]):
+//! Launched ([`launch`]) → Registered ([`registration`], with the registration TTL) →
+//! Initialized ([`initialization`]); a claim being deleted goes to
+//! [`crate::controllers::termination`]. Triggers: claim and node changes, pods leaving a
+//! draining node, and a periodic resync that catches anything a lagged watch hid.
+
+pub mod initialization;
+pub mod launch;
+pub mod registration;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::api::NodeClaim;
+use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crate::controllers::state::Change;
+use crate::controllers::{termination, AbortOnDrop, Context, TERMINATION_FINALIZER};
+
+/// How many claims are reconciled at once (launches are network-bound).
+const WORKERS: usize = 16;
+const RESYNC: Duration = Duration::from_secs(30);
+
+pub async fn run(ctx: Arc<Context>) {
+    let trigger_ctx = ctx.clone();
+    let _trigger = AbortOnDrop(tokio::spawn(async move {
+        let ctx = trigger_ctx;
+        let mut rx = ctx.state.subscribe();
+        let mut resync = tokio::time::interval(RESYNC);
+        loop {
+            tokio::select! {
+                _ = resync.tick() => {
+                    for c in ctx.state.node_claims.list() { ctx.claims.add(&c.name_any()); }
+                }
+                c = rx.recv() => match c {
+                    Ok(Change::NodeClaim(name)) => ctx.claims.add(&name),
+                    Ok(Change::Node(name)) => {
+                        if let Some(node) = ctx.state.nodes.find(|n| n.name_any() == name) {
+                            if let Some(c) = ctx.state.claim_for_node(&node) {
+                                ctx.claims.add(&c.name_any());
+                            }
+                        }
+                    }
+                    Ok(Change::Pod { node: Some(node), .. }) => {
+                        // Pods leaving a draining node advance its termination.
+                        if let Some(n) = ctx.state.nodes.find(|n| n.name_any() == node) {
+                            if let Some(c) = ctx.state.claim_for_node(&n) {
+                                if c.metadata.deletion_timestamp.is_some() {
+                                    ctx.claims.add(&c.name_any());
+                                }
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        for c in ctx.state.node_claims.list() { ctx.claims.add(&c.name_any()); }
+                    }
+                    Err(_) => return,
+                }
+            }
+        }
+    }));
+    let worker_ctx = ctx.clone();
+    ctx.claims
+        .clone()
+        .run(WORKERS, move |name| {
+            let ctx = worker_ctx.clone();
+            async move { reconcile(&ctx, &name).await }
+        })
+        .await;
+}
+
+/// One step for one claim; returns when to look again (None: on the next change).
+pub async fn reconcile(ctx: &Context, name: &str) -> Option<Duration> {
+    let claim = ctx.state.node_claims.get(name)?;
+    if claim.metadata.deletion_timestamp.is_some() {
+        return termination::finalize(ctx, &claim).await;
+    }
+    if !claim
+        .finalizers()
+        .iter()
+        .any(|f| f == TERMINATION_FINALIZER)
+    {
+        // A claim someone else created: adopt it into the termination flow first.
+        let mut fins = claim.finalizers().to_vec();
+        fins.push(TERMINATION_FINALIZER.into());
+        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+        if let Err(e) = api
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": fins}})),
+            )
+            .await
+        {
+            ctx.metrics.kube_error("nodeclaims patch", &e);
+            return Some(Duration::from_secs(5));
+        }
+    }
+    let conds = claim
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    if !conditions::is_true(&conds, LAUNCHED) {
+        return launch::reconcile(ctx, &claim).await;
+    }
+    if !conditions::is_true(&conds, REGISTERED) {
+        return registration::reconcile(ctx, &claim).await;
+    }
+    if !conditions::is_true(&conds, INITIALIZED) {
+        return initialization::reconcile(ctx, &claim).await;
+    }
+    None
+}
+
+/// Writes a claim's status (merge patch) and keeps the local store current.
+pub async fn patch_status(
+    ctx: &Context,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<NodeClaim, kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let out = api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await;
+    match out {
+        Ok(c) => {
+            ctx.state.node_claims.insert(name, c.clone());
+            Ok(c)
+        }
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims/status patch", &e);
+            Err(e)
+        }
+    }
+}
+
+/// Nodepool and capacity-type labels for the per-claim counters.
+pub fn claim_metric_labels(claim: &NodeClaim) -> Vec<(String, String)> {
+    let l = claim.labels();
+    crate::controllers::operator::metrics::l(&[
+        (
+            "nodepool",
+            l.get(crate::labels::JOINER_NODEPOOL)
+                .map(String::as_str)
+                .unwrap_or(""),
+        ),
+        (
+            "capacity_type",
+            l.get(crate::labels::CAPACITY_TYPE)
+                .map(String::as_str)
+                .unwrap_or(""),
+        ),
+    ])
+}

@@ -1,0 +1,127 @@
+//! Registration: the Node that appears with the claim's providerID gets the claim's labels
+//! and taints, the termination finalizer, and the NodePool's startup taints (once, at
+//! registration, as Karpenter does: whatever removes them later is not fought). A claim
+//! whose Node has not registered within `--registration-ttl` of its launch is deleted and
+//! its instance terminated.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::api::NodeClaim;
+use crate::controllers::conditions::{self, LAUNCHED, REGISTERED};
+use crate::controllers::events::{self, Type};
+use crate::controllers::termination::{request_termination, TerminationReason};
+use crate::controllers::{Context, TERMINATION_FINALIZER};
+use crate::labels;
+
+fn api_taint(t: &crate::api::Taint) -> Taint {
+    Taint {
+        key: t.key.clone(),
+        value: (!t.value.is_empty()).then(|| t.value.clone()),
+        effect: t.effect.clone(),
+        time_added: None,
+    }
+}
+
+/// The Node's taints after registration: the kubelet's, without the unregistered taint,
+/// plus the claim's taints and startup taints it lacks.
+pub fn registered_taints(node: &Node, claim: &NodeClaim) -> Vec<Taint> {
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    taints.retain(|t| t.key != labels::JOINER_UNREGISTERED_TAINT);
+    for t in claim.spec.taints.iter().chain(&claim.spec.startup_taints) {
+        if !taints
+            .iter()
+            .any(|x| x.key == t.key && x.effect == t.effect)
+        {
+            taints.push(api_taint(t));
+        }
+    }
+    taints
+}
+
+pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+    let name = claim.name_any();
+    let Some(node) = ctx.state.node_for_claim(claim) else {
+        let ttl = ctx.config.registration_ttl;
+        let age = claim
+            .status
+            .as_ref()
+            .and_then(|s| conditions::get(&s.conditions, LAUNCHED))
+            .and_then(conditions::age_seconds)
+            .unwrap_or(0.0);
+        if age >= ttl.as_secs_f64() {
+            let msg = format!(
+                "the Node of NodeClaim {name} did not register within {}s of its launch; deleting the claim and terminating its instance",
+                ttl.as_secs()
+            );
+            tracing::warn!(nodeclaim = %name, "{msg}");
+            ctx.events
+                .publish(
+                    &events::reference(claim),
+                    Type::Warning,
+                    "RegistrationTimeout",
+                    &msg,
+                )
+                .await;
+            if let Err(e) =
+                request_termination(ctx, &name, TerminationReason::RegistrationTimeout).await
+            {
+                ctx.metrics.kube_error("nodeclaims delete", &e);
+                return Some(Duration::from_secs(5));
+            }
+            return None;
+        }
+        let left = (ttl.as_secs_f64() - age).max(0.5);
+        return Some(Duration::from_secs_f64(left.min(30.0)));
+    };
+
+    // Labels: the claim's (pool template, single-valued requirements, launched type,
+    // zone, capacity type) and the claim's name.
+    let mut node_labels: BTreeMap<String, String> = claim.labels().clone();
+    node_labels.insert(labels::JOINER_NODECLAIM.into(), name.clone());
+    let mut finalizers = node.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.into());
+    }
+    let patch = json!({
+        "metadata": {"labels": node_labels, "finalizers": finalizers},
+        "spec": {"taints": registered_taints(&node, claim)},
+    });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    // A merge patch replaces the taint list whole, which is what we computed.
+    if let Err(e) = nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        ctx.metrics.kube_error("nodes patch", &e);
+        tracing::warn!(nodeclaim = %name, node = %node.name_any(), error = %e, "registering the node failed; retrying");
+        return Some(Duration::from_secs(2));
+    }
+    let mut conds = claim.status.clone().unwrap_or_default().conditions;
+    conditions::set(&mut conds, REGISTERED, true, "Registered", "");
+    let status = json!({"nodeName": node.name_any(), "conditions": conds});
+    match super::patch_status(ctx, &name, status).await {
+        Ok(updated) => {
+            ctx.metrics
+                .nodeclaims_registered
+                .get_or_create(&super::claim_metric_labels(&updated))
+                .inc();
+            tracing::info!(nodeclaim = %name, node = %node.name_any(), "registered");
+            super::initialization::reconcile(ctx, &updated).await
+        }
+        Err(_) => Some(Duration::from_secs(2)),
+    }
+}

@@ -1,0 +1,253 @@
+//! `joiner-agent run`: the controllers, thin loops around the pure scheduling core.
+//!
+//! Folders follow Karpenter's domains so each loop is found by name:
+//! - [`state`]: the watches (reflectors) every loop reads from;
+//! - [`provisioning`]: pending pods → batch → one `schedule()` → NodeClaims;
+//! - [`lifecycle`]: a NodeClaim's launch, registration, initialization, registration TTL;
+//! - [`termination`]: the finalizer: cordon, drain (Eviction API, PDBs), terminate, remove;
+//! - [`garbage_collection`]: instances without claims, claims without instances;
+//! - [`nodepool`]: NodePool validation reported on status and as Events;
+//! - [`operator`]: flags, leader election, metrics, health, logging.
+//!
+//! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
+//! every replica. More loops (interruption, disruption) join by adding a line to
+//! [`CONTROLLERS`]; they get the same [`Context`].
+
+pub mod conditions;
+pub mod events;
+pub mod garbage_collection;
+pub mod lifecycle;
+pub mod nodepool;
+pub mod operator;
+pub mod provisioning;
+pub mod queue;
+pub mod state;
+pub mod termination;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::cloud::Cloud;
+pub use operator::config::Config;
+use operator::metrics::Metrics;
+use state::ClusterState;
+
+pub use termination::{request_termination, TerminationReason};
+
+/// Finalizer on NodeClaims and their Nodes: the agent drains and terminates before they go.
+pub const TERMINATION_FINALIZER: &str = "joiner.dev/termination";
+
+/// Aborts a spawned helper task when the loop that owns it ends (leadership lost).
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What every controller gets.
+pub struct Context {
+    pub client: Client,
+    /// A client without kube's 429 retry, for the Eviction API: a PDB refusal is an
+    /// answer the drain loop backs off on itself, not a transient error to retry blindly.
+    pub eviction_client: Client,
+    pub cloud: Arc<dyn Cloud>,
+    pub state: Arc<ClusterState>,
+    pub metrics: Arc<Metrics>,
+    pub config: Arc<Config>,
+    pub events: Arc<events::Recorder>,
+    /// NodeClaim names to reconcile (launch, registration, initialization, termination).
+    pub claims: Arc<queue::Queue>,
+    /// When the batch that created a claim saw its last pending pod (reaction metric).
+    pub batch_seen: Mutex<HashMap<String, Instant>>,
+}
+
+/// A loop the leader runs until it loses leadership or the agent stops.
+pub type ControllerFn = fn(Arc<Context>) -> BoxFuture<'static, ()>;
+
+/// The leader's loops. Add a line to run another one.
+pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
+    ("provisioning", |c| Box::pin(provisioning::run(c))),
+    ("nodeclaim", |c| Box::pin(lifecycle::run(c))),
+    ("node.termination", |c| {
+        Box::pin(termination::run_node_finalizer(c))
+    }),
+    ("garbage-collection", |c| {
+        Box::pin(garbage_collection::run(c))
+    }),
+    ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
+    #[cfg(feature = "controllers-wip")]
+    ("interruption", |c| {
+        Box::pin(crate::interruption::controller::run(c))
+    }),
+    #[cfg(feature = "controllers-wip")]
+    ("disruption", |c| {
+        Box::pin(crate::disruption::controller::run(c))
+    }),
+];
+
+/// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default
+/// kubeconfig locations, as `kube::Config::infer` does).
+pub async fn kube_config(config: &Config) -> anyhow::Result<kube::Config> {
+    match config.kubeconfig.as_deref().filter(|p| !p.is_empty()) {
+        Some(paths) => {
+            let first = paths.split(':').next().unwrap_or(paths);
+            let kc = Kubeconfig::read_from(first)
+                .map_err(|e| anyhow::anyhow!("reading kubeconfig {first}: {e}"))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| anyhow::anyhow!("kubeconfig {first}: {e}"))
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            anyhow::anyhow!("no Kubernetes configuration (in-cluster or kubeconfig): {e}")
+        }),
+    }
+}
+
+/// The EC2 cloud from `run`'s flags. The Kubernetes version (for the public AMI
+/// parameters) is read from the API server, so no flag has to repeat it.
+pub async fn cloud_from_config(config: &Config) -> anyhow::Result<Arc<dyn Cloud>> {
+    use crate::cloud::aws::{load_config, AwsSettings};
+    use crate::cloud::ec2::{Ec2Cloud, Ec2Options};
+    let sdk = load_config(&AwsSettings {
+        region: Some(config.region.clone()),
+        endpoint_url: config.aws_endpoint.clone(),
+        max_attempts: None,
+    })
+    .await;
+    let mut options = Ec2Options::new(&config.cluster_name);
+    options.cluster_endpoint = config.cluster_endpoint.clone();
+    options.cluster_ca = config.cluster_ca.clone();
+    if let Ok(kcfg) = kube_config(config).await {
+        if let Ok(client) = Client::try_from(kcfg) {
+            if let Ok(info) = client.apiserver_version().await {
+                let minor: String = info
+                    .minor
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect();
+                options.kubernetes_version = Some(format!("{}.{}", info.major, minor));
+            }
+        }
+    }
+    Ok(Arc::new(Ec2Cloud::new(&sdk, options)))
+}
+
+/// Runs the agent until `shutdown` turns true. Returns an error when start-up fails or
+/// this replica loses leadership (the process exits and its Deployment restarts it, as
+/// client-go's leader election does).
+pub async fn run(
+    config: Config,
+    cloud: Arc<dyn Cloud>,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let kcfg = kube_config(&config).await?;
+    let client = Client::try_from(kcfg.clone())
+        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
+    let mut no_retry = kcfg;
+    no_retry.default_retry = false;
+    let eviction_client = Client::try_from(no_retry)
+        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
+    let identity = config.identity();
+    let metrics = Arc::new(Metrics::new());
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let (stop_http_tx, stop_http) = watch::channel(false);
+    let (m_addr, h_addr) = operator::http::serve(
+        config.metrics_addr,
+        config.health_addr,
+        metrics.clone(),
+        ready_rx,
+        stop_http,
+    )
+    .await?;
+    tracing::info!(
+        cluster = %config.cluster_name,
+        identity = %identity,
+        metrics = %m_addr,
+        health = %h_addr,
+        version = env!("CARGO_PKG_VERSION"),
+        "joiner-agent starting"
+    );
+    let state = ClusterState::start(client.clone(), metrics.clone());
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        eviction_client,
+        cloud,
+        state: state.clone(),
+        metrics: metrics.clone(),
+        events: Arc::new(events::Recorder::new(client.clone(), &identity)),
+        config: Arc::new(config.clone()),
+        claims: queue::Queue::new(),
+        batch_seen: Mutex::new(HashMap::new()),
+    });
+
+    tokio::select! {
+        _ = state.wait_synced() => {}
+        _ = shutdown.wait_for(|s| *s) => { let _ = stop_http_tx.send(true); return Ok(()); }
+    }
+    let _ = ready_tx.send(true);
+    tracing::info!("caches synced");
+
+    let (leader_tx, mut leader_rx) = watch::channel(!config.leader_elect);
+    let (stop_elector_tx, stop_elector) = watch::channel(false);
+    let elector = if config.leader_elect {
+        let e = operator::leader::Elector::new(
+            client.clone(),
+            &config.namespace,
+            &identity,
+            config.lease_duration,
+            config.lease_retry,
+        );
+        Some(tokio::spawn(e.run(leader_tx, stop_elector)))
+    } else {
+        None
+    };
+
+    let result = loop {
+        tokio::select! {
+            r = leader_rx.wait_for(|l| *l) => {
+                if r.is_err() { break Ok(()); }
+            }
+            _ = shutdown.wait_for(|s| *s) => break Ok(()),
+        }
+        metrics.leader.set(1);
+        let mut tasks = tokio::task::JoinSet::new();
+        for (name, f) in CONTROLLERS {
+            let fut = f(ctx.clone());
+            let name = *name;
+            tasks.spawn(async move {
+                fut.await;
+                tracing::warn!(controller = name, "controller loop ended");
+            });
+        }
+        let lost = tokio::select! {
+            r = leader_rx.wait_for(|l| !*l) => r.is_ok(),
+            _ = shutdown.wait_for(|s| *s) => false,
+        };
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        metrics.leader.set(0);
+        if lost {
+            break Err(anyhow::anyhow!(
+                "lost leadership of Lease {}/{}",
+                config.namespace,
+                operator::leader::LEASE_NAME
+            ));
+        }
+        break Ok(());
+    };
+    let _ = stop_elector_tx.send(true);
+    if let Some(e) = elector {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), e).await;
+    }
+    let _ = stop_http_tx.send(true);
+    tracing::info!("joiner-agent stopped");
+    result
+}

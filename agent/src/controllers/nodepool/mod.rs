@@ -1,0 +1,156 @@
+//! NodePool readiness: a NodePool is served only when its spec validates
+//! ([`crate::api::validate::node_pool`]) and its NodeClass exists and validates. The
+//! reason it is not is written on its status conditions and as an Event; the others
+//! are served regardless.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use super::conditions::{self, READY, VALIDATION_SUCCEEDED};
+use super::events::{self, Type};
+use super::state::{Change, ClusterState};
+use super::Context;
+use crate::api::{NodeClass, NodePool};
+
+/// The NodeClass a NodePool launches with, or why the pool cannot be served.
+pub fn usable(state: &ClusterState, pool: &NodePool) -> Result<Arc<NodeClass>, String> {
+    let errors = crate::api::validate::node_pool(&pool.spec, "spec");
+    if !errors.is_empty() {
+        let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        return Err(format!("invalid NodePool: {}", msgs.join("; ")));
+    }
+    let class_name = &pool.spec.template.spec.node_class_ref.name;
+    let Some(class) = state.node_classes.get(class_name) else {
+        if let Some((_, e)) = state
+            .node_classes
+            .malformed()
+            .into_iter()
+            .find(|(n, _)| n == class_name)
+        {
+            return Err(format!("NodeClass {class_name:?} is malformed: {e}"));
+        }
+        return Err(format!("NodeClass {class_name:?} not found"));
+    };
+    let errors = crate::api::validate::node_class(&class.spec, "spec");
+    if !errors.is_empty() {
+        let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        return Err(format!(
+            "NodeClass {class_name:?} is invalid: {}",
+            msgs.join("; ")
+        ));
+    }
+    Ok(class)
+}
+
+async fn report(ctx: &Context, pool: &NodePool) {
+    let verdict = usable(&ctx.state, pool);
+    let mut conds = pool.status.clone().unwrap_or_default().conditions;
+    let changed = match &verdict {
+        Ok(_) => {
+            conditions::set(&mut conds, VALIDATION_SUCCEEDED, true, "Valid", "")
+                | conditions::set(&mut conds, READY, true, "Ready", "")
+        }
+        Err(msg) => {
+            conditions::set(
+                &mut conds,
+                VALIDATION_SUCCEEDED,
+                false,
+                "ValidationFailed",
+                msg,
+            ) | conditions::set(&mut conds, READY, false, "NotReady", msg)
+        }
+    };
+    if !changed {
+        return;
+    }
+    if let Err(msg) = &verdict {
+        tracing::warn!(nodepool = %pool.name_any(), reason = %msg, "NodePool not served");
+        ctx.events
+            .publish(
+                &events::reference(pool),
+                Type::Warning,
+                "ValidationFailed",
+                msg,
+            )
+            .await;
+    }
+    let api: Api<NodePool> = Api::all(ctx.client.clone());
+    let patch = json!({"status": {"conditions": conds}});
+    if let Err(e) = api
+        .patch_status(
+            &pool.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        ctx.metrics.kube_error("nodepools/status patch", &e);
+        tracing::warn!(nodepool = %pool.name_any(), error = %e, "NodePool status patch failed");
+    }
+}
+
+/// A NodePool whose fields do not even parse: report it through an untyped patch.
+async fn report_malformed(
+    ctx: &Context,
+    name: &str,
+    error: &str,
+    last: &mut BTreeMap<String, String>,
+) {
+    if last.get(name).is_some_and(|e| e == error) {
+        return;
+    }
+    last.insert(name.to_string(), error.to_string());
+    let msg = format!("NodePool cannot be read: {error}");
+    let ar = ApiResource::erase::<NodePool>(&());
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
+    let obj = api.get_opt(name).await.ok().flatten();
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("joiner.dev/v1".into()),
+        kind: Some("NodePool".into()),
+        name: Some(name.to_string()),
+        uid: obj.as_ref().and_then(|o| o.metadata.uid.clone()),
+        ..Default::default()
+    };
+    ctx.events
+        .publish(&reference, Type::Warning, "ValidationFailed", &msg)
+        .await;
+    let now = conditions::now_rfc3339();
+    let patch = json!({"status": {"conditions": [
+        {"type": VALIDATION_SUCCEEDED, "status": "False", "reason": "Malformed", "message": msg, "lastTransitionTime": now},
+        {"type": READY, "status": "False", "reason": "Malformed", "message": msg, "lastTransitionTime": now},
+    ]}});
+    if let Err(e) = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        ctx.metrics.kube_error("nodepools/status patch", &e);
+    }
+}
+
+/// Re-checks every NodePool when a NodePool or NodeClass changes.
+pub async fn run(ctx: Arc<Context>) {
+    let mut rx = ctx.state.subscribe();
+    let mut malformed_seen = BTreeMap::new();
+    loop {
+        for pool in ctx.state.node_pools.list() {
+            report(&ctx, &pool).await;
+        }
+        for (name, err) in ctx.state.node_pools.malformed() {
+            report_malformed(&ctx, &name, &err, &mut malformed_seen).await;
+        }
+        // Wait for a relevant change (or a lag, which may hide one), then debounce.
+        loop {
+            match rx.recv().await {
+                Ok(Change::NodePool(_)) | Ok(Change::NodeClass(_)) => break,
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                Err(_) => return,
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,164 @@
+//! `joiner-agent run`'s flags. Every flag has an environment fallback because the agent's
+//! Deployment configures it through env (contract A in the design); tests build the same
+//! struct with [`clap::Parser::parse_from`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+/// Flags of `joiner-agent run`.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    #[arg(long, env = "JOINER_CLUSTER_NAME")]
+    pub cluster_name: String,
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// The interruption queue; interruption handling is off without it.
+    #[arg(long, env = "JOINER_QUEUE_URL")]
+    pub queue_url: Option<String>,
+    /// A kubeconfig file; without it the in-cluster configuration is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<String>,
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub aws_endpoint: Option<String>,
+    #[arg(long, env = "JOINER_CLUSTER_ENDPOINT")]
+    pub cluster_endpoint: Option<String>,
+    /// Base64 PEM of the cluster CA.
+    #[arg(long, env = "JOINER_CLUSTER_CA")]
+    pub cluster_ca: Option<String>,
+    #[arg(long, env = "JOINER_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    #[arg(long, env = "JOINER_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
+    pub health_addr: SocketAddr,
+    /// A batch of pending pods closes after this long without a new one.
+    #[arg(long, env = "JOINER_BATCH_IDLE", default_value = "1s", value_parser = parse_duration)]
+    pub batch_idle: Duration,
+    /// ...or this long after it opened, whichever comes first.
+    #[arg(long, env = "JOINER_BATCH_MAX", default_value = "10s", value_parser = parse_duration)]
+    pub batch_max: Duration,
+    #[arg(long, env = "JOINER_LOG_FORMAT", value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+    #[arg(long, env = "JOINER_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    #[arg(long, env = "JOINER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    #[arg(long, env = "POD_NAMESPACE", default_value = "joiner")]
+    pub namespace: String,
+    /// This replica's name in the leader Lease; the hostname when unset.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// A launched NodeClaim whose Node has not registered after this long is deleted.
+    #[arg(long, env = "JOINER_REGISTRATION_TTL", default_value = "15m", value_parser = parse_duration)]
+    pub registration_ttl: Duration,
+    /// How long the Lease stays valid without renewal (hand-over time after a crash).
+    #[arg(long, env = "JOINER_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How often the leader renews the Lease and followers retry.
+    #[arg(long, env = "JOINER_LEASE_RETRY", default_value = "2s", value_parser = parse_duration)]
+    pub lease_retry: Duration,
+    /// How often garbage collection compares EC2 with the NodeClaims.
+    #[arg(long, env = "JOINER_GC_INTERVAL", default_value = "2m", value_parser = parse_duration)]
+    pub gc_interval: Duration,
+    /// How old an unclaimed instance (or a claim's missing instance) must be before GC acts,
+    /// so launches in progress are never mistaken for orphans.
+    #[arg(long, env = "JOINER_GC_GRACE", default_value = "60s", value_parser = parse_duration)]
+    pub gc_grace: Duration,
+    /// Fault injection for the crash-recovery test: after the first successful launch, stop
+    /// before recording it on the NodeClaim (the test then SIGKILLs the process).
+    #[arg(long, env = "JOINER_TEST_HANG_AFTER_LAUNCH", hide = true, default_value_t = false, action = clap::ArgAction::Set)]
+    pub test_hang_after_launch: bool,
+}
+
+#[derive(clap::Parser)]
+#[command(name = "joiner-agent-run")]
+struct Standalone {
+    #[command(flatten)]
+    config: Config,
+}
+
+impl Config {
+    /// Parses `run`'s flags from an argument list (the first item is the program name),
+    /// with the same env fallbacks as the binary. For tests and embedding.
+    pub fn from_args<I, T>(args: I) -> Result<Config, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        Standalone::try_parse_from(args).map(|s| s.config)
+    }
+
+    /// The Lease holder name: `--identity`, else the hostname, else a random name.
+    pub fn identity(&self) -> String {
+        if let Some(i) = self.identity.as_ref().filter(|i| !i.is_empty()) {
+            return i.clone();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("{h}-{}", std::process::id()))
+            .unwrap_or_else(|| format!("joiner-agent-{}", std::process::id()))
+    }
+}
+
+/// Go-style durations (`500ms`, `1s`, `1m30s`, `15m`, `2h`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let n_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("invalid duration {s:?}: missing unit (ms, s, m, h)"))?;
+        let n: f64 = rest[..n_end]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[n_end..];
+        let u_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let mult = match &rest[..u_end] {
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            u => {
+                return Err(format!(
+                    "invalid duration {s:?}: unknown unit {u:?} (use ms, s, m, h)"
+                ))
+            }
+        };
+        total += n * mult;
+        rest = &rest[u_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert!(parse_duration("10").unwrap_err().contains("missing unit"));
+        assert!(parse_duration("3d").unwrap_err().contains("unknown unit"));
+    }
+}

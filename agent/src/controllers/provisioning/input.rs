@@ -1,0 +1,440 @@
+//! The scheduler's [`Input`] from the cluster state: pending pods, nodes with their pods,
+//! in-flight NodeClaims, usable NodePools with their usage, NodeClasses, DaemonSets and the
+//! insufficient-capacity cache. Conversion errors are per object: a malformed pod or node
+//! is counted and left out, never the round.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet as K8sDaemonSet;
+use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
+use kube::ResourceExt;
+
+use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::catalog::daemonsets::{self, DaemonSet};
+use crate::catalog::{Catalog, InstanceType};
+use crate::controllers::conditions;
+use crate::controllers::nodepool;
+use crate::controllers::operator::metrics::l;
+use crate::controllers::state::{classify, PodClass};
+use crate::controllers::Context;
+use crate::labels;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+use crate::scheduler::{
+    convert, InFlightClaim, Input, Node, NodeClassInput, NodePoolInput, UnavailableOfferings,
+};
+use crate::taints::Taint;
+
+/// One round's input and what is needed to act on the plan.
+pub struct Round {
+    pub input: Input,
+    pub catalog: Catalog,
+    /// The Pod objects behind `input.pods`, same order.
+    pub pods: Vec<Arc<K8sPod>>,
+    pub pools: HashMap<String, Arc<NodePool>>,
+}
+
+/// Taints that say a node is still starting; the capacity is counted as coming.
+const EPHEMERAL_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+    labels::JOINER_UNREGISTERED_TAINT,
+];
+
+/// Adds `other`'s offerings to `base` (catalogues of NodeClasses differ only by zones and
+/// kubelet settings; the per-pool zone requirement keeps each pool in its own zones).
+fn merge_catalogs(mut base: Catalog, other: &Catalog) -> Catalog {
+    let mut index: HashMap<String, usize> = base
+        .types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
+    for t in &other.types {
+        match index.get(&t.name) {
+            Some(&i) => {
+                let have: BTreeSet<(String, crate::catalog::CapacityType)> = base.types[i]
+                    .offerings
+                    .iter()
+                    .map(|o| (o.zone.clone(), o.capacity_type))
+                    .collect();
+                for o in &t.offerings {
+                    if !have.contains(&(o.zone.clone(), o.capacity_type)) {
+                        base.types[i].offerings.push(o.clone());
+                    }
+                }
+            }
+            None => {
+                index.insert(t.name.clone(), base.types.len());
+                base.types.push(t.clone());
+            }
+        }
+    }
+    Catalog::from_types(base.types)
+}
+
+/// A DaemonSet's pod template as the scheduler's overhead model.
+pub fn daemonset(ds: &K8sDaemonSet) -> Result<DaemonSet, String> {
+    let spec = ds.spec.as_ref().ok_or("spec: missing")?;
+    let pod = K8sPod {
+        metadata: spec.template.metadata.clone().unwrap_or_default(),
+        spec: spec.template.spec.clone(),
+        status: None,
+    };
+    let p = convert::pod(&pod).map_err(|e| format!("spec.template.{e}"))?;
+    Ok(DaemonSet {
+        namespace: ds.namespace().unwrap_or_default(),
+        name: ds.name_any(),
+        requests: p.requests,
+        node_selector: p.node_selector,
+        node_affinity: p.required_node_affinity,
+        tolerations: p.tolerations,
+    })
+}
+
+fn node_resources(
+    map: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+) -> Result<Resources, String> {
+    let Some(m) = map else {
+        return Ok(Resources::default());
+    };
+    Resources::from_quantities(m.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
+}
+
+/// The candidate instance types of a claim: the launched type when it is known, else its
+/// `node.kubernetes.io/instance-type In [...]` list.
+pub fn claim_types<'a>(claim: &NodeClaim, catalog: &'a Catalog) -> Vec<&'a InstanceType> {
+    if let Some(t) = claim.labels().get(labels::INSTANCE_TYPE) {
+        return catalog.get(t).into_iter().collect();
+    }
+    claim
+        .spec
+        .requirements
+        .iter()
+        .filter(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
+        .flat_map(|r| r.values.iter())
+        .filter_map(|t| catalog.get(t))
+        .collect()
+}
+
+fn elementwise_min(a: &Resources, b: &Resources) -> Resources {
+    let mut r = Resources {
+        cpu_milli: a.cpu_milli.min(b.cpu_milli),
+        memory_bytes: a.memory_bytes.min(b.memory_bytes),
+        pods: a.pods.min(b.pods),
+        ephemeral_storage_bytes: a.ephemeral_storage_bytes.min(b.ephemeral_storage_bytes),
+        extended: Default::default(),
+    };
+    for (k, v) in &a.extended {
+        if let Some(w) = b.extended.get(k) {
+            r.extended.insert(k.clone(), (*v).min(*w));
+        }
+    }
+    r
+}
+
+fn claim_is_deleting(c: &NodeClaim) -> bool {
+    c.metadata.deletion_timestamp.is_some()
+}
+
+/// Builds the round from the current state. Fetches each NodeClass's catalogue from the
+/// cloud (cached there).
+pub async fn build(ctx: &Context) -> Round {
+    let state = &ctx.state;
+    // NodePools that can be served, and their NodeClasses.
+    let mut pools: HashMap<String, Arc<NodePool>> = HashMap::new();
+    let mut pool_class: HashMap<String, Arc<NodeClass>> = HashMap::new();
+    for p in state.node_pools.list() {
+        if p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Ok(class) = nodepool::usable(state, &p) {
+            pool_class.insert(p.name_any(), class);
+            pools.insert(p.name_any(), p);
+        }
+    }
+    // One catalogue per NodeClass in use.
+    let mut catalogs: HashMap<String, Catalog> = HashMap::new();
+    let mut classes: HashMap<String, Arc<NodeClass>> = HashMap::new();
+    for class in pool_class.values() {
+        let name = class.name_any();
+        if catalogs.contains_key(&name) || classes.contains_key(&name) {
+            continue;
+        }
+        classes.insert(name.clone(), class.clone());
+        match ctx.cloud.catalog(class).await {
+            Ok(c) => {
+                catalogs.insert(name, c);
+            }
+            Err(e) => {
+                ctx.metrics.cloud_error(&e);
+                tracing::warn!(nodeclass = %name, error = %e, "no catalogue for NodeClass; its NodePools are skipped this round");
+            }
+        }
+    }
+    pools.retain(|n, _| {
+        pool_class
+            .get(n)
+            .is_some_and(|c| catalogs.contains_key(&c.name_any()))
+    });
+    let several = catalogs.len() > 1;
+    let mut names: Vec<&String> = catalogs.keys().collect();
+    names.sort();
+    let catalog = names.iter().fold(Catalog::default(), |acc, n| {
+        if acc.is_empty() {
+            catalogs[*n].clone()
+        } else {
+            merge_catalogs(acc, &catalogs[*n])
+        }
+    });
+
+    let mut input = Input {
+        unavailable: ctx.cloud.unavailable(),
+        ..Default::default()
+    };
+    ctx.metrics
+        .ice_cache_size
+        .set(input.unavailable.0.len() as i64);
+
+    for ds in state.daemonsets.state() {
+        match daemonset(&ds) {
+            Ok(d) => input.daemonsets.push(d),
+            Err(e) => {
+                ctx.metrics.malformed("DaemonSet");
+                tracing::debug!(daemonset = %ds.name_any(), error = %e, "DaemonSet left out of overhead");
+            }
+        }
+    }
+    for (name, class) in &classes {
+        input.node_classes.push(NodeClassInput {
+            name: name.clone(),
+            kubelet: class.spec.kubelet_settings(),
+        });
+    }
+
+    // Pods: pending ones to place, bound ones per node.
+    let mut pending_objs = Vec::new();
+    let mut ignored: HashMap<&'static str, i64> = HashMap::new();
+    let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
+    for p in state.pods.state() {
+        match classify(&p) {
+            PodClass::Provisionable => match convert::pod(&p) {
+                Ok(sp) => {
+                    input.pods.push(sp);
+                    pending_objs.push(p.clone());
+                }
+                Err(e) => {
+                    *ignored.entry("malformed").or_default() += 1;
+                    tracing::warn!(pod = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), error = %e, "pending pod cannot be read");
+                    ctx.events
+                        .publish(
+                            &crate::controllers::events::reference(p.as_ref()),
+                            crate::controllers::events::Type::Warning,
+                            "FailedScheduling",
+                            &format!("joiner-agent cannot read this pod: {e}"),
+                        )
+                        .await;
+                }
+            },
+            PodClass::Ignored(reason) => *ignored.entry(reason).or_default() += 1,
+            PodClass::NotPending => {
+                let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                    continue;
+                };
+                if matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded") | Some("Failed")
+                ) {
+                    continue;
+                }
+                if let Ok(b) = convert::bound_pod(&p) {
+                    by_node.entry(node).or_default().push(b);
+                }
+            }
+        }
+    }
+    for reason in ["daemonset", "scheduler-name", "malformed"] {
+        ctx.metrics
+            .pods_ignored
+            .get_or_create(&l(&[("reason", reason)]))
+            .set(ignored.get(reason).copied().unwrap_or(0));
+    }
+
+    // Nodes, and which claims have one.
+    let mut usage: HashMap<String, Resources> = HashMap::new();
+    let mut claims_with_node: BTreeSet<String> = BTreeSet::new();
+    for n in state.nodes.state() {
+        let node: &K8sNode = &n;
+        let claim = state.claim_for_node(node);
+        if let Some(c) = &claim {
+            claims_with_node.insert(c.name_any());
+        }
+        let status = node.status.as_ref();
+        let allocatable = match node_resources(status.and_then(|s| s.allocatable.as_ref())) {
+            Ok(r) => r,
+            Err(e) => {
+                ctx.metrics.malformed("Node");
+                tracing::warn!(node = %node.name_any(), error = %e, "node allocatable cannot be read; node left out");
+                continue;
+            }
+        };
+        let node_labels = node.labels().clone();
+        if let Some(pool) = node_labels
+            .get(labels::JOINER_NODEPOOL)
+            .or_else(|| node_labels.get(labels::KARPENTER_NODEPOOL))
+        {
+            if let Ok(cap) = node_resources(status.and_then(|s| s.capacity.as_ref())) {
+                usage.entry(pool.clone()).or_default().add(&cap);
+            }
+        }
+        let initialized = claim
+            .as_ref()
+            .and_then(|c| c.status.as_ref())
+            .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED));
+        let startup: Vec<String> = claim
+            .as_ref()
+            .map(|c| {
+                c.spec
+                    .startup_taints
+                    .iter()
+                    .map(|t| t.key.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut taints: Vec<Taint> = Vec::new();
+        for (i, t) in node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if EPHEMERAL_TAINTS.contains(&t.key.as_str())
+                || (!initialized && startup.contains(&t.key))
+            {
+                continue;
+            }
+            match convert::taint(t, &format!("spec.taints[{i}]")) {
+                Ok(t) => taints.push(t),
+                Err(_) => ctx.metrics.malformed("Node"),
+            }
+        }
+        let deleting = node.metadata.deletion_timestamp.is_some()
+            || claim.as_ref().is_some_and(|c| claim_is_deleting(c));
+        input.nodes.push(Node {
+            name: node.name_any(),
+            labels: node_labels,
+            taints,
+            allocatable,
+            pods: by_node.remove(&node.name_any()).unwrap_or_default(),
+            unschedulable: deleting
+                || node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
+        });
+    }
+
+    // In-flight claims: launched or launching, no Node yet.
+    for c in state.node_claims.list() {
+        let name = c.name_any();
+        if claim_is_deleting(&c) || claims_with_node.contains(&name) {
+            continue;
+        }
+        let pool = c
+            .labels()
+            .get(labels::JOINER_NODEPOOL)
+            .cloned()
+            .unwrap_or_default();
+        let Ok(requirements) = crate::api::convert_requirements(&c.spec.requirements) else {
+            ctx.metrics.malformed("NodeClaim");
+            continue;
+        };
+        let taints = crate::api::convert_taints(&c.spec.taints).unwrap_or_default();
+        let Some(class) = classes
+            .get(&c.spec.node_class_ref.name)
+            .cloned()
+            .or_else(|| state.node_classes.get(&c.spec.node_class_ref.name))
+        else {
+            continue;
+        };
+        let kubelet = class.spec.kubelet_settings();
+        let Some(cat) = catalogs.get(&class.name_any()) else {
+            continue;
+        };
+        let types = claim_types(&c, cat);
+        let mut alloc: Option<Resources> = None;
+        let mut cap: Option<Resources> = None;
+        for it in &types {
+            let node_reqs = daemonsets::node_requirements(&pool, &requirements, it);
+            let overhead = daemonsets::overhead(&input.daemonsets, &node_reqs, &taints);
+            let a = it.allocatable_with(&kubelet).minus(&overhead);
+            alloc = Some(match alloc {
+                None => a,
+                Some(prev) => elementwise_min(&prev, &a),
+            });
+            if cap.is_none() {
+                cap = Some(it.capacity.clone());
+            }
+        }
+        let Some(allocatable) = alloc else { continue };
+        if let Some(cap) = cap {
+            usage.entry(pool.clone()).or_default().add(&cap);
+        }
+        let mut reqs = requirements;
+        reqs.add(labels::JOINER_NODEPOOL, Requirement::one(&pool));
+        reqs.add(labels::KARPENTER_NODEPOOL, Requirement::one(&pool));
+        input.in_flight.push(InFlightClaim {
+            name,
+            nodepool: pool,
+            requirements: reqs,
+            taints,
+            allocatable,
+            pods: vec![],
+        });
+    }
+
+    // NodePools, each kept in its NodeClass's zones.
+    for (name, p) in &pools {
+        let u = usage.get(name).cloned().unwrap_or_default();
+        match NodePoolInput::from_api(name, &p.spec, u) {
+            Ok(mut pi) => {
+                if several {
+                    if let Some(cat) = pool_class
+                        .get(name)
+                        .and_then(|c| catalogs.get(&c.name_any()))
+                    {
+                        let zones: BTreeSet<String> = cat.zones();
+                        let mut z = Requirements::new();
+                        z.add(labels::ZONE, Requirement::listed(zones));
+                        pi.requirements = pi.requirements.intersect(&z);
+                    }
+                }
+                input.node_pools.push(pi);
+            }
+            Err(e) => {
+                tracing::warn!(nodepool = %name, error = %e, "NodePool cannot be converted");
+                ctx.metrics.malformed("NodePool");
+            }
+        }
+    }
+    pools.retain(|n, _| input.node_pools.iter().any(|p| &p.name == n));
+
+    Round {
+        input,
+        catalog,
+        pods: pending_objs,
+        pools,
+    }
+}
+
+/// The insufficient-capacity cache as the scheduler wants it (kept for callers that build
+/// inputs themselves, such as the disruption loop's simulations).
+pub fn unavailable(ctx: &Context) -> UnavailableOfferings {
+    ctx.cloud.unavailable()
+}

@@ -1,0 +1,187 @@
+//! A reflector for the agent's own CRDs that survives malformed objects.
+//!
+//! kube's typed watcher fails the whole list when one object does not deserialize, which
+//! would let one bad NodePool stop the agent serving every other one. Here objects are
+//! watched untyped and converted one by one: a malformed object is logged, counted, kept
+//! aside with its error (so its owner controller can report it on the object's status),
+//! and the others are served.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{broadcast, watch};
+
+use super::Change;
+use crate::controllers::operator::metrics::Metrics;
+
+/// The latest version of every object of one kind, by name (the agent's CRDs are cluster
+/// scoped).
+pub struct CrdStore<T> {
+    items: RwLock<HashMap<String, Arc<T>>>,
+    malformed: RwLock<HashMap<String, String>>,
+    ready: watch::Sender<bool>,
+}
+
+impl<T> Default for CrdStore<T> {
+    fn default() -> Self {
+        CrdStore {
+            items: RwLock::new(HashMap::new()),
+            malformed: RwLock::new(HashMap::new()),
+            ready: watch::channel(false).0,
+        }
+    }
+}
+
+impl<T> CrdStore<T> {
+    pub fn get(&self, name: &str) -> Option<Arc<T>> {
+        self.items
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub fn list(&self) -> Vec<Arc<T>> {
+        self.items
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Objects that exist but could not be read, with the reason.
+    pub fn malformed(&self) -> Vec<(String, String)> {
+        self.malformed
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    pub async fn wait_ready(&self) {
+        let mut rx = self.ready.subscribe();
+        let _ = rx.wait_for(|r| *r).await;
+    }
+
+    /// Inserts an object the agent just wrote, so a caller sees it before the watch does.
+    pub fn insert(&self, name: &str, obj: T) {
+        self.items
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), Arc::new(obj));
+    }
+}
+
+fn convert<T: DeserializeOwned>(obj: &DynamicObject) -> Result<T, String> {
+    let v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// Watches `T` until the stream ends (never, in practice): kube's watcher re-lists on
+/// errors with backoff.
+pub async fn run<T>(
+    client: Client,
+    store: Arc<CrdStore<T>>,
+    metrics: Arc<Metrics>,
+    changes: broadcast::Sender<Change>,
+    change: fn(String) -> Change,
+) where
+    T: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug + Send + Sync + 'static,
+{
+    let ar = ApiResource::erase::<T>(&());
+    let kind = ar.kind.clone();
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut buffer: Option<(HashMap<String, Arc<T>>, HashMap<String, String>)> = None;
+    while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(kind = %kind, error = %e, "watch failed; retrying");
+                continue;
+            }
+        };
+        let accept = |obj: DynamicObject,
+                      items: &mut HashMap<String, Arc<T>>,
+                      bad: &mut HashMap<String, String>| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            match convert::<T>(&obj) {
+                Ok(t) => {
+                    bad.remove(&name);
+                    items.insert(name.clone(), Arc::new(t));
+                }
+                Err(e) => {
+                    tracing::warn!(kind = %kind, name = %name, error = %e, "malformed object ignored");
+                    metrics.malformed(&kind);
+                    items.remove(&name);
+                    bad.insert(name.clone(), e);
+                }
+            }
+            name
+        };
+        match ev {
+            watcher::Event::Init => buffer = Some((HashMap::new(), HashMap::new())),
+            watcher::Event::InitApply(obj) => {
+                if let Some((items, bad)) = buffer.as_mut() {
+                    accept(obj, items, bad);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some((items, bad)) = buffer.take() {
+                    let names: Vec<String> = items.keys().chain(bad.keys()).cloned().collect();
+                    *store.items.write().unwrap_or_else(|p| p.into_inner()) = items;
+                    *store.malformed.write().unwrap_or_else(|p| p.into_inner()) = bad;
+                    for n in names {
+                        let _ = changes.send(change(n));
+                    }
+                }
+                store.ready.send_replace(true);
+            }
+            watcher::Event::Apply(obj) => {
+                let name = {
+                    let mut items = store.items.write().unwrap_or_else(|p| p.into_inner());
+                    let mut bad = store.malformed.write().unwrap_or_else(|p| p.into_inner());
+                    accept(obj, &mut items, &mut bad)
+                };
+                let _ = changes.send(change(name));
+            }
+            watcher::Event::Delete(obj) => {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                store
+                    .items
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&name);
+                store
+                    .malformed
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&name);
+                let _ = changes.send(change(name));
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The cluster as the agent sees it: one watch per kind (no polling), kept in memory and
+//! shared by every controller. Watches run on every replica, leader or not, so a follower
+//! that takes over has warm caches and acts at once.
+//!
+//! Objects are trimmed as they arrive (managed fields, pod statuses beyond phase and
+//! conditions, node images) to keep memory low; see [`trim_pod`] and [`trim_node`].
+//! Every change is also announced on a broadcast channel ([`Change`]) that controllers
+//! use as their trigger.
+
+pub mod crd_store;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::broadcast;
+
+pub use crd_store::CrdStore;
+
+use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::controllers::operator::metrics::Metrics;
+use crate::labels;
+
+/// What changed. Controllers treat a lagged receiver as "anything may have changed".
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A pod changed. `provisionable` when it now waits for capacity the agent may launch.
+    Pod {
+        uid: String,
+        provisionable: bool,
+        node: Option<String>,
+    },
+    Node(String),
+    NodeClaim(String),
+    NodePool(String),
+    NodeClass(String),
+    DaemonSet,
+    Pdb,
+}
+
+pub struct ClusterState {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub daemonsets: Store<DaemonSet>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    pub node_pools: Arc<CrdStore<NodePool>>,
+    pub node_classes: Arc<CrdStore<NodeClass>>,
+    pub node_claims: Arc<CrdStore<NodeClaim>>,
+    changes: broadcast::Sender<Change>,
+}
+
+/// Where a pod stands for provisioning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodClass {
+    /// Bound, finished, being deleted, or not yet tried by kube-scheduler.
+    NotPending,
+    /// Pending but not the agent's business (the reason is a metric label).
+    Ignored(&'static str),
+    /// kube-scheduler found no node for it: the agent plans capacity.
+    Provisionable,
+}
+
+fn owned_by_daemonset(p: &Pod) -> bool {
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+}
+
+/// Karpenter's rule: a pod is provisionable when kube-scheduler marked it
+/// `PodScheduled=False, reason Unschedulable`. DaemonSet pods (they follow nodes), pods for
+/// another scheduler (`fargate-scheduler` on EKS Fargate profiles, or custom) are ignored.
+pub fn classify(p: &Pod) -> PodClass {
+    let Some(spec) = p.spec.as_ref() else {
+        return PodClass::NotPending;
+    };
+    if spec.node_name.as_ref().is_some_and(|n| !n.is_empty())
+        || p.metadata.deletion_timestamp.is_some()
+    {
+        return PodClass::NotPending;
+    }
+    let status = p.status.as_ref();
+    if status
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+    {
+        return PodClass::NotPending;
+    }
+    let unschedulable = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        });
+    if owned_by_daemonset(p) {
+        return PodClass::Ignored("daemonset");
+    }
+    if spec
+        .scheduler_name
+        .as_deref()
+        .is_some_and(|s| !s.is_empty() && s != "default-scheduler")
+    {
+        return PodClass::Ignored("scheduler-name");
+    }
+    if unschedulable {
+        PodClass::Provisionable
+    } else {
+        PodClass::NotPending
+    }
+}
+
+/// Drops what no controller reads: managed fields, most annotations, container statuses.
+pub fn trim_pod(p: &mut Pod) {
+    p.metadata.managed_fields = None;
+    if let Some(a) = p.metadata.annotations.as_mut() {
+        a.retain(|k, _| labels::is_do_not_disrupt(k) || k == "kubernetes.io/config.mirror");
+    }
+    if let Some(s) = p.status.as_mut() {
+        s.container_statuses = None;
+        s.init_container_statuses = None;
+        s.ephemeral_container_statuses = None;
+        s.pod_ips = None;
+        s.host_ips = None;
+        s.resource_claim_statuses = None;
+        if let Some(cs) = s.conditions.as_mut() {
+            cs.retain(|c| c.type_ == "PodScheduled" || c.type_ == "Ready");
+        }
+    }
+}
+
+pub fn trim_node(n: &mut Node) {
+    n.metadata.managed_fields = None;
+    if let Some(s) = n.status.as_mut() {
+        s.images = None;
+        s.volumes_attached = None;
+        s.volumes_in_use = None;
+    }
+}
+
+impl ClusterState {
+    /// Starts the watches on the current runtime.
+    pub fn start(client: Client, metrics: Arc<Metrics>) -> Arc<ClusterState> {
+        let (changes, _) = broadcast::channel(16_384);
+        let (pods, pods_w) = reflector::store();
+        let (nodes, nodes_w) = reflector::store();
+        let (daemonsets, ds_w) = reflector::store();
+        let (pdbs, pdbs_w) = reflector::store();
+        let state = Arc::new(ClusterState {
+            pods,
+            nodes,
+            daemonsets,
+            pdbs,
+            node_pools: Arc::default(),
+            node_classes: Arc::default(),
+            node_claims: Arc::default(),
+            changes: changes.clone(),
+        });
+
+        let tx = changes.clone();
+        let api: Api<Pod> = Api::all(client.clone());
+        tokio::spawn(
+            watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(trim_pod)
+                .reflect(pods_w)
+                .touched_objects()
+                .for_each(move |r| {
+                    match r {
+                        Ok(p) => {
+                            let _ = tx.send(Change::Pod {
+                                uid: p.uid().unwrap_or_default(),
+                                provisionable: classify(&p) == PodClass::Provisionable,
+                                node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                            });
+                        }
+                        Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                    }
+                    futures::future::ready(())
+                }),
+        );
+        let tx = changes.clone();
+        let api: Api<Node> = Api::all(client.clone());
+        tokio::spawn(
+            watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(trim_node)
+                .reflect(nodes_w)
+                .touched_objects()
+                .for_each(move |r| {
+                    match r {
+                        Ok(n) => {
+                            let _ = tx.send(Change::Node(n.name_any()));
+                        }
+                        Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
+                    }
+                    futures::future::ready(())
+                }),
+        );
+        let tx = changes.clone();
+        let api: Api<DaemonSet> = Api::all(client.clone());
+        tokio::spawn(
+            watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(|d| d.metadata.managed_fields = None)
+                .reflect(ds_w)
+                .touched_objects()
+                .for_each(move |r| {
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "daemonset watch failed; retrying");
+                    } else {
+                        let _ = tx.send(Change::DaemonSet);
+                    }
+                    futures::future::ready(())
+                }),
+        );
+        let tx = changes.clone();
+        let api: Api<PodDisruptionBudget> = Api::all(client.clone());
+        tokio::spawn(
+            watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(|d| d.metadata.managed_fields = None)
+                .reflect(pdbs_w)
+                .touched_objects()
+                .for_each(move |r| {
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "pdb watch failed; retrying");
+                    } else {
+                        let _ = tx.send(Change::Pdb);
+                    }
+                    futures::future::ready(())
+                }),
+        );
+        tokio::spawn(crd_store::run(
+            client.clone(),
+            state.node_pools.clone(),
+            metrics.clone(),
+            changes.clone(),
+            Change::NodePool,
+        ));
+        tokio::spawn(crd_store::run(
+            client.clone(),
+            state.node_classes.clone(),
+            metrics.clone(),
+            changes.clone(),
+            Change::NodeClass,
+        ));
+        tokio::spawn(crd_store::run(
+            client,
+            state.node_claims.clone(),
+            metrics,
+            changes,
+            Change::NodeClaim,
+        ));
+        state
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// Announces a change the agent made itself (a claim it gave up on, for example).
+    pub fn notify(&self, change: Change) {
+        let _ = self.changes.send(change);
+    }
+
+    /// Waits until every watch has listed once.
+    pub async fn wait_synced(&self) {
+        let _ = self.pods.wait_until_ready().await;
+        let _ = self.nodes.wait_until_ready().await;
+        let _ = self.daemonsets.wait_until_ready().await;
+        let _ = self.pdbs.wait_until_ready().await;
+        self.node_pools.wait_ready().await;
+        self.node_classes.wait_ready().await;
+        self.node_claims.wait_ready().await;
+    }
+
+    /// The Node carrying a provider ID.
+    pub fn node_by_provider_id(&self, provider_id: &str) -> Option<Arc<Node>> {
+        self.nodes.find(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| p == provider_id)
+        })
+    }
+
+    /// The Node of a NodeClaim: by the claim's provider ID, else by the
+    /// `joiner.dev/nodeclaim` label the kubelet registered with.
+    pub fn node_for_claim(&self, claim: &NodeClaim) -> Option<Arc<Node>> {
+        let name = claim.name_any();
+        if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
+            if let Some(n) = self.node_by_provider_id(pid) {
+                return Some(n);
+            }
+        }
+        self.nodes.find(|n| {
+            n.labels()
+                .get(labels::JOINER_NODECLAIM)
+                .is_some_and(|c| *c == name)
+        })
+    }
+
+    /// The NodeClaim a Node belongs to.
+    pub fn claim_for_node(&self, node: &Node) -> Option<Arc<NodeClaim>> {
+        if let Some(c) = node
+            .labels()
+            .get(labels::JOINER_NODECLAIM)
+            .and_then(|c| self.node_claims.get(c))
+        {
+            return Some(c);
+        }
+        let pid = node.spec.as_ref()?.provider_id.as_deref()?;
+        self.node_claims
+            .list()
+            .into_iter()
+            .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
+    }
+
+    /// Non-terminal pods bound to each node.
+    pub fn pods_by_node(&self) -> HashMap<String, Vec<Arc<Pod>>> {
+        let mut out: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
+        for p in self.pods.state() {
+            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                continue;
+            };
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded") | Some("Failed")) {
+                continue;
+            }
+            out.entry(node).or_default().push(p);
+        }
+        out
+    }
+
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods
+            .state()
+            .into_iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                    && !matches!(
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded") | Some("Failed")
+                    )
+            })
+            .collect()
+    }
+}

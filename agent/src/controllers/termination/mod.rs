@@ -1,0 +1,322 @@
+//! Termination, driven by the `joiner.dev/termination` finalizer on NodeClaims and their
+//! Nodes: cordon, drain ([`drain`]: the Eviction API, so PodDisruptionBudgets hold), then
+//! terminate the instance, remove the Node, and release the claim.
+//!
+//! Do-not-disrupt (`karpenter.sh/do-not-disrupt`, `joiner.dev/do-not-disrupt`): on a
+//! Node it blocks a *voluntary* termination from starting; on a pod it keeps that pod from
+//! being evicted by a voluntary termination. Both give way when the NodePool's
+//! `terminationGracePeriod` (copied onto the claim) has passed since the deletion was
+//! requested, and neither blocks an involuntary one (interruption, registration timeout,
+//! instance gone), where the capacity is going away anyway.
+
+pub mod drain;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::api::NodeClaim;
+use crate::controllers::events::{self, Type};
+use crate::controllers::state::Change;
+use crate::controllers::{Context, TERMINATION_FINALIZER};
+use crate::labels;
+
+/// Annotation recording why a claim is being terminated.
+pub const TERMINATION_REASON: &str = "joiner.dev/termination-reason";
+
+/// Why a NodeClaim is terminated. Voluntary reasons respect do-not-disrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminationReason {
+    /// Deleted by a user or by its NodePool's deletion.
+    Deleted,
+    Empty,
+    Underutilized,
+    Drifted,
+    Expired,
+    /// Spot interruption, scheduled change, instance stopping.
+    Interrupted,
+    RegistrationTimeout,
+    /// The instance no longer exists.
+    InstanceGone,
+    /// No capacity could be launched for it.
+    LaunchFailed,
+    /// Its Node was deleted.
+    NodeDeleted,
+}
+
+impl TerminationReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TerminationReason::Deleted => "Deleted",
+            TerminationReason::Empty => "Empty",
+            TerminationReason::Underutilized => "Underutilized",
+            TerminationReason::Drifted => "Drifted",
+            TerminationReason::Expired => "Expired",
+            TerminationReason::Interrupted => "Interrupted",
+            TerminationReason::RegistrationTimeout => "RegistrationTimeout",
+            TerminationReason::InstanceGone => "InstanceGone",
+            TerminationReason::LaunchFailed => "LaunchFailed",
+            TerminationReason::NodeDeleted => "NodeDeleted",
+        }
+    }
+
+    pub fn parse(s: &str) -> TerminationReason {
+        match s {
+            "Empty" => TerminationReason::Empty,
+            "Underutilized" => TerminationReason::Underutilized,
+            "Drifted" => TerminationReason::Drifted,
+            "Expired" => TerminationReason::Expired,
+            "Interrupted" => TerminationReason::Interrupted,
+            "RegistrationTimeout" => TerminationReason::RegistrationTimeout,
+            "InstanceGone" => TerminationReason::InstanceGone,
+            "LaunchFailed" => TerminationReason::LaunchFailed,
+            "NodeDeleted" => TerminationReason::NodeDeleted,
+            _ => TerminationReason::Deleted,
+        }
+    }
+
+    /// Voluntary terminations wait for do-not-disrupt (up to the grace period).
+    pub fn is_voluntary(&self) -> bool {
+        matches!(
+            self,
+            TerminationReason::Deleted
+                | TerminationReason::Empty
+                | TerminationReason::Underutilized
+                | TerminationReason::Drifted
+                | TerminationReason::NodeDeleted
+        )
+    }
+}
+
+/// Asks for a NodeClaim's termination: records the reason, then deletes the claim; the
+/// finalizer does the rest. Already-gone claims are not an error. This is the entry
+/// point for other loops (interruption, disruption).
+pub async fn request_termination(
+    ctx: &Context,
+    claim: &str,
+    reason: TerminationReason,
+) -> Result<(), kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": {TERMINATION_REASON: reason.as_str()}}});
+    match api
+        .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    match api.delete(claim, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    tracing::info!(nodeclaim = %claim, reason = reason.as_str(), "termination requested");
+    ctx.claims.add(claim);
+    Ok(())
+}
+
+pub fn has_do_not_disrupt(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    meta.annotations.as_ref().is_some_and(|a| {
+        a.iter()
+            .any(|(k, v)| labels::is_do_not_disrupt(k) && v != "false")
+    })
+}
+
+/// Seconds since the claim's deletion was requested.
+fn deleting_for(claim: &NodeClaim) -> f64 {
+    claim
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| jiff::Timestamp::now().duration_since(t.0).as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn grace_period(claim: &NodeClaim) -> Option<Duration> {
+    let g = claim.spec.termination_grace_period.as_deref()?;
+    crate::api::duration::parse_seconds(g)
+        .ok()
+        .map(Duration::from_secs)
+}
+
+async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let fins: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != TERMINATION_FINALIZER)
+        .cloned()
+        .collect();
+    if fins.len() == obj.finalizers().len() {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"finalizers": fins}});
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The claim's instance id: from its providerID (`aws:///zone/i-...`), else by tag.
+async fn instance_id(
+    ctx: &Context,
+    claim: &NodeClaim,
+) -> Result<Option<String>, crate::cloud::CloudError> {
+    if let Some(id) = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|p| p.rsplit('/').next())
+        .filter(|id| id.starts_with("i-"))
+    {
+        return Ok(Some(id.to_string()));
+    }
+    Ok(ctx
+        .cloud
+        .instance_for(&claim.name_any())
+        .await?
+        .map(|i| i.instance_id))
+}
+
+/// One step of a claim's termination; returns when to look again.
+pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+    if !claim
+        .finalizers()
+        .iter()
+        .any(|f| f == TERMINATION_FINALIZER)
+    {
+        return None;
+    }
+    let name = claim.name_any();
+    let reason = TerminationReason::parse(
+        claim
+            .annotations()
+            .get(TERMINATION_REASON)
+            .map(String::as_str)
+            .unwrap_or(""),
+    );
+    let grace_over = grace_period(claim).is_some_and(|g| deleting_for(claim) >= g.as_secs_f64());
+    let respect_dnd = reason.is_voluntary() && !grace_over;
+    let node = ctx.state.node_for_claim(claim);
+    if let Some(node) = &node {
+        if respect_dnd && has_do_not_disrupt(&node.metadata) {
+            ctx.events
+                .publish(
+                    &events::reference(claim),
+                    Type::Normal,
+                    "DisruptionBlocked",
+                    &format!("node {} is annotated do-not-disrupt; termination waits until the annotation is removed or the terminationGracePeriod passes", node.name_any()),
+                )
+                .await;
+            return Some(Duration::from_secs(5));
+        }
+        match drain::drain(ctx, claim, node, respect_dnd, grace_over).await {
+            drain::Outcome::Drained => {}
+            drain::Outcome::Waiting(d) => return Some(d),
+        }
+    }
+    // Terminate the instance.
+    match instance_id(ctx, claim).await {
+        Ok(Some(id)) => {
+            if let Err(e) = ctx.cloud.terminate(std::slice::from_ref(&id)).await {
+                ctx.metrics.cloud_error(&e);
+                tracing::warn!(nodeclaim = %name, instance = %id, error = %e, "terminating the instance failed; retrying");
+                return Some(Duration::from_secs(5));
+            }
+            tracing::info!(nodeclaim = %name, instance = %id, "instance terminated");
+        }
+        Ok(None) => {}
+        Err(e) => {
+            ctx.metrics.cloud_error(&e);
+            return Some(Duration::from_secs(5));
+        }
+    }
+    // Remove the Node, then release the claim.
+    if let Some(node) = &node {
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        if let Err(e) = remove_finalizer(&nodes, node.as_ref()).await {
+            ctx.metrics.kube_error("nodes patch", &e);
+            return Some(Duration::from_secs(2));
+        }
+        match nodes
+            .delete(&node.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                ctx.metrics.kube_error("nodes delete", &e);
+                return Some(Duration::from_secs(2));
+            }
+        }
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    if let Err(e) = remove_finalizer(&api, claim).await {
+        ctx.metrics.kube_error("nodeclaims patch", &e);
+        return Some(Duration::from_secs(2));
+    }
+    ctx.metrics
+        .nodeclaims_terminated
+        .get_or_create(&crate::controllers::lifecycle::claim_metric_labels(claim))
+        .inc();
+    tracing::info!(nodeclaim = %name, reason = reason.as_str(), "terminated");
+    ctx.state.notify(Change::NodeClaim(name));
+    None
+}
+
+/// The Node side of the finalizer: a Node deleted directly (kubectl delete node) has its
+/// claim terminated, which drains it; a Node with the finalizer but no claim is released.
+pub async fn run_node_finalizer(ctx: std::sync::Arc<Context>) {
+    let mut rx = ctx.state.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            c = rx.recv() => match c {
+                Ok(Change::Node(_)) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(_) => continue,
+                Err(_) => return,
+            }
+        }
+        for node in ctx.state.nodes.state() {
+            if node.metadata.deletion_timestamp.is_none()
+                || !node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER)
+            {
+                continue;
+            }
+            match ctx.state.claim_for_node(&node) {
+                Some(c) if c.metadata.deletion_timestamp.is_none() => {
+                    if let Err(e) =
+                        request_termination(&ctx, &c.name_any(), TerminationReason::NodeDeleted)
+                            .await
+                    {
+                        ctx.metrics.kube_error("nodeclaims delete", &e);
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    let nodes: Api<Node> = Api::all(ctx.client.clone());
+                    if let Err(e) = remove_finalizer(&nodes, node.as_ref()).await {
+                        ctx.metrics.kube_error("nodes patch", &e);
+                    }
+                }
+            }
+        }
+    }
+}

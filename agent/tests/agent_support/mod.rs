@@ -1,0 +1,522 @@
+//! The world the agent tests run in: moto (EC2), optionally the fault proxy in front of it,
+//! kube-sim with its EC2 → Node bridge pointed at moto, the joiner.dev CRDs, a NodeClass
+//! whose subnets and security group are moto's default ones (tagged for discovery), and
+//! helpers to run the agent in-process (library entry point) or as a `joiner-agent run`
+//! process.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::types::{Filter, Tag};
+use base64::Engine;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::CustomResourceExt;
+use serde_json::json;
+
+use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
+use joiner_agent::cloud::ec2::{Ec2Cloud, Ec2Options};
+use joiner_agent::controllers::{self, Config};
+
+pub const CLUSTER: &str = "agent-test";
+pub const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
+
+pub struct World {
+    pub moto: joiner_test_support::MotoServer,
+    pub proxy: Option<fault_proxy::FaultProxy>,
+    pub sim: kube_sim::KubeSim,
+    pub client: kube::Client,
+    pub ec2: aws_sdk_ec2::Client,
+    pub image_id: String,
+}
+
+pub struct Opts {
+    pub boot_delay: Duration,
+    pub proxy: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            boot_delay: Duration::from_millis(500),
+            proxy: false,
+        }
+    }
+}
+
+pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    use aws_smithy_http_client::tls;
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let creds = aws_credential_types::Credentials::new("testing", "testing", None, None, "test");
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(http)
+        .endpoint_url(endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(creds)
+        .load()
+        .await
+}
+
+/// Polls `f` until it returns Some, or panics naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl World {
+    pub async fn start(opts: Opts) -> World {
+        let moto = joiner_test_support::MotoServer::start();
+        let proxy = opts
+            .proxy
+            .then(|| fault_proxy::FaultProxy::start(&moto.endpoint()));
+        let sim = kube_sim::KubeSim::start(kube_sim::Options {
+            cluster_name: CLUSTER.into(),
+            aws_endpoint: Some(moto.endpoint()),
+            aws_region: "us-east-1".into(),
+            boot_delay: opts.boot_delay,
+            node_grace: Duration::from_millis(500),
+            aws_poll: Duration::from_millis(200),
+            ..Default::default()
+        })
+        .expect("kube-sim starts");
+        let client = sim.client().await.expect("kube-sim client");
+        let ec2 = aws_sdk_ec2::Client::new(&sdk_config(&moto.endpoint()).await);
+
+        // Discovery tags on moto's default subnets (three zones) and security group.
+        let subnets = ec2
+            .describe_subnets()
+            .filters(
+                Filter::builder()
+                    .name("default-for-az")
+                    .values("true")
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("EC2 DescribeSubnets");
+        let tag = Tag::builder()
+            .key("joiner.dev/discovery")
+            .value(CLUSTER)
+            .build();
+        for s in subnets.subnets() {
+            if ZONES.contains(&s.availability_zone().unwrap_or("")) {
+                ec2.create_tags()
+                    .resources(s.subnet_id().unwrap())
+                    .tags(tag.clone())
+                    .send()
+                    .await
+                    .expect("EC2 CreateTags subnet");
+            }
+        }
+        let sgs = ec2
+            .describe_security_groups()
+            .filters(
+                Filter::builder()
+                    .name("group-name")
+                    .values("default")
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("EC2 DescribeSecurityGroups");
+        for g in sgs.security_groups() {
+            ec2.create_tags()
+                .resources(g.group_id().unwrap())
+                .tags(tag.clone())
+                .send()
+                .await
+                .expect("EC2 CreateTags security group");
+        }
+        let images = ec2
+            .describe_images()
+            .owners("amazon")
+            .filters(
+                Filter::builder()
+                    .name("architecture")
+                    .values("x86_64")
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("EC2 DescribeImages");
+        let image_id = images
+            .images()
+            .first()
+            .and_then(|i| i.image_id())
+            .expect("moto ships x86_64 AMIs")
+            .to_string();
+
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("CRD create");
+        }
+        let ns: Api<Namespace> = Api::all(client.clone());
+        ns.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "joiner"}})).unwrap(),
+        )
+        .await
+        .expect("namespace joiner");
+        World {
+            moto,
+            proxy,
+            sim,
+            client,
+            ec2,
+            image_id,
+        }
+    }
+
+    /// The endpoint the agent talks to: the fault proxy when there is one.
+    pub fn agent_aws_endpoint(&self) -> String {
+        match &self.proxy {
+            Some(p) => p.endpoint(),
+            None => self.moto.endpoint(),
+        }
+    }
+
+    pub async fn cloud(&self) -> Arc<Ec2Cloud> {
+        let mut o = Ec2Options::new(CLUSTER);
+        o.cluster_endpoint = Some(self.sim.url());
+        o.cluster_ca = Some(base64::engine::general_purpose::STANDARD.encode(self.sim.ca_pem()));
+        o.kubernetes_version = Some("1.33".into());
+        o.service_cidr = Some("10.100.0.0/16".into());
+        o.launch_backoff = Duration::from_millis(50);
+        Arc::new(Ec2Cloud::new(
+            &sdk_config(&self.agent_aws_endpoint()).await,
+            o,
+        ))
+    }
+
+    /// `run`'s flags for this world, short windows for tests, plus `extra`.
+    pub fn args(&self, extra: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "joiner-agent".into(),
+            "--cluster-name".into(),
+            CLUSTER.into(),
+            "--region".into(),
+            "us-east-1".into(),
+            "--kubeconfig".into(),
+            self.sim.kubeconfig_path().display().to_string(),
+            "--aws-endpoint".into(),
+            self.agent_aws_endpoint(),
+            "--cluster-endpoint".into(),
+            self.sim.url(),
+            "--cluster-ca".into(),
+            base64::engine::general_purpose::STANDARD.encode(self.sim.ca_pem()),
+            "--metrics-addr".into(),
+            format!("127.0.0.1:{}", joiner_test_support::free_port()),
+            "--health-addr".into(),
+            format!("127.0.0.1:{}", joiner_test_support::free_port()),
+            "--batch-idle".into(),
+            "300ms".into(),
+            "--batch-max".into(),
+            "3s".into(),
+            "--gc-interval".into(),
+            "1s".into(),
+            "--gc-grace".into(),
+            "4s".into(),
+            "--lease-duration".into(),
+            "3s".into(),
+            "--lease-retry".into(),
+            "500ms".into(),
+            "--namespace".into(),
+            "joiner".into(),
+            "--log-format".into(),
+            "text".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    }
+
+    pub fn config(&self, extra: &[&str]) -> Config {
+        Config::from_args(self.args(extra)).expect("valid flags")
+    }
+
+    /// Runs the agent in this process until the returned handle is stopped or dropped.
+    pub async fn agent(&self, extra: &[&str]) -> Agent {
+        let config = self.config(extra);
+        let metrics = config.metrics_addr;
+        let cloud = self.cloud().await;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let handle = tokio::spawn(controllers::run(config, cloud, rx));
+        Agent {
+            stop: tx,
+            handle: Some(handle),
+            metrics,
+        }
+    }
+
+    /// Runs `joiner-agent run` as a process (for SIGKILL and leader tests).
+    pub fn agent_process(&self, extra: &[&str]) -> Child {
+        let args = self.args(extra);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_joiner-agent"));
+        cmd.arg("run").args(&args[1..]);
+        for (k, v) in self.moto.env() {
+            cmd.env(k, v);
+        }
+        cmd.env("JOINER_KUBERNETES_VERSION", "1.33")
+            .env("JOINER_LOG_LEVEL", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        cmd.spawn().expect("spawn joiner-agent")
+    }
+
+    /// A NodeClass named `name` using the tagged subnets and security group.
+    pub async fn node_class(&self, name: &str) {
+        let api: Api<NodeClass> = Api::all(self.client.clone());
+        let nc: NodeClass = serde_json::from_value(json!({
+            "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
+            "metadata": {"name": name},
+            "spec": {
+                "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
+                "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
+                "amiSelectorTerms": [{"id": self.image_id}],
+                "role": "agent-test-nodes",
+            }
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &nc)
+            .await
+            .expect("NodeClass create");
+    }
+
+    /// A NodePool from its spec (JSON).
+    pub async fn node_pool(&self, name: &str, spec: serde_json::Value) {
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        let np: NodePool = serde_json::from_value(json!({
+            "apiVersion": "joiner.dev/v1", "kind": "NodePool",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &np)
+            .await
+            .expect("NodePool create");
+    }
+
+    /// A general-purpose NodePool: amd64, c/m/r families, Spot and on-demand.
+    pub fn general_pool_spec(node_class: &str) -> serde_json::Value {
+        json!({
+            "template": {"spec": {
+                "nodeClassRef": {"group": "joiner.dev", "kind": "NodeClass", "name": node_class},
+                "requirements": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+                ],
+            }},
+        })
+    }
+
+    pub async fn deployment(&self, name: &str, replicas: i32, cpu: &str, memory: &str) {
+        self.deployment_with(name, replicas, cpu, memory, json!({}), json!({}))
+            .await
+    }
+
+    /// A Deployment; `pod_meta` and `pod_spec` are merged into the template.
+    pub async fn deployment_with(
+        &self,
+        name: &str,
+        replicas: i32,
+        cpu: &str,
+        memory: &str,
+        pod_meta: serde_json::Value,
+        pod_spec: serde_json::Value,
+    ) {
+        let mut meta = json!({"labels": {"app": name}});
+        if let Some(m) = pod_meta.as_object() {
+            for (k, v) in m {
+                meta[k] = v.clone();
+            }
+        }
+        meta["labels"]["app"] = json!(name);
+        let mut spec = json!({"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]});
+        if let Some(m) = pod_spec.as_object() {
+            for (k, v) in m {
+                spec[k] = v.clone();
+            }
+        }
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": meta, "spec": spec}}
+        }))
+        .unwrap();
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), "default");
+        api.create(&PostParams::default(), &d)
+            .await
+            .expect("Deployment create");
+    }
+
+    pub async fn scale(&self, name: &str, replicas: i32) {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), "default");
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("Deployment scale");
+    }
+
+    pub async fn pods(&self, app: &str) -> Vec<Pod> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        api.list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+    }
+
+    pub async fn running(&self, app: &str) -> usize {
+        self.pods(app)
+            .await
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count()
+    }
+
+    pub async fn nodes(&self) -> Vec<Node> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+    }
+
+    pub async fn claims(&self) -> Vec<NodeClaim> {
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+    }
+
+    /// Instances in moto that are not terminated: (id, type, tags).
+    pub async fn live_instances(
+        &self,
+    ) -> Vec<(String, String, std::collections::BTreeMap<String, String>)> {
+        let out = self
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name("instance-state-name")
+                    .values("pending")
+                    .values("running")
+                    .values("stopping")
+                    .values("stopped")
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("EC2 DescribeInstances");
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| {
+                (
+                    i.instance_id().unwrap_or_default().to_string(),
+                    i.instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default(),
+                    i.tags()
+                        .iter()
+                        .filter_map(|t| Some((t.key()?.to_string(), t.value()?.to_string())))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Events whose involvedObject is `name`, as "reason: message".
+    pub async fn events_for(&self, namespace: &str, name: &str) -> Vec<String> {
+        let api: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), namespace);
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(name))
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// The agent's `/metrics` text.
+    pub async fn metrics(&self, addr: std::net::SocketAddr) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("metrics connect");
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(
+                format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let mut out = String::new();
+        stream.read_to_string(&mut out).await.unwrap();
+        out
+    }
+}
+
+pub struct Agent {
+    stop: tokio::sync::watch::Sender<bool>,
+    handle: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    pub metrics: std::net::SocketAddr,
+}
+
+impl Agent {
+    /// Graceful stop, as on SIGTERM; returns what `run` returned.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        match self.handle.take() {
+            Some(h) => h.await.expect("agent task"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(h) = self.handle.take() {
+            h.abort();
+        }
+    }
+}
