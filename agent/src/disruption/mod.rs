@@ -17,3 +17,5 @@ pub mod metrics;
 
 pub use budgets::{Budgets, Reason};
 pub use decide::{decide, Candidate, Config, Decision, Outcome, PoolPolicy, World};
+#[cfg(feature = "controllers")]
+pub mod controller;

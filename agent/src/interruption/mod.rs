@@ -14,3 +14,5 @@ pub mod messages;
 pub mod metrics;
 #[cfg(feature = "controllers")]
 pub mod queue;
+#[cfg(feature = "controllers")]
+pub mod controller;
