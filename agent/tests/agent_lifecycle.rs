@@ -1,0 +1,344 @@
+//! NodeClaim lifecycle and termination rules through kube-sim and moto: unplaceable pods
+//! and an invalid NodePool reported (Events, status) while the valid NodePool is served;
+//! NodePool limits; a PodDisruptionBudget that blocks the drain until it allows it; a
+//! do-not-disrupt pod that holds its node; a Node that never registers (registration TTL).
+
+mod agent_support;
+
+use std::time::Duration;
+
+use agent_support::{wait_for, Opts, World};
+use joiner_agent::api::{NodeClaim, NodePool};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unplaceable_pods_and_an_invalid_nodepool_are_reported_while_the_valid_pool_serves() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    w.node_pool("good", World::general_pool_spec("default"))
+        .await;
+    let mut bad = World::general_pool_spec("default");
+    bad["template"]["spec"]["requirements"][0]["operator"] = json!("Maybe");
+    w.node_pool("bad", bad).await;
+    let _agent = w.agent(&[]).await;
+
+    w.deployment("huge", 1, "500", "1Gi").await;
+    w.deployment("small", 1, "250m", "256Mi").await;
+    wait_for("the small pod Running", Duration::from_secs(90), || async {
+        (w.running("small").await == 1).then_some(())
+    })
+    .await;
+    let huge = w.pods("huge").await.remove(0).name_any();
+    let ev = wait_for(
+        "a FailedScheduling Event on the huge pod",
+        Duration::from_secs(30),
+        || async {
+            w.events_for("default", &huge)
+                .await
+                .into_iter()
+                .find(|e| e.starts_with("FailedScheduling: "))
+        },
+    )
+    .await;
+    assert!(ev.contains("nodepool \"good\""), "{ev}");
+
+    let pools: Api<NodePool> = Api::all(w.client.clone());
+    let cond = wait_for(
+        "the bad NodePool's ValidationSucceeded=False",
+        Duration::from_secs(20),
+        || async {
+            let p = pools.get("bad").await.ok()?;
+            p.status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "ValidationSucceeded" && c.status == "False")
+        },
+    )
+    .await;
+    assert!(cond.message.contains("operator"), "{}", cond.message);
+    let events = w.events_for("default", "bad").await;
+    assert!(
+        events.iter().any(|e| e.starts_with("ValidationFailed: ")),
+        "{events:?}"
+    );
+    // No claim was ever made from the bad pool.
+    assert!(w
+        .claims()
+        .await
+        .iter()
+        .all(|c| c.labels()["joiner.dev/nodepool"] == "good"));
+
+    // A NodePool with fields of the wrong shape is reported too, and does not stop the agent.
+    let dynamic: Api<kube::api::DynamicObject> = Api::all_with(
+        w.client.clone(),
+        &kube::api::ApiResource::erase::<NodePool>(&()),
+    );
+    let malformed: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "joiner.dev/v1", "kind": "NodePool",
+        "metadata": {"name": "malformed"}, "spec": {"template": "not an object"}
+    }))
+    .unwrap();
+    dynamic
+        .create(&PostParams::default(), &malformed)
+        .await
+        .unwrap();
+    w.scale("small", 2).await;
+    wait_for(
+        "2 small pods Running after the malformed NodePool",
+        Duration::from_secs(90),
+        || async { (w.running("small").await == 2).then_some(()) },
+    )
+    .await;
+    wait_for(
+        "the malformed NodePool reported",
+        Duration::from_secs(20),
+        || async {
+            let o = dynamic.get("malformed").await.ok()?;
+            let msg = o.data["status"]["conditions"][0]["message"]
+                .as_str()?
+                .to_string();
+            msg.contains("cannot be read").then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodepool_limits_cap_what_is_launched() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    let mut spec = World::general_pool_spec("default");
+    spec["limits"] = json!({"cpu": "4"});
+    w.node_pool("limited", spec).await;
+    let _agent = w.agent(&[]).await;
+    w.deployment("many", 12, "1", "1Gi").await;
+    wait_for("some pods Running", Duration::from_secs(90), || async {
+        (w.running("many").await >= 1).then_some(())
+    })
+    .await;
+    // Let a few more rounds pass: nothing beyond the limit may appear.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let claims = w.claims().await;
+    let cpus: i64 = claims
+        .iter()
+        .map(|c| {
+            c.labels()["karpenter.k8s.aws/instance-cpu"]
+                .parse::<i64>()
+                .unwrap()
+        })
+        .sum();
+    assert!(
+        cpus <= 4,
+        "claims hold {cpus} vCPU over the limit of 4: {:?}",
+        claims.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+    );
+    assert!(
+        w.running("many").await < 12,
+        "the limit leaves pods pending"
+    );
+    let pending = w
+        .pods("many")
+        .await
+        .into_iter()
+        .find(|p| p.spec.as_ref().unwrap().node_name.is_none())
+        .unwrap();
+    let ev = wait_for(
+        "a FailedScheduling Event naming the limit",
+        Duration::from_secs(20),
+        || async {
+            w.events_for("default", &pending.name_any())
+                .await
+                .into_iter()
+                .find(|e| e.starts_with("FailedScheduling"))
+        },
+    )
+    .await;
+    assert!(ev.contains("limit"), "{ev}");
+}
+
+async fn claim_of_pod(w: &World, app: &str) -> String {
+    let pod = w.pods(app).await.remove(0);
+    let node = pod.spec.unwrap().node_name.unwrap();
+    let n = w
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.name_any() == node)
+        .unwrap();
+    n.labels()["joiner.dev/nodeclaim"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_blocks_the_drain_until_it_allows_it_and_do_not_disrupt_holds_the_node() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    w.node_pool("default", World::general_pool_spec("default"))
+        .await;
+    let _agent = w.agent(&[]).await;
+
+    // PDB: both replicas must stay available.
+    w.deployment("web", 2, "250m", "256Mi").await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(w.client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    wait_for("2 web pods Running", Duration::from_secs(90), || async {
+        (w.running("web").await == 2).then_some(())
+    })
+    .await;
+    let claim = claim_of_pod(&w, "web").await;
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    claims
+        .delete(&claim, &DeleteParams::default())
+        .await
+        .unwrap();
+    let blocked = wait_for(
+        "an EvictionBlocked Event",
+        Duration::from_secs(30),
+        || async {
+            for p in w.pods("web").await {
+                if let Some(e) = w
+                    .events_for("default", &p.name_any())
+                    .await
+                    .into_iter()
+                    .find(|e| e.starts_with("EvictionBlocked"))
+                {
+                    return Some(e);
+                }
+            }
+            None
+        },
+    )
+    .await;
+    assert!(
+        blocked.contains("disruption budget") || blocked.contains("healthy"),
+        "{blocked}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = claims
+        .get(&claim)
+        .await
+        .expect("the claim is held by its finalizer");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        w.running("web").await,
+        2,
+        "no pod was evicted against the PDB"
+    );
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"minAvailable": 0}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        "the claim terminated once the PDB allows",
+        Duration::from_secs(60),
+        || async { claims.get_opt(&claim).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let live = w.live_instances().await;
+    assert!(
+        live.iter()
+            .all(|(_, _, t)| t.get("joiner.dev/nodeclaim") != Some(&claim)),
+        "instance terminated"
+    );
+
+    // A do-not-disrupt pod holds a voluntary termination until the annotation goes.
+    w.deployment_with(
+        "keep",
+        1,
+        "250m",
+        "256Mi",
+        json!({"annotations": {"karpenter.sh/do-not-disrupt": "true"}}),
+        json!({}),
+    )
+    .await;
+    wait_for("the keep pod Running", Duration::from_secs(90), || async {
+        (w.running("keep").await == 1).then_some(())
+    })
+    .await;
+    let claim = claim_of_pod(&w, "keep").await;
+    claims
+        .delete(&claim, &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        claims.get_opt(&claim).await.unwrap().is_some(),
+        "do-not-disrupt holds the claim"
+    );
+    assert_eq!(w.running("keep").await, 1);
+    let events = w.events_for("default", &claim).await;
+    assert!(
+        events.iter().any(|e| e.starts_with("DisruptionBlocked")),
+        "{events:?}"
+    );
+    let pod = w.pods("keep").await.remove(0);
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), "default");
+    pods.patch(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": null}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        "the claim terminated once the annotation is gone",
+        Duration::from_secs(60),
+        || async { claims.get_opt(&claim).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_never_registers_is_deleted_after_the_ttl_and_its_instance_terminated() {
+    // kube-sim registers instances only after an hour: the Node never comes.
+    let w = World::start(Opts {
+        boot_delay: Duration::from_secs(3600),
+        ..Default::default()
+    })
+    .await;
+    w.node_class("default").await;
+    w.node_pool("default", World::general_pool_spec("default"))
+        .await;
+    let _agent = w.agent(&["--registration-ttl", "3s"]).await;
+    w.deployment("lonely", 1, "250m", "256Mi").await;
+    let (first, instance) = wait_for("a launched claim", Duration::from_secs(60), || async {
+        let c = w
+            .claims()
+            .await
+            .into_iter()
+            .find(|c| c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))?;
+        let pid = c.status.as_ref()?.provider_id.clone()?;
+        Some((c.name_any(), pid.rsplit('/').next()?.to_string()))
+    })
+    .await;
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    wait_for(
+        "the claim deleted after the TTL",
+        Duration::from_secs(60),
+        || async { claims.get_opt(&first).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    assert!(
+        !w.live_instances()
+            .await
+            .iter()
+            .any(|(id, _, _)| *id == instance),
+        "its instance is terminated"
+    );
+    let events = w.events_for("default", &first).await;
+    assert!(
+        events.iter().any(|e| e.starts_with("RegistrationTimeout")),
+        "{events:?}"
+    );
+}
