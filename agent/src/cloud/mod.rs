@@ -8,6 +8,19 @@
 //! `joiner.dev/nodeclaim` tags: the agent role's IAM policy denies untagged creates, and
 //! garbage collection finds orphans by these tags.
 
+pub mod ami;
+pub mod aws;
+pub mod catalog;
+pub mod discovery;
+pub mod ec2;
+pub mod fleet;
+pub mod ice_cache;
+pub mod instances;
+pub mod launch_template;
+pub mod user_data;
+
+pub use ec2::{Ec2Cloud, Ec2Options};
+
 use std::collections::BTreeMap;
 
 use crate::api::NodeClass;

@@ -1,0 +1,647 @@
+//! Launching one NodeClaim with CreateFleet type `instant`.
+//!
+//! The loop, per capacity type in the request's order (Spot first when allowed):
+//! build up to 60 overrides (instance type × one subnet per allowed zone, cheapest type
+//! first, offerings in the insufficient-capacity cache left out), call CreateFleet, and on
+//! per-override insufficient-capacity errors put those offerings in the cache and go again
+//! with what is left. When Spot has nothing left, on-demand is tried if allowed; when
+//! nothing is left at all the error is `NoCandidatesLeft`, listing what was tried.
+//!
+//! Idempotency: the instance is found by its `joiner.dev/nodeclaim` tag before anything is
+//! launched and before every retry, and the ClientToken is derived from the NodeClaim name
+//! and the overrides (EC2 rejects a token reused with different parameters, and the
+//! overrides change after an insufficient-capacity answer). The SDK's own retries are off
+//! for CreateFleet: a retry inside the SDK could not look for the instance first, and an
+//! emulator (or an API) that ignores the token would launch twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use aws_sdk_ec2::config::retry::RetryConfig;
+use aws_sdk_ec2::types::{
+    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
+    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    FleetOnDemandAllocationStrategy, FleetType, InstanceLifecycle, InstanceType,
+    OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag,
+    TagSpecification, TargetCapacitySpecificationRequest,
+};
+use sha2::{Digest, Sha256};
+
+use super::aws::CloudResultExt;
+use super::discovery::Subnet;
+use super::ec2::Ec2Cloud;
+use super::launch_template::TemplateRef;
+use super::{
+    CloudError, Instance, LaunchRequest, Launched, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL,
+};
+use crate::catalog::{prices, CapacityType};
+
+/// EC2 takes at most this many overrides per instant fleet in our use (Karpenter's limit).
+pub const MAX_OVERRIDES: usize = 60;
+
+/// One offering put to CreateFleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedOverride {
+    pub instance_type: String,
+    pub zone: String,
+    pub subnet_id: String,
+    /// Index into the templates (by architecture).
+    pub template: usize,
+}
+
+/// What one CreateFleet call gave.
+enum FleetOutcome {
+    Launched(Launched),
+    /// Offerings that had no capacity (type, zone), and the non-capacity errors seen.
+    NoCapacity(Vec<(String, String)>),
+}
+
+/// The ClientToken for a NodeClaim's attempt: same claim and overrides, same token.
+pub fn client_token(
+    nodeclaim: &str,
+    capacity: CapacityType,
+    overrides: &[PlannedOverride],
+) -> String {
+    let mut h = Sha256::new();
+    h.update(nodeclaim.as_bytes());
+    h.update([0]);
+    h.update(capacity.as_str().as_bytes());
+    for o in overrides {
+        h.update([0]);
+        h.update(o.instance_type.as_bytes());
+        h.update([1]);
+        h.update(o.subnet_id.as_bytes());
+    }
+    // 64 ASCII characters at most.
+    format!("joiner-{}", &hex::encode(h.finalize())[..48])
+}
+
+/// The overrides for one capacity type: cheapest candidate first, each in every allowed zone
+/// (one subnet per zone, the one with most free addresses), unavailable offerings left out.
+pub fn plan_overrides(
+    request: &LaunchRequest,
+    capacity: CapacityType,
+    subnets: &[Subnet],
+    templates: &[TemplateRef],
+    arch_of: impl Fn(&str) -> Option<String>,
+    unavailable: impl Fn(CapacityType, &str, &str) -> bool,
+) -> Vec<PlannedOverride> {
+    // Subnets come sorted by zone, most free addresses first.
+    let mut subnet_by_zone: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in subnets {
+        subnet_by_zone.entry(&s.zone).or_insert(&s.id);
+    }
+    let allowed_zones: BTreeSet<&str> = request.zones.iter().map(String::as_str).collect();
+    let mut candidates: Vec<_> = request.candidates.iter().collect();
+    // On-demand fallback orders by on-demand price, which may differ from the Spot order.
+    if capacity == CapacityType::OnDemand {
+        candidates.sort_by(|a, b| {
+            let pa = prices::on_demand(&a.instance_type).unwrap_or(a.price);
+            let pb = prices::on_demand(&b.instance_type).unwrap_or(b.price);
+            pa.total_cmp(&pb)
+        });
+    }
+    let mut out = Vec::new();
+    for c in candidates {
+        let Some(arch) = arch_of(&c.instance_type) else {
+            continue;
+        };
+        let Some(template) = templates.iter().position(|t| t.arch == arch) else {
+            continue;
+        };
+        for zone in &c.zones {
+            if !allowed_zones.is_empty() && !allowed_zones.contains(zone.as_str()) {
+                continue;
+            }
+            let Some(subnet) = subnet_by_zone.get(zone.as_str()) else {
+                continue;
+            };
+            if unavailable(capacity, &c.instance_type, zone) {
+                continue;
+            }
+            out.push(PlannedOverride {
+                instance_type: c.instance_type.clone(),
+                zone: zone.clone(),
+                subnet_id: subnet.to_string(),
+                template,
+            });
+            if out.len() == MAX_OVERRIDES {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn launched_from(i: &Instance) -> Launched {
+    Launched {
+        instance_id: i.instance_id.clone(),
+        provider_id: i.provider_id.clone(),
+        instance_type: i.instance_type.clone(),
+        zone: i.zone.clone(),
+        capacity_type: i.capacity_type,
+        image_id: i.image_id.clone(),
+    }
+}
+
+impl Ec2Cloud {
+    pub(crate) async fn launch_nodeclaim(
+        &self,
+        request: &LaunchRequest,
+    ) -> Result<Launched, CloudError> {
+        if let Some(i) = self.nodeclaim_instance(&request.nodeclaim).await? {
+            return Ok(launched_from(&i));
+        }
+        let subnets = self.subnets_for(&request.node_class).await?;
+        if subnets.is_empty() {
+            return Err(CloudError::new(
+                "ec2:DescribeSubnets",
+                "NoSubnetFound",
+                format!(
+                    "NodeClass {}: no subnet with free addresses matches its subnetSelectorTerms",
+                    request.node_class.metadata.name.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+        let amis = self.amis_for(&request.node_class).await?;
+        let mut templates = self.ensure_templates(request, &amis).await?;
+        let raw = self.raw_catalog().await?;
+        let arch: BTreeMap<&str, &Vec<String>> = raw
+            .value
+            .records
+            .iter()
+            .map(|r| (r.name.as_str(), &r.architectures))
+            .collect();
+
+        let mut tried: Vec<String> = Vec::new();
+        let mut template_retry = true;
+        for &capacity in &request.capacity_types {
+            loop {
+                let arch_of = |t: &str| -> Option<String> {
+                    let archs = arch.get(t)?;
+                    templates_arch(&templates, archs)
+                };
+                let overrides = plan_overrides(
+                    request,
+                    capacity,
+                    &subnets,
+                    &templates,
+                    arch_of,
+                    |ct, t, z| self.ice.contains(ct, t, z),
+                );
+                if overrides.is_empty() {
+                    break;
+                }
+                match self
+                    .create_fleet(request, capacity, &overrides, &templates)
+                    .await
+                {
+                    Ok(FleetOutcome::Launched(l)) => return Ok(l),
+                    Ok(FleetOutcome::NoCapacity(failed)) => {
+                        for (t, z) in &failed {
+                            tried.push(format!("{}:{t}:{z}", capacity.as_str()));
+                        }
+                    }
+                    // A template pruned under us: make it again, once.
+                    Err(e) if template_retry && e.code.contains("LaunchTemplate") => {
+                        template_retry = false;
+                        for t in &templates {
+                            self.forget_template(&t.id);
+                        }
+                        templates = self.ensure_templates(request, &amis).await?;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let excluded = request
+            .candidates
+            .iter()
+            .flat_map(|c| c.zones.iter().map(move |z| (c, z)))
+            .filter(|(c, z)| {
+                request
+                    .capacity_types
+                    .iter()
+                    .any(|ct| self.ice.contains(*ct, &c.instance_type, z))
+            })
+            .count();
+        Err(CloudError::new(
+            "ec2:CreateFleet",
+            "NoCandidatesLeft",
+            format!(
+                "NodeClaim {}: no capacity left for capacity types [{}] among {} instance types in zones [{}]; \
+                 insufficient capacity this launch: [{}]; {} offerings excluded by the insufficient-capacity cache",
+                request.nodeclaim,
+                request
+                    .capacity_types
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                request.candidates.len(),
+                request.zones.join(", "),
+                tried.join(", "),
+                excluded,
+            ),
+        ))
+    }
+
+    /// One CreateFleet with our own retry loop (see the module docs).
+    async fn create_fleet(
+        &self,
+        request: &LaunchRequest,
+        capacity: CapacityType,
+        overrides: &[PlannedOverride],
+        templates: &[TemplateRef],
+    ) -> Result<FleetOutcome, CloudError> {
+        let token = client_token(&request.nodeclaim, capacity, overrides);
+        let mut configs = Vec::new();
+        for (i, t) in templates.iter().enumerate() {
+            let ov: Vec<FleetLaunchTemplateOverridesRequest> = overrides
+                .iter()
+                .filter(|o| o.template == i)
+                .map(|o| {
+                    FleetLaunchTemplateOverridesRequest::builder()
+                        .instance_type(InstanceType::from(o.instance_type.as_str()))
+                        .subnet_id(&o.subnet_id)
+                        // Redundant with the subnet, but it comes back in errors, so the
+                        // zone of an insufficient-capacity error is known without a lookup.
+                        .availability_zone(&o.zone)
+                        .image_id(&t.image_id)
+                        .build()
+                })
+                .collect();
+            if ov.is_empty() {
+                continue;
+            }
+            configs.push(
+                FleetLaunchTemplateConfigRequest::builder()
+                    .launch_template_specification(
+                        FleetLaunchTemplateSpecificationRequest::builder()
+                            .launch_template_id(&t.id)
+                            .version("$Latest")
+                            .build(),
+                    )
+                    .set_overrides(Some(ov))
+                    .build(),
+            );
+        }
+        let tags = self.launch_tags(request);
+        let tag_specs: Vec<TagSpecification> = [
+            ResourceType::Instance,
+            ResourceType::Volume,
+            ResourceType::Fleet,
+        ]
+        .into_iter()
+        .map(|r| {
+            TagSpecification::builder()
+                .resource_type(r)
+                .set_tags(Some(tags.clone()))
+                .build()
+        })
+        .collect();
+        let (default_type, spot, on_demand) = match capacity {
+            CapacityType::Spot => (
+                DefaultTargetCapacityType::Spot,
+                Some(
+                    SpotOptionsRequest::builder()
+                        .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                        .build(),
+                ),
+                None,
+            ),
+            CapacityType::OnDemand => (
+                DefaultTargetCapacityType::OnDemand,
+                None,
+                Some(
+                    OnDemandOptionsRequest::builder()
+                        .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                        .build(),
+                ),
+            ),
+        };
+
+        let attempts = self.options.launch_attempts.max(1);
+        let mut backoff = self.options.launch_backoff;
+        let mut last_err = None;
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                tokio::time::sleep(jitter(backoff)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                // The previous attempt may have launched before its answer was lost.
+                if let Some(i) = self.nodeclaim_instance(&request.nodeclaim).await? {
+                    return Ok(FleetOutcome::Launched(launched_from(&i)));
+                }
+            }
+            let sent = self
+                .ec2
+                .create_fleet()
+                .r#type(FleetType::Instant)
+                .client_token(&token)
+                .set_launch_template_configs(Some(configs.clone()))
+                .target_capacity_specification(
+                    TargetCapacitySpecificationRequest::builder()
+                        .total_target_capacity(1)
+                        .default_target_capacity_type(default_type.clone())
+                        .build(),
+                )
+                .set_spot_options(spot.clone())
+                .set_on_demand_options(on_demand.clone())
+                .set_tag_specifications(Some(tag_specs.clone()))
+                .customize()
+                .config_override(
+                    aws_sdk_ec2::config::Config::builder().retry_config(RetryConfig::disabled()),
+                )
+                .send()
+                .await
+                .cloud("ec2:CreateFleet");
+            let out = match sent {
+                Ok(out) => out,
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(nodeclaim = %request.nodeclaim, error = %e, attempt, "CreateFleet will be retried");
+                    last_err = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // Errors first: a partial answer may carry both an instance and errors for the
+            // overrides tried before it.
+            let mut no_capacity = Vec::new();
+            let mut other = None;
+            for err in out.errors() {
+                let code = err.error_code().unwrap_or("Unknown");
+                let ov = err
+                    .launch_template_and_overrides()
+                    .and_then(|l| l.overrides());
+                let it = ov
+                    .and_then(|o| o.instance_type())
+                    .map(|t| t.as_str().to_string());
+                let zone = ov
+                    .and_then(|o| o.availability_zone())
+                    .map(str::to_string)
+                    .or_else(|| {
+                        let subnet = ov.and_then(|o| o.subnet_id())?;
+                        overrides
+                            .iter()
+                            .find(|p| p.subnet_id == subnet)
+                            .map(|p| p.zone.clone())
+                    });
+                let probe = CloudError::new("ec2:CreateFleet", code, "");
+                if probe.is_insufficient_capacity() {
+                    match (it, zone) {
+                        (Some(t), Some(z)) => {
+                            self.ice.insert(capacity, &t, &z);
+                            no_capacity.push((t, z));
+                        }
+                        // An error for the whole request: every offering in it is out.
+                        _ => {
+                            for o in overrides {
+                                self.ice.insert(capacity, &o.instance_type, &o.zone);
+                                no_capacity.push((o.instance_type.clone(), o.zone.clone()));
+                            }
+                        }
+                    }
+                } else if other.is_none() {
+                    other = Some(CloudError::new(
+                        "ec2:CreateFleet",
+                        code,
+                        err.error_message().unwrap_or_default(),
+                    ));
+                }
+            }
+            let launched = out.instances().iter().find_map(|i| {
+                let id = i.instance_ids().first()?;
+                let lt = i
+                    .launch_template_and_overrides()
+                    .and_then(|l| l.overrides());
+                let instance_type = i
+                    .instance_type()
+                    .map(|t| t.as_str().to_string())
+                    .or_else(|| {
+                        lt.and_then(|o| o.instance_type())
+                            .map(|t| t.as_str().to_string())
+                    })
+                    .unwrap_or_default();
+                let zone = i
+                    .availability_zone()
+                    .or_else(|| lt.and_then(|o| o.availability_zone()))
+                    .map(str::to_string)
+                    .or_else(|| {
+                        let subnet = i.subnet_id().or_else(|| lt.and_then(|o| o.subnet_id()))?;
+                        overrides
+                            .iter()
+                            .find(|p| p.subnet_id == subnet)
+                            .map(|p| p.zone.clone())
+                    })
+                    .unwrap_or_default();
+                let image_id = lt
+                    .and_then(|o| o.image_id())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| templates[0].image_id.clone());
+                let capacity_type = match i.lifecycle() {
+                    Some(InstanceLifecycle::Spot) => CapacityType::Spot,
+                    Some(_) => CapacityType::OnDemand,
+                    None => capacity,
+                };
+                Some(Launched {
+                    instance_id: id.clone(),
+                    provider_id: format!("aws:///{zone}/{id}"),
+                    instance_type,
+                    zone,
+                    capacity_type,
+                    image_id,
+                })
+            });
+            if let Some(mut l) = launched {
+                if l.zone.is_empty() {
+                    // Not in the answer: ask for the instance itself.
+                    if let Some(i) = self.nodeclaim_instance(&request.nodeclaim).await? {
+                        l.zone = i.zone.clone();
+                        l.provider_id = i.provider_id.clone();
+                    }
+                }
+                return Ok(FleetOutcome::Launched(l));
+            }
+            if let Some(e) = other {
+                return Err(e);
+            }
+            if no_capacity.is_empty() {
+                return Err(CloudError::new(
+                    "ec2:CreateFleet",
+                    "NoInstanceLaunched",
+                    format!(
+                        "NodeClaim {}: CreateFleet answered with neither an instance nor an error",
+                        request.nodeclaim
+                    ),
+                ));
+            }
+            return Ok(FleetOutcome::NoCapacity(no_capacity));
+        }
+        Err(last_err.unwrap_or_else(|| {
+            CloudError::new("ec2:CreateFleet", "Unknown", "no attempt was made")
+        }))
+    }
+
+    /// The NodeClass's tags, then ours (which win).
+    pub(crate) fn launch_tags(&self, request: &LaunchRequest) -> Vec<Tag> {
+        let mut tags: BTreeMap<&str, &str> = request
+            .node_class
+            .spec
+            .tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        tags.insert(TAG_CLUSTER, &self.options.cluster_name);
+        tags.insert(TAG_NODEPOOL, &request.nodepool);
+        tags.insert(TAG_NODECLAIM, &request.nodeclaim);
+        let name = format!("{}/{}", self.options.cluster_name, request.nodeclaim);
+        tags.entry("Name").or_insert(&name);
+        tags.into_iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect()
+    }
+}
+
+/// The architecture of `templates` an instance type can run.
+fn templates_arch(templates: &[TemplateRef], archs: &[String]) -> Option<String> {
+    templates
+        .iter()
+        .find(|t| archs.contains(&t.arch))
+        .map(|t| t.arch.clone())
+}
+
+/// Full jitter: uniformly between half the backoff and all of it.
+fn jitter(d: Duration) -> Duration {
+    let f: f64 = rand::random::<f64>() * 0.5 + 0.5;
+    d.mul_f64(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NodeClass;
+    use crate::scheduler::Candidate;
+
+    fn request() -> LaunchRequest {
+        let cand = |t: &str, p: f64| Candidate {
+            instance_type: t.into(),
+            price: p,
+            capacity_type: CapacityType::Spot,
+            zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        };
+        LaunchRequest {
+            nodeclaim: "general-abcde".into(),
+            nodepool: "general".into(),
+            node_class: NodeClass::new("default", Default::default()),
+            candidates: vec![cand("c5.large", 0.03), cand("m5.large", 0.034)],
+            capacity_types: vec![CapacityType::Spot, CapacityType::OnDemand],
+            zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            labels: Default::default(),
+            taints: vec![],
+            startup_taints: vec![],
+        }
+    }
+
+    fn subnets() -> Vec<Subnet> {
+        let s = |id: &str, zone: &str, ips: i32| Subnet {
+            id: id.into(),
+            zone: zone.into(),
+            zone_id: None,
+            available_ips: ips,
+        };
+        vec![
+            s("subnet-a1", "us-east-1a", 200),
+            s("subnet-a2", "us-east-1a", 10),
+            s("subnet-b", "us-east-1b", 5),
+        ]
+    }
+
+    fn templates() -> Vec<TemplateRef> {
+        vec![TemplateRef {
+            id: "lt-1".into(),
+            name: "joiner/c/default/x".into(),
+            arch: "x86_64".into(),
+            image_id: "ami-1".into(),
+        }]
+    }
+
+    #[test]
+    fn overrides_are_type_by_zone_cheapest_first_without_unavailable_ones() {
+        let r = request();
+        let o = plan_overrides(
+            &r,
+            CapacityType::Spot,
+            &subnets(),
+            &templates(),
+            |_| Some("x86_64".into()),
+            |ct, t, z| ct == CapacityType::Spot && t == "c5.large" && z == "us-east-1a",
+        );
+        let got: Vec<(&str, &str, &str)> = o
+            .iter()
+            .map(|o| {
+                (
+                    o.instance_type.as_str(),
+                    o.zone.as_str(),
+                    o.subnet_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("c5.large", "us-east-1b", "subnet-b"),
+                ("m5.large", "us-east-1a", "subnet-a1"),
+                ("m5.large", "us-east-1b", "subnet-b"),
+            ]
+        );
+        // Types without an image for their architecture are left out.
+        let none = plan_overrides(
+            &r,
+            CapacityType::Spot,
+            &subnets(),
+            &templates(),
+            |_| None,
+            |_, _, _| false,
+        );
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn at_most_sixty_overrides() {
+        let mut r = request();
+        r.candidates = (0..100)
+            .map(|i| Candidate {
+                instance_type: format!("t{i}.large"),
+                price: i as f64,
+                capacity_type: CapacityType::Spot,
+                zones: vec!["us-east-1a".into()],
+            })
+            .collect();
+        let o = plan_overrides(
+            &r,
+            CapacityType::Spot,
+            &subnets(),
+            &templates(),
+            |_| Some("x86_64".into()),
+            |_, _, _| false,
+        );
+        assert_eq!(o.len(), MAX_OVERRIDES);
+        assert_eq!(o[0].instance_type, "t0.large");
+    }
+
+    #[test]
+    fn client_tokens_are_stable_and_change_with_the_overrides() {
+        let o = vec![PlannedOverride {
+            instance_type: "c5.large".into(),
+            zone: "us-east-1a".into(),
+            subnet_id: "subnet-a1".into(),
+            template: 0,
+        }];
+        let a = client_token("claim-1", CapacityType::Spot, &o);
+        assert_eq!(a, client_token("claim-1", CapacityType::Spot, &o));
+        assert!(a.len() <= 64);
+        assert_ne!(a, client_token("claim-2", CapacityType::Spot, &o));
+        assert_ne!(a, client_token("claim-1", CapacityType::OnDemand, &o));
+        assert_ne!(a, client_token("claim-1", CapacityType::Spot, &o[..0]));
+    }
+}

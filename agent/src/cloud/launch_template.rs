@@ -1,0 +1,445 @@
+//! Launch templates: one per distinct set of launch inputs (NodeClass spec, image, security
+//! groups, instance profile, user data with the NodePool's labels and taints).
+//!
+//! The name is `joiner/<cluster>/<nodeclass>/<hash of the inputs>`, so the same inputs always
+//! find the same template (after a restart too) and changed inputs get a new one instead of a
+//! new version that in-flight launches might pick up half-way. Templates are tagged with the
+//! cluster, the NodeClass and a hash of the NodeClass spec; pruning deletes those whose
+//! NodeClass is gone or whose spec has changed since.
+
+use std::collections::{BTreeMap, HashSet};
+
+use aws_sdk_ec2::types::{
+    Filter, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+};
+use base64::Engine;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::ami::ResolvedAmis;
+use super::aws::CloudResultExt;
+use super::ec2::Ec2Cloud;
+use super::user_data::{self, AmiFamily, NodeBootstrap};
+use super::{CloudError, LaunchRequest, TAG_CLUSTER, TAG_NODECLASS};
+use crate::api::node_class::{BlockDevice, BlockDeviceMapping, MetadataOptions};
+use crate::api::NodeClass;
+
+/// Tag with the hash of the NodeClass spec a template was made from.
+pub const TAG_NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
+
+/// A template ready for CreateFleet, for one architecture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateRef {
+    pub id: String,
+    pub name: String,
+    /// EC2 architecture (`x86_64`, `arm64`).
+    pub arch: String,
+    pub image_id: String,
+}
+
+/// Everything that goes into a template; its hash names the template.
+#[derive(Debug, Serialize)]
+struct TemplateInputs<'a> {
+    cluster: &'a str,
+    node_class: &'a str,
+    image_id: &'a str,
+    security_groups: &'a [String],
+    instance_profile: &'a str,
+    user_data: &'a str,
+    block_devices: &'a [BlockDeviceMapping],
+    metadata: &'a MetadataOptions,
+    public_ip: Option<bool>,
+    monitoring: Option<bool>,
+}
+
+fn short_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))[..16].to_string()
+}
+
+/// The hash of a NodeClass spec, as tagged on its templates.
+pub fn spec_hash(node_class: &NodeClass) -> String {
+    short_hash(
+        serde_json::to_string(&node_class.spec)
+            .unwrap_or_default()
+            .as_bytes(),
+    )
+}
+
+/// `joiner/<cluster>/<nodeclass>/<hash>`, cut to EC2's 128 characters keeping the hash.
+pub fn template_name(cluster: &str, node_class: &str, hash: &str) -> String {
+    let mut prefix = format!("joiner/{cluster}/{node_class}");
+    let max = 128 - 1 - hash.len();
+    if prefix.len() > max {
+        prefix.truncate(max);
+    }
+    format!("{prefix}/{hash}")
+}
+
+/// The NodeClass's volumes, or the family's defaults: an encrypted gp3 root volume (20 GiB;
+/// Bottlerocket: a 4 GiB OS volume plus a 20 GiB data volume).
+pub fn block_devices(node_class: &NodeClass, family: AmiFamily) -> Vec<BlockDeviceMapping> {
+    if !node_class.spec.block_device_mappings.is_empty() {
+        return node_class.spec.block_device_mappings.clone();
+    }
+    let vol = |dev: &str, size: &str, root: bool| BlockDeviceMapping {
+        device_name: dev.into(),
+        ebs: Some(BlockDevice {
+            volume_size: Some(size.into()),
+            volume_type: Some("gp3".into()),
+            encrypted: true,
+            delete_on_termination: true,
+            ..Default::default()
+        }),
+        root_volume: root,
+    };
+    match family {
+        AmiFamily::Al2023 => vec![vol("/dev/xvda", "20Gi", true)],
+        AmiFamily::Bottlerocket => {
+            vec![
+                vol("/dev/xvda", "4Gi", false),
+                vol("/dev/xvdb", "20Gi", true),
+            ]
+        }
+    }
+}
+
+/// A volume size quantity in GiB, rounded up (EC2 sizes volumes in GiB).
+fn size_gib(q: &str) -> Option<i32> {
+    let bytes = crate::resources::parse_bytes(q).ok()?;
+    Some(((bytes + (1 << 30) - 1) >> 30) as i32)
+}
+
+fn ebs_request(b: &BlockDevice) -> LaunchTemplateEbsBlockDeviceRequest {
+    LaunchTemplateEbsBlockDeviceRequest::builder()
+        .set_volume_size(b.volume_size.as_deref().and_then(size_gib))
+        .volume_type(VolumeType::from(b.volume_type.as_deref().unwrap_or("gp3")))
+        .set_iops(b.iops.map(|v| v as i32))
+        .set_throughput(b.throughput.map(|v| v as i32))
+        .encrypted(b.encrypted)
+        .set_kms_key_id(b.kms_key_id.clone())
+        .delete_on_termination(b.delete_on_termination)
+        .set_snapshot_id(b.snapshot_id.clone())
+        .build()
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag::builder().key(k).value(v).build()
+}
+
+impl Ec2Cloud {
+    /// The launch templates for a NodeClaim, one per architecture its AMIs cover; created
+    /// when missing.
+    pub(crate) async fn ensure_templates(
+        &self,
+        request: &LaunchRequest,
+        amis: &ResolvedAmis,
+    ) -> Result<Vec<TemplateRef>, CloudError> {
+        let nc = &request.node_class;
+        let nc_name = nc.metadata.name.clone().unwrap_or_default();
+        let cluster = self.cluster_info().await?;
+        let security_groups = self.security_groups_for(nc).await?;
+        if security_groups.is_empty() {
+            return Err(CloudError::new(
+                "ec2:DescribeSecurityGroups",
+                "NoSecurityGroupFound",
+                format!(
+                    "NodeClass {nc_name}: no security group matches its securityGroupSelectorTerms"
+                ),
+            ));
+        }
+        let instance_profile = nc
+            .spec
+            .instance_profile
+            .clone()
+            .or_else(|| nc.status.as_ref().and_then(|s| s.instance_profile.clone()))
+            // joiner_node_role creates an instance profile named after the role.
+            .or_else(|| nc.spec.role.clone())
+            .unwrap_or_default();
+        let mut taints = request.taints.clone();
+        taints.extend(request.startup_taints.iter().cloned());
+        let ud = user_data::render(
+            amis.family,
+            &NodeBootstrap {
+                cluster: &cluster,
+                labels: &request.labels,
+                taints: &taints,
+                kubelet: nc.spec.kubelet.as_ref(),
+                custom: nc.spec.user_data.as_deref(),
+            },
+        );
+        let devices = block_devices(nc, amis.family);
+        let mut out = Vec::new();
+        for (arch, image_id) in &amis.images {
+            let inputs = TemplateInputs {
+                cluster: &cluster.name,
+                node_class: &nc_name,
+                image_id,
+                security_groups: &security_groups,
+                instance_profile: &instance_profile,
+                user_data: &ud,
+                block_devices: &devices,
+                metadata: &nc.spec.metadata_options,
+                public_ip: nc.spec.associate_public_ip_address,
+                monitoring: nc.spec.detailed_monitoring,
+            };
+            let hash = short_hash(
+                serde_json::to_string(&inputs)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+            let name = template_name(&cluster.name, &nc_name, &hash);
+            let known = self
+                .templates
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&name)
+                .cloned();
+            let id = match known {
+                Some(id) => id,
+                None => {
+                    let id = match self.find_template(&name).await? {
+                        Some(id) => id,
+                        None => self.create_template(&name, nc, &inputs).await?,
+                    };
+                    self.templates
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone(), id.clone());
+                    id
+                }
+            };
+            out.push(TemplateRef {
+                id,
+                name,
+                arch: arch.clone(),
+                image_id: image_id.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Forgets a template the cache believed in (CreateFleet said it is gone).
+    pub(crate) fn forget_template(&self, id: &str) {
+        self.templates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, v| v != id);
+    }
+
+    async fn find_template(&self, name: &str) -> Result<Option<String>, CloudError> {
+        match self
+            .ec2
+            .describe_launch_templates()
+            .launch_template_names(name)
+            .send()
+            .await
+            .cloud("ec2:DescribeLaunchTemplates")
+        {
+            Ok(out) => Ok(out
+                .launch_templates()
+                .first()
+                .and_then(|t| t.launch_template_id())
+                .map(str::to_string)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_template(
+        &self,
+        name: &str,
+        nc: &NodeClass,
+        inputs: &TemplateInputs<'_>,
+    ) -> Result<String, CloudError> {
+        let m = inputs.metadata;
+        let metadata = LaunchTemplateInstanceMetadataOptionsRequest::builder()
+            .http_tokens(LaunchTemplateHttpTokensState::from(m.http_tokens.as_str()))
+            .http_put_response_hop_limit(m.http_put_response_hop_limit as i32)
+            .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::from(
+                m.http_endpoint.as_str(),
+            ))
+            .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
+                m.http_protocol_ipv6.as_str(),
+            ))
+            .build();
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(inputs.image_id)
+            .user_data(base64::engine::general_purpose::STANDARD.encode(inputs.user_data))
+            .metadata_options(metadata)
+            .set_block_device_mappings(Some(
+                inputs
+                    .block_devices
+                    .iter()
+                    .map(|b| {
+                        LaunchTemplateBlockDeviceMappingRequest::builder()
+                            .device_name(&b.device_name)
+                            .set_ebs(b.ebs.as_ref().map(ebs_request))
+                            .build()
+                    })
+                    .collect(),
+            ));
+        if !inputs.instance_profile.is_empty() {
+            data = data.iam_instance_profile(
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .name(inputs.instance_profile)
+                    .build(),
+            );
+        }
+        if let Some(on) = inputs.monitoring {
+            data = data.monitoring(
+                LaunchTemplatesMonitoringRequest::builder()
+                    .enabled(on)
+                    .build(),
+            );
+        }
+        data = match inputs.public_ip {
+            // The public-IP choice lives on the network interface, and then so must the groups.
+            Some(public) => data.network_interfaces(
+                LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                    .device_index(0)
+                    .associate_public_ip_address(public)
+                    .set_groups(Some(inputs.security_groups.to_vec()))
+                    .build(),
+            ),
+            None => data.set_security_group_ids(Some(inputs.security_groups.to_vec())),
+        };
+        let mut tags = vec![
+            tag(TAG_CLUSTER, &self.options.cluster_name),
+            tag(TAG_NODECLASS, inputs.node_class),
+            tag(TAG_NODECLASS_HASH, &spec_hash(nc)),
+        ];
+        for (k, v) in &nc.spec.tags {
+            if !k.starts_with("joiner.dev/") {
+                tags.push(tag(k, v));
+            }
+        }
+        let created = self
+            .ec2
+            .create_launch_template()
+            .launch_template_name(name)
+            .launch_template_data(data.build())
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::LaunchTemplate)
+                    .set_tags(Some(tags))
+                    .build(),
+            )
+            .send()
+            .await
+            .cloud("ec2:CreateLaunchTemplate");
+        match created {
+            Ok(out) => out
+                .launch_template()
+                .and_then(|t| t.launch_template_id())
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    CloudError::new(
+                        "ec2:CreateLaunchTemplate",
+                        "Unknown",
+                        "no launch template ID in the answer",
+                    )
+                }),
+            // Another replica (or an earlier attempt) made it first.
+            Err(e) if e.code.contains("AlreadyExists") => self.find_template(name).await?.ok_or(e),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes this cluster's templates whose NodeClass is not in `in_use`, or whose
+    /// NodeClass spec has changed since they were made.
+    pub(crate) async fn prune_templates(&self, in_use: &[NodeClass]) -> Result<(), CloudError> {
+        let current: BTreeMap<String, String> = in_use
+            .iter()
+            .map(|nc| (nc.metadata.name.clone().unwrap_or_default(), spec_hash(nc)))
+            .collect();
+        let mut doomed = Vec::new();
+        let mut pages = self
+            .ec2
+            .describe_launch_templates()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{TAG_CLUSTER}"))
+                    .values(&self.options.cluster_name)
+                    .build(),
+            )
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.cloud("ec2:DescribeLaunchTemplates")?;
+            for t in page.launch_templates() {
+                let tags: BTreeMap<&str, &str> = t
+                    .tags()
+                    .iter()
+                    .filter_map(|t| Some((t.key()?, t.value()?)))
+                    .collect();
+                if tags.get(TAG_CLUSTER) != Some(&self.options.cluster_name.as_str()) {
+                    continue;
+                }
+                let keep = tags
+                    .get(TAG_NODECLASS)
+                    .and_then(|nc| current.get(*nc))
+                    .is_some_and(|h| tags.get(TAG_NODECLASS_HASH) == Some(&h.as_str()));
+                if !keep {
+                    if let Some(id) = t.launch_template_id() {
+                        doomed.push(id.to_string());
+                    }
+                }
+            }
+        }
+        let gone: HashSet<String> = doomed.iter().cloned().collect();
+        for id in &doomed {
+            match self
+                .ec2
+                .delete_launch_template()
+                .launch_template_id(id)
+                .send()
+                .await
+                .cloud("ec2:DeleteLaunchTemplate")
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.templates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, id| !gone.contains(id));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_keep_the_hash_within_128_characters() {
+        assert_eq!(
+            template_name("prod", "default", "0123456789abcdef"),
+            "joiner/prod/default/0123456789abcdef"
+        );
+        let long = template_name(&"c".repeat(100), &"n".repeat(60), "0123456789abcdef");
+        assert_eq!(long.len(), 128);
+        assert!(long.ends_with("/0123456789abcdef"));
+    }
+
+    #[test]
+    fn default_volumes_are_encrypted_gp3() {
+        let nc = NodeClass::new("default", Default::default());
+        for family in [AmiFamily::Al2023, AmiFamily::Bottlerocket] {
+            for d in block_devices(&nc, family) {
+                let ebs = d.ebs.unwrap();
+                assert!(ebs.encrypted);
+                assert_eq!(ebs.volume_type.as_deref(), Some("gp3"));
+            }
+        }
+        assert_eq!(size_gib("20Gi"), Some(20));
+        assert_eq!(size_gib("20G"), Some(19), "20e9 bytes round up to 19 GiB");
+    }
+}

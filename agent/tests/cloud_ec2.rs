@@ -1,0 +1,693 @@
+//! `Ec2Cloud` against the AWS emulator (moto), through the fault proxy where the emulator
+//! cannot produce a behaviour (insufficient capacity, throttling, a lost answer).
+//!
+//! Each test gets its own emulator with a VPC: subnets in us-east-1a and us-east-1b tagged
+//! for discovery, one in us-east-1c that is not, a tagged security group, and the public
+//! AL2023 AMI parameter (x86_64 only) put into SSM under a test root (the emulator has
+//! none and reserves `/aws/`).
+//! The emulator launches the first override of an instant fleet and ignores ClientToken and
+//! the allocation strategy; where that matters the test checks the request the proxy saw.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
+use base64::Engine;
+use fault_proxy::FaultProxy;
+use joiner_agent::api::node_class::{
+    AmiSelectorTerm, KubeletConfiguration, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+};
+use joiner_agent::api::{NodeClass, NodeClassSpec};
+use joiner_agent::catalog::CapacityType;
+use joiner_agent::cloud::aws::{load_config, AwsSettings};
+use joiner_agent::cloud::user_data::parse_mime;
+use joiner_agent::cloud::{Cloud, Ec2Cloud, Ec2Options, LaunchRequest, TAG_CLUSTER};
+use joiner_agent::scheduler::Candidate;
+use joiner_agent::taints::{Effect, Taint};
+use joiner_test_support::MotoServer;
+
+const CLUSTER: &str = "cloud-test";
+/// The emulator refuses PutParameter under `/aws/` (reserved), so the public AMI parameter
+/// is published under this root and the agent is told so; the paths below it are the real
+/// ones (`ami::tests` pins those).
+const PARAMETER_ROOT: &str = "/joiner-test/aws/service";
+
+struct World {
+    _moto: MotoServer,
+    proxy: FaultProxy,
+    /// Straight to the emulator, for setup and for reading back what the agent made.
+    ec2: aws_sdk_ec2::Client,
+    cloud: Ec2Cloud,
+    subnets: BTreeMap<String, String>,
+    image_id: String,
+}
+
+async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    let base = load_config(&AwsSettings {
+        region: Some("us-east-1".into()),
+        endpoint_url: Some(endpoint.to_string()),
+        max_attempts: None,
+    })
+    .await;
+    base.to_builder()
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(
+                aws_credential_types::Credentials::new("testing", "testing", None, None, "test"),
+            ),
+        )
+        .build()
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag::builder().key(k).value(v).build()
+}
+
+fn discovery() -> BTreeMap<String, String> {
+    BTreeMap::from([("joiner.dev/discovery".to_string(), CLUSTER.to_string())])
+}
+
+async fn world() -> World {
+    let moto = MotoServer::start();
+    let proxy = FaultProxy::start(&moto.endpoint());
+    let direct = sdk_config(&moto.endpoint()).await;
+    let ec2 = aws_sdk_ec2::Client::new(&direct);
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .unwrap()
+        .vpc()
+        .unwrap()
+        .vpc_id()
+        .unwrap()
+        .to_string();
+    let mut subnets = BTreeMap::new();
+    for (i, zone) in ["us-east-1a", "us-east-1b", "us-east-1c"]
+        .iter()
+        .enumerate()
+    {
+        let mut req = ec2
+            .create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(format!("10.0.{}.0/24", i + 1))
+            .availability_zone(*zone);
+        if *zone != "us-east-1c" {
+            req = req.tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Subnet)
+                    .tags(tag("joiner.dev/discovery", CLUSTER))
+                    .build(),
+            );
+        }
+        let s = req.send().await.unwrap();
+        subnets.insert(
+            zone.to_string(),
+            s.subnet().unwrap().subnet_id().unwrap().to_string(),
+        );
+    }
+    ec2.create_security_group()
+        .group_name("nodes")
+        .description("nodes")
+        .vpc_id(&vpc)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::SecurityGroup)
+                .tags(tag("joiner.dev/discovery", CLUSTER))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    // Any x86_64 image the emulator knows stands in for the EKS-optimised AMI.
+    let images = ec2
+        .describe_images()
+        .owners("amazon")
+        .filters(
+            Filter::builder()
+                .name("architecture")
+                .values("x86_64")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let image_id = images.images()[0].image_id().unwrap().to_string();
+    let ssm = aws_sdk_ssm::Client::new(&direct);
+    ssm.put_parameter()
+        .name(format!("{PARAMETER_ROOT}/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id"))
+        .value(&image_id)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+
+    let mut options = Ec2Options::new(CLUSTER);
+    options.cluster_endpoint = Some("https://ABCDEF.gr7.us-east-1.eks.amazonaws.com".into());
+    options.cluster_ca = Some("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".into());
+    options.service_cidr = Some("10.100.0.0/16".into());
+    options.kubernetes_version = Some("1.33".into());
+    options.launch_backoff = std::time::Duration::from_millis(20);
+    options.public_parameter_root = PARAMETER_ROOT.into();
+    let cloud = Ec2Cloud::new(&sdk_config(&proxy.endpoint()).await, options);
+    World {
+        _moto: moto,
+        proxy,
+        ec2,
+        cloud,
+        subnets,
+        image_id,
+    }
+}
+
+fn node_class() -> NodeClass {
+    NodeClass::new(
+        "default",
+        NodeClassSpec {
+            subnet_selector_terms: vec![SubnetSelectorTerm {
+                tags: discovery(),
+                id: None,
+            }],
+            security_group_selector_terms: vec![SecurityGroupSelectorTerm {
+                tags: discovery(),
+                ..Default::default()
+            }],
+            ami_selector_terms: vec![AmiSelectorTerm {
+                alias: Some("al2023@latest".into()),
+                ..Default::default()
+            }],
+            role: Some("cloud-test-node".into()),
+            kubelet: Some(KubeletConfiguration {
+                max_pods: Some(58),
+                ..Default::default()
+            }),
+            tags: BTreeMap::from([("team".to_string(), "platform".to_string())]),
+            ..Default::default()
+        },
+    )
+}
+
+/// A launch request over the given types, priced and zoned from the agent's own catalogue,
+/// cheapest first as the scheduler orders them.
+async fn request(
+    w: &World,
+    claim: &str,
+    types: &[&str],
+    capacity: &[CapacityType],
+) -> LaunchRequest {
+    let nc = node_class();
+    let catalog = w.cloud.catalog(&nc).await.unwrap();
+    let mut candidates: Vec<Candidate> = types
+        .iter()
+        .map(|t| {
+            let it = catalog
+                .get(t)
+                .unwrap_or_else(|| panic!("{t} in the catalogue"));
+            let ct = capacity[0];
+            let price = it
+                .offerings
+                .iter()
+                .filter(|o| o.capacity_type == ct)
+                .map(|o| o.price)
+                .fold(f64::INFINITY, f64::min);
+            Candidate {
+                instance_type: t.to_string(),
+                price,
+                capacity_type: ct,
+                zones: it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.capacity_type == ct)
+                    .map(|o| o.zone.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+            }
+        })
+        .collect();
+    candidates.sort_by(|a, b| a.price.total_cmp(&b.price));
+    LaunchRequest {
+        nodeclaim: claim.to_string(),
+        nodepool: "general".into(),
+        node_class: nc,
+        candidates,
+        capacity_types: capacity.to_vec(),
+        zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        labels: BTreeMap::from([
+            ("karpenter.sh/nodepool".to_string(), "general".to_string()),
+            ("team".to_string(), "platform".to_string()),
+        ]),
+        taints: vec![Taint::new("dedicated", "batch", Effect::NoSchedule)],
+        startup_taints: vec![Taint::new(
+            "joiner.dev/agent-not-ready",
+            "",
+            Effect::NoExecute,
+        )],
+    }
+}
+
+const BOTH: [CapacityType; 2] = [CapacityType::Spot, CapacityType::OnDemand];
+const TYPES: [&str; 4] = ["c5.large", "m5.large", "c5a.large", "m6i.large"];
+
+/// Instances in the emulator carrying the NodeClaim tag, whatever their state.
+async fn tagged(w: &World, claim: &str) -> Vec<aws_sdk_ec2::types::Instance> {
+    let out = w
+        .ec2
+        .describe_instances()
+        .filters(
+            Filter::builder()
+                .name("tag:joiner.dev/nodeclaim")
+                .values(claim)
+                .build(),
+        )
+        .filters(
+            Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances().iter().cloned())
+        .collect()
+}
+
+#[tokio::test]
+async fn catalogue_zones_come_from_the_node_class_subnets() {
+    let w = world().await;
+    let nc = node_class();
+    let catalog = w.cloud.catalog(&nc).await.unwrap();
+    assert!(
+        catalog.len() > 100,
+        "the emulator's instance types ({})",
+        catalog.len()
+    );
+    assert_eq!(
+        catalog.zones(),
+        BTreeSet::from(["us-east-1a".to_string(), "us-east-1b".to_string()]),
+        "us-east-1c's subnet is not tagged for discovery"
+    );
+    // Only an x86_64 image is published, so arm64 types are not offered.
+    assert!(catalog.get("m6g.large").is_none());
+    let m5 = catalog.get("m5.large").unwrap();
+    assert_eq!(
+        m5.capacity.pods, 58,
+        "the NodeClass's kubelet maxPods applies"
+    );
+    assert!(m5
+        .offerings
+        .iter()
+        .any(|o| o.capacity_type == CapacityType::Spot));
+
+    // A term by ID selects just that subnet.
+    let mut by_id = node_class();
+    by_id.spec.subnet_selector_terms = vec![SubnetSelectorTerm {
+        tags: BTreeMap::new(),
+        id: Some(w.subnets["us-east-1c"].clone()),
+    }];
+    let c = w.cloud.catalog(&by_id).await.unwrap();
+    assert_eq!(c.zones(), BTreeSet::from(["us-east-1c".to_string()]));
+
+    // The raw EC2 data is fetched once and reused.
+    assert!(w.proxy.count("DescribeInstanceTypes") > 0);
+    let before = w.proxy.count("DescribeInstanceTypes");
+    w.cloud.catalog(&nc).await.unwrap();
+    assert_eq!(w.proxy.count("DescribeInstanceTypes"), before);
+}
+
+#[tokio::test]
+async fn launch_tags_the_instance_and_uses_a_hardened_template() {
+    let w = world().await;
+    let req = request(&w, "general-abc12", &TYPES, &BOTH).await;
+    let cheapest = req.candidates[0].instance_type.clone();
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(
+        l.instance_type, cheapest,
+        "the emulator launches the first override"
+    );
+    assert_eq!(l.capacity_type, CapacityType::Spot);
+    assert!(
+        ["us-east-1a", "us-east-1b"].contains(&l.zone.as_str()),
+        "{l:?}"
+    );
+    assert_eq!(
+        l.provider_id,
+        format!("aws:///{}/{}", l.zone, l.instance_id)
+    );
+    assert_eq!(l.image_id, w.image_id);
+
+    // Tags on the instance.
+    let found = tagged(&w, "general-abc12").await;
+    assert_eq!(found.len(), 1);
+    let tags: BTreeMap<&str, &str> = found[0]
+        .tags()
+        .iter()
+        .map(|t| (t.key().unwrap(), t.value().unwrap()))
+        .collect();
+    assert_eq!(tags.get(TAG_CLUSTER), Some(&CLUSTER));
+    assert_eq!(tags.get("joiner.dev/nodepool"), Some(&"general"));
+    assert_eq!(tags.get("joiner.dev/nodeclaim"), Some(&"general-abc12"));
+    assert_eq!(tags.get("team"), Some(&"platform"), "NodeClass tags too");
+
+    // The request: instant fleet, Spot with price-capacity-optimized, one instance,
+    // overrides over the candidates × both zones, a client token, volume tags.
+    let fleets = w.proxy.requests_for("CreateFleet");
+    assert_eq!(fleets.len(), 1);
+    let f = &fleets[0];
+    assert_eq!(f.param("Type"), Some("instant"));
+    assert_eq!(
+        f.param("SpotOptions.AllocationStrategy"),
+        Some("price-capacity-optimized")
+    );
+    assert_eq!(
+        f.param("TargetCapacitySpecification.TotalTargetCapacity"),
+        Some("1")
+    );
+    assert_eq!(
+        f.param("TargetCapacitySpecification.DefaultTargetCapacityType"),
+        Some("spot")
+    );
+    assert!(f.param("ClientToken").unwrap().starts_with("joiner-"));
+    assert_eq!(f.fleet_overrides().len(), TYPES.len() * 2);
+    let resource_types: BTreeSet<&str> = f
+        .params_with_prefix("TagSpecification.")
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(".ResourceType"))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        resource_types,
+        BTreeSet::from(["instance", "volume", "fleet"])
+    );
+
+    // The launch template, read back.
+    let lts = w
+        .ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name(format!("tag:{TAG_CLUSTER}"))
+                .values(CLUSTER)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lts.launch_templates().len(), 1);
+    let lt = &lts.launch_templates()[0];
+    assert!(lt
+        .launch_template_name()
+        .unwrap()
+        .starts_with("joiner/cloud-test/default/"));
+    assert!(lt
+        .tags()
+        .iter()
+        .any(|t| t.key() == Some("joiner.dev/nodeclass") && t.value() == Some("default")));
+    let versions = w
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(lt.launch_template_id().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .unwrap();
+    let md = data.metadata_options().unwrap();
+    assert_eq!(md.http_tokens().unwrap().as_str(), "required");
+    assert_eq!(md.http_put_response_hop_limit(), Some(1));
+    assert_eq!(md.http_endpoint().unwrap().as_str(), "enabled");
+    let bdm = &data.block_device_mappings()[0];
+    assert_eq!(bdm.device_name(), Some("/dev/xvda"));
+    let ebs = bdm.ebs().unwrap();
+    assert_eq!(ebs.encrypted(), Some(true));
+    assert_eq!(ebs.volume_type().unwrap().as_str(), "gp3");
+    assert_eq!(ebs.volume_size(), Some(20));
+    assert_eq!(data.image_id(), Some(w.image_id.as_str()));
+    assert_eq!(
+        data.iam_instance_profile().and_then(|p| p.name()),
+        Some("cloud-test-node")
+    );
+    assert_eq!(data.security_group_ids().len(), 1);
+    let ud = base64::engine::general_purpose::STANDARD
+        .decode(data.user_data().unwrap())
+        .unwrap();
+    let parts = parse_mime(&String::from_utf8(ud).unwrap()).unwrap();
+    let cfg: serde_yaml::Value = serde_yaml::from_str(&parts.last().unwrap().1).unwrap();
+    assert_eq!(cfg["kind"], "NodeConfig");
+    assert_eq!(cfg["spec"]["cluster"]["name"], CLUSTER);
+    assert_eq!(cfg["spec"]["cluster"]["cidr"], "10.100.0.0/16");
+    assert_eq!(cfg["spec"]["kubelet"]["config"]["maxPods"], 58);
+    let flags: Vec<&str> = cfg["spec"]["kubelet"]["flags"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            "--node-labels=karpenter.sh/nodepool=general,team=platform",
+            "--register-with-taints=dedicated=batch:NoSchedule,joiner.dev/agent-not-ready:NoExecute",
+        ]
+    );
+
+    // Idempotent: the same NodeClaim again finds its instance and launches nothing.
+    let again = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(again.instance_id, l.instance_id);
+    assert_eq!(w.proxy.count("CreateFleet"), 1);
+    assert_eq!(tagged(&w, "general-abc12").await.len(), 1);
+    let mine = w
+        .cloud
+        .instance_for("general-abc12")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(mine.instance_id, l.instance_id);
+    assert_eq!(mine.capacity_type, CapacityType::Spot);
+    assert!(w
+        .cloud
+        .instances()
+        .await
+        .unwrap()
+        .iter()
+        .any(|i| i.instance_id == l.instance_id));
+
+    // A second claim of the same NodePool reuses the template.
+    w.cloud
+        .launch(&request(&w, "general-def34", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    assert_eq!(w.proxy.count("CreateLaunchTemplate"), 1);
+}
+
+#[tokio::test]
+async fn spot_insufficient_capacity_lands_elsewhere_and_is_cached() {
+    let w = world().await;
+    let req = request(&w, "general-ice01", &TYPES, &BOTH).await;
+    let cheapest = req.candidates[0].instance_type.clone();
+    let second = req.candidates[1].instance_type.clone();
+    w.proxy.insufficient_capacity(&cheapest, "spot");
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(l.instance_type, second);
+    assert_eq!(l.capacity_type, CapacityType::Spot);
+    let cached = w.cloud.unavailable();
+    for zone in ["us-east-1a", "us-east-1b"] {
+        assert!(
+            cached.contains(CapacityType::Spot, &cheapest, zone),
+            "{cached:?}"
+        );
+    }
+    assert!(!cached.contains(CapacityType::OnDemand, &cheapest, "us-east-1a"));
+
+    // The next claim does not even ask for the cached offerings.
+    let req2 = request(&w, "general-ice02", &TYPES, &BOTH).await;
+    w.cloud.launch(&req2).await.unwrap();
+    let last = w.proxy.requests_for("CreateFleet").pop().unwrap();
+    let types: BTreeSet<String> = last
+        .fleet_overrides()
+        .iter()
+        .map(|o| o.instance_type().to_string())
+        .collect();
+    assert!(!types.contains(&cheapest), "{types:?}");
+    assert_eq!(last.fault, None);
+}
+
+#[tokio::test]
+async fn all_spot_gone_falls_back_to_on_demand() {
+    let w = world().await;
+    w.proxy.insufficient_capacity("*", "spot");
+    let req = request(&w, "general-od001", &TYPES, &BOTH).await;
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(l.capacity_type, CapacityType::OnDemand);
+    let fleets = w.proxy.requests_for("CreateFleet");
+    assert_eq!(fleets.len(), 2);
+    assert_eq!(
+        fleets[0].param("TargetCapacitySpecification.DefaultTargetCapacityType"),
+        Some("spot")
+    );
+    assert_eq!(
+        fleets[1].param("TargetCapacitySpecification.DefaultTargetCapacityType"),
+        Some("on-demand")
+    );
+    assert_eq!(
+        fleets[1].param("OnDemandOptions.AllocationStrategy"),
+        Some("lowest-price")
+    );
+    assert_ne!(
+        fleets[0].param("ClientToken"),
+        fleets[1].param("ClientToken")
+    );
+    assert_eq!(w.cloud.unavailable().0.len(), TYPES.len() * 2);
+    let i = w
+        .cloud
+        .instance_for("general-od001")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(i.capacity_type, CapacityType::OnDemand);
+}
+
+#[tokio::test]
+async fn nothing_left_is_no_candidates_left_with_what_was_tried() {
+    let w = world().await;
+    w.proxy.insufficient_capacity("*", "spot");
+    let req = request(&w, "spotonly-001", &TYPES[..2], &[CapacityType::Spot]).await;
+    let e = w.cloud.launch(&req).await.unwrap_err();
+    assert_eq!(e.code, "NoCandidatesLeft");
+    assert_eq!(e.operation, "ec2:CreateFleet");
+    assert!(e.is_insufficient_capacity());
+    assert!(e.message.contains("spotonly-001"), "{e}");
+    assert!(e.message.contains("spot:c5.large:us-east-1a"), "{e}");
+    assert!(e.message.contains("spot:m5.large:us-east-1b"), "{e}");
+    assert!(tagged(&w, "spotonly-001").await.is_empty());
+
+    // Again: the cache now excludes everything, so EC2 is not even asked.
+    let before = w.proxy.count("CreateFleet");
+    let e = w.cloud.launch(&req).await.unwrap_err();
+    assert_eq!(e.code, "NoCandidatesLeft");
+    assert!(e.message.contains("4 offerings excluded"), "{e}");
+    assert_eq!(w.proxy.count("CreateFleet"), before);
+
+    // On-demand allowed too, and out as well.
+    w.proxy.insufficient_capacity("*", "on-demand");
+    let e = w
+        .cloud
+        .launch(&request(&w, "both-001", &TYPES[..2], &BOTH).await)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "NoCandidatesLeft");
+    assert!(e.message.contains("on-demand:c5.large:us-east-1a"), "{e}");
+}
+
+#[tokio::test]
+async fn throttling_is_retried_and_a_lost_answer_launches_once() {
+    let w = world().await;
+    w.proxy.throttle("DescribeInstanceTypes", 2);
+    let req = request(&w, "general-thr01", &TYPES, &BOTH).await;
+    assert!(
+        w.proxy.count("DescribeInstanceTypes") >= 3,
+        "two throttled answers, then success"
+    );
+
+    w.proxy.throttle("CreateFleet", 2);
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(w.proxy.count("CreateFleet"), 3);
+    assert_eq!(tagged(&w, "general-thr01").await.len(), 1);
+    assert_eq!(l.instance_type, req.candidates[0].instance_type);
+
+    // CreateFleet launches but the answer is lost: the retry finds the instance by its tag.
+    w.proxy.half_succeed("CreateFleet", 1);
+    let req = request(&w, "general-half1", &TYPES, &BOTH).await;
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(w.proxy.count("CreateFleet"), 4, "no second CreateFleet");
+    let found = tagged(&w, "general-half1").await;
+    assert_eq!(found.len(), 1, "exactly one instance");
+    assert_eq!(found[0].instance_id(), Some(l.instance_id.as_str()));
+
+    // A non-retryable error is reported with its operation and code.
+    w.proxy.fail("CreateFleet", 1, 400, "UnauthorizedOperation");
+    let e = w
+        .cloud
+        .launch(&request(&w, "general-deny1", &TYPES, &BOTH).await)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.operation.as_str(), e.code.as_str()),
+        ("ec2:CreateFleet", "UnauthorizedOperation")
+    );
+}
+
+#[tokio::test]
+async fn terminate_and_prune_launch_templates() {
+    let w = world().await;
+    let l = w
+        .cloud
+        .launch(&request(&w, "general-term1", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    w.cloud
+        .terminate(&[l.instance_id.clone(), "i-0123456789abcdef0".into()])
+        .await
+        .expect("an unknown ID is not an error");
+    assert!(w
+        .cloud
+        .instance_for("general-term1")
+        .await
+        .unwrap()
+        .is_none());
+    let live: Vec<String> = w
+        .cloud
+        .instances()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.state != "shutting-down")
+        .map(|i| i.instance_id)
+        .collect();
+    assert!(!live.contains(&l.instance_id));
+    w.cloud
+        .terminate(std::slice::from_ref(&l.instance_id))
+        .await
+        .expect("terminating twice is fine");
+
+    let count = |w: &World| {
+        let ec2 = w.ec2.clone();
+        async move {
+            ec2.describe_launch_templates()
+                .filters(
+                    Filter::builder()
+                        .name(format!("tag:{TAG_CLUSTER}"))
+                        .values(CLUSTER)
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap()
+                .launch_templates()
+                .len()
+        }
+    };
+    assert_eq!(count(&w).await, 1);
+    w.cloud
+        .prune_launch_templates(&[node_class()])
+        .await
+        .unwrap();
+    assert_eq!(count(&w).await, 1, "in use and unchanged: kept");
+    let mut changed = node_class();
+    changed.spec.kubelet = None;
+    w.cloud.prune_launch_templates(&[changed]).await.unwrap();
+    assert_eq!(count(&w).await, 0, "spec changed: the old template goes");
+
+    // A launch after pruning makes a fresh template.
+    w.cloud
+        .launch(&request(&w, "general-term2", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    assert_eq!(count(&w).await, 1);
+    w.cloud.prune_launch_templates(&[]).await.unwrap();
+    assert_eq!(count(&w).await, 0, "NodeClass gone: deleted");
+}
