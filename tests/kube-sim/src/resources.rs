@@ -189,6 +189,17 @@ pub fn builtin_types() -> Vec<ResourceType> {
             &["pdb"],
             &["status"],
         ),
+        // The agent's Deployment runs at PriorityClass joiner-agent-critical (joiner_agent
+        // applies it); stored, not used for preemption.
+        B(
+            "scheduling.k8s.io",
+            "priorityclasses",
+            "PriorityClass",
+            "priorityclass",
+            false,
+            &["pc"],
+            &[],
+        ),
         B(
             "coordination.k8s.io",
             "leases",
