@@ -81,18 +81,27 @@ pub fn handshake_line(addr: &std::net::SocketAddr, server_cert_der: Option<&[u8]
     format!("{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|tcp|{addr}|grpc|{cert}")
 }
 
-/// The `TF_REATTACH_PROVIDERS` value for a provider served in debug mode.
+/// The `TF_REATTACH_PROVIDERS` value for a provider served in debug mode, keyed by its
+/// address and, for a public-registry address, by its twin on the other registry:
+/// `source = "joiner/joiner"` means registry.terraform.io under Terraform and
+/// registry.opentofu.org under OpenTofu, and each ignores the entry it has no use for.
 pub fn reattach_json(provider_address: &str, addr: &std::net::SocketAddr) -> String {
-    serde_json::json!({
-        provider_address: {
-            "Protocol": "grpc",
-            "ProtocolVersion": APP_PROTOCOL_VERSION,
-            "Pid": std::process::id(),
-            "Test": true,
-            "Addr": {"Network": "tcp", "String": addr.to_string()},
+    let entry = serde_json::json!({
+        "Protocol": "grpc",
+        "ProtocolVersion": APP_PROTOCOL_VERSION,
+        "Pid": std::process::id(),
+        "Test": true,
+        "Addr": {"Network": "tcp", "String": addr.to_string()},
+    });
+    let mut map = serde_json::Map::new();
+    map.insert(provider_address.to_string(), entry.clone());
+    const REGISTRIES: [&str; 2] = ["registry.terraform.io/", "registry.opentofu.org/"];
+    for (from, to) in [(0, 1), (1, 0)] {
+        if let Some(rest) = provider_address.strip_prefix(REGISTRIES[from]) {
+            map.insert(format!("{}{rest}", REGISTRIES[to]), entry.clone());
         }
-    })
-    .to_string()
+    }
+    serde_json::Value::Object(map).to_string()
 }
 
 pub struct ServeOptions {
@@ -531,6 +540,12 @@ mod tests {
         let p = &json["registry.terraform.io/joiner/joiner"];
         assert_eq!(p["ProtocolVersion"], 6);
         assert_eq!(p["Addr"]["String"], "127.0.0.1:4321");
+        // OpenTofu resolves the same source to its own registry.
+        assert_eq!(&json["registry.opentofu.org/joiner/joiner"], p);
+        assert_eq!(json.as_object().unwrap().len(), 2);
+        let private: serde_json::Value =
+            serde_json::from_str(&reattach_json("example.com/joiner/joiner", &addr)).unwrap();
+        assert_eq!(private.as_object().unwrap().len(), 1);
     }
 
     #[test]

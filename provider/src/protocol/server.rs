@@ -515,14 +515,34 @@ fn respond<T>(t: T) -> Result<Response<T>, Status> {
     Ok(Response::new(t))
 }
 
+/// What the provider tells clients it can do. Only `get_provider_schema_optional`: the
+/// schemas are built once at start-up and need no GetProviderSchema call first, so clients
+/// may serve them from their cache (OpenTofu otherwise asks before every RPC). Not
+/// `plan_destroy` (destroy plans need nothing from us) nor `move_resource_state`.
+fn server_capabilities() -> pb::ServerCapabilities {
+    pb::ServerCapabilities {
+        get_provider_schema_optional: true,
+        ..Default::default()
+    }
+}
+
 #[tonic::async_trait]
 impl<P: Provider> pb::provider_server::Provider for ProviderService<P> {
+    /// Resource identities (protocol 6.9): none. Every resource imports by its ID string,
+    /// which Terraform and OpenTofu keep supporting for providers without identities.
+    async fn get_resource_identity_schemas(
+        &self,
+        _: Request<pb::get_resource_identity_schemas::Request>,
+    ) -> Result<Response<pb::get_resource_identity_schemas::Response>, Status> {
+        respond(pb::get_resource_identity_schemas::Response::default())
+    }
+
     async fn get_metadata(
         &self,
         _: Request<pb::get_metadata::Request>,
     ) -> Result<Response<pb::get_metadata::Response>, Status> {
         respond(pb::get_metadata::Response {
-            server_capabilities: Some(pb::ServerCapabilities::default()),
+            server_capabilities: Some(server_capabilities()),
             diagnostics: Vec::new(),
             data_sources: self
                 .data_sources
@@ -559,7 +579,7 @@ impl<P: Provider> pb::provider_server::Provider for ProviderService<P> {
                 .collect(),
             diagnostics: Vec::new(),
             provider_meta: None,
-            server_capabilities: Some(pb::ServerCapabilities::default()),
+            server_capabilities: Some(server_capabilities()),
         })
     }
 
@@ -1140,5 +1160,44 @@ mod tests {
         ] {
             assert_eq!(r.diagnostics[0].summary, "Unknown data source");
         }
+    }
+
+    /// What Terraform >= 1.12 and OpenTofu ask first: the capabilities (schema cache allowed)
+    /// and the resource identity schemas (none), over real gRPC.
+    #[tokio::test]
+    async fn newer_clients_get_capabilities_and_no_identities() {
+        use crate::protocol::proto::tfplugin6::provider_client::ProviderClient;
+        use crate::protocol::proto::tfplugin6::provider_server::ProviderServer;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = ProviderService::new(TestProvider, StopToken::new());
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ProviderServer::new(service))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let mut client = ProviderClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let meta = client
+            .get_metadata(pb::get_metadata::Request {})
+            .await
+            .unwrap()
+            .into_inner();
+        let caps = meta.server_capabilities.unwrap();
+        assert!(caps.get_provider_schema_optional);
+        assert!(!caps.plan_destroy && !caps.move_resource_state);
+        let schema = client
+            .get_provider_schema(pb::get_provider_schema::Request {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(schema.server_capabilities, Some(caps));
+        let ids = client
+            .get_resource_identity_schemas(pb::get_resource_identity_schemas::Request {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(ids.identity_schemas.is_empty() && ids.diagnostics.is_empty());
     }
 }
