@@ -37,10 +37,13 @@ pub struct Admitted {
 
 impl Admitted {
     pub fn to_value(&self) -> Value {
+        // Prices are decimal strings ("0.0416"): a binary float does not survive Terraform's
+        // JSON state round trip exactly, so a number would show as changed on every plan.
         let p = |x: Option<f64>| {
-            x.map(|v| Value::float((v * 1e6).round() / 1e6))
+            x.map(|v| Value::string(price_text(v)))
                 .unwrap_or(Value::Null)
         };
+
         Value::object([
             ("count", Value::int(self.count as i64)),
             (
@@ -63,11 +66,22 @@ impl Admitted {
         Type::object([
             ("count", Type::Number),
             ("sample", Type::list(Type::String)),
-            ("cheapest_spot_price", Type::Number),
-            ("dearest_spot_price", Type::Number),
-            ("cheapest_on_demand_price", Type::Number),
-            ("dearest_on_demand_price", Type::Number),
+            ("cheapest_spot_price", Type::String),
+            ("dearest_spot_price", Type::String),
+            ("cheapest_on_demand_price", Type::String),
+            ("dearest_on_demand_price", Type::String),
         ])
+    }
+}
+
+/// USD per hour with at most 6 decimals, trailing zeros dropped.
+pub fn price_text(v: f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() {
+        "0".into()
+    } else {
+        s.to_string()
     }
 }
 
@@ -222,6 +236,8 @@ mod tests {
         assert_eq!(a.sample.len(), 10);
         assert!(a.cheapest_spot.unwrap() < a.cheapest_on_demand.unwrap());
         assert!(a.dearest_on_demand.unwrap() > a.cheapest_on_demand.unwrap());
+        assert_eq!(price_text(0.0416), "0.0416");
+        assert_eq!(price_text(2.0), "2");
     }
 
     #[test]
