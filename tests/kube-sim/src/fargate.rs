@@ -332,7 +332,13 @@ pub async fn read_profiles(
             .await
         {
             Ok(o) => o,
-            Err(e) if e.code() == Some("ResourceNotFoundException") => return Ok(vec![]),
+            // moto answers an unknown cluster with a bare 404 the SDK cannot classify.
+            Err(e)
+                if e.code() == Some("ResourceNotFoundException")
+                    || e.raw_response().is_some_and(|r| r.status().as_u16() == 404) =>
+            {
+                return Ok(vec![])
+            }
             Err(e) => anyhow::bail!(
                 "eks:ListFargateProfiles {cluster}: {}: {}",
                 e.code().unwrap_or("error"),
@@ -355,7 +361,12 @@ pub async fn read_profiles(
             .await
         {
             Ok(o) => o,
-            Err(e) if e.code() == Some("ResourceNotFoundException") => continue,
+            Err(e)
+                if e.code() == Some("ResourceNotFoundException")
+                    || e.raw_response().is_some_and(|r| r.status().as_u16() == 404) =>
+            {
+                continue
+            }
             Err(e) => anyhow::bail!(
                 "eks:DescribeFargateProfile {name}: {}: {}",
                 e.code().unwrap_or("error"),
