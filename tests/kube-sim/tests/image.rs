@@ -150,6 +150,16 @@ async fn the_agent_image_validates_unpacks_runs_and_runs_under_kube_sim() {
     .unwrap();
     common::add_fake_node(&target, "node-a", "4", "16Gi", &[]);
     kubectl_ok(&target, &["create", "namespace", "joiner"]);
+    if has_run {
+        // The CRDs come with the agent's install (joiner_agent applies them): from the image.
+        let crds = run(Command::new(rootfs.join("joiner-agent")).arg("crds"));
+        let out = kubectl_stdin(&target, &["apply", "-f", "-"], Some(&crds));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "joiner-agent", "namespace": "joiner",
             "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/joiner-agent"}}},
