@@ -9,6 +9,8 @@
 //! into its kind or counted as a drop by reason, acted-on and dropped messages deleted, a
 //! failed action left in the queue and redelivered.
 
+#![cfg(feature = "controllers")]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -349,6 +349,13 @@ impl Disruption {
                 }
             }
         }
+        tracing::debug!(
+            candidates = world.candidates.len(),
+            pending = world.pending_pods,
+            decisions = outcome.decisions.len(),
+            blocked = ?outcome.blocked.iter().map(|b| (&b.node, &b.why)).collect::<Vec<_>>(),
+            "disruption pass"
+        );
         for key in [
             "do_not_disrupt",
             "pdb",
