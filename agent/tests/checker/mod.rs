@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use joiner_agent::catalog::{CapacityType, Catalog, InstanceType};
+use joiner_agent::catalog::{Catalog, InstanceType};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirements};
 use joiner_agent::resources::Resources;
@@ -505,7 +505,9 @@ fn check_affinity(input: &Input, members: &[Member]) -> Result<(), String> {
             let bound_match = members
                 .iter()
                 .any(|o| o.pending.is_none() && term_selects(input, &pod.namespace, t, o));
-            if !partner && !(self_match && !bound_match) {
+            // Kubernetes lets the first pod of a self-selecting group start a domain.
+            let bootstrap = self_match && !bound_match;
+            if !partner && !bootstrap {
                 return Err(format!(
                     "pod {i}: affinity on {} not satisfied in {d}",
                     t.topology_key
@@ -712,6 +714,5 @@ fn check_spreads(catalog: &Catalog, input: &Input, members: &[Member]) -> Result
             }
         }
     }
-    let _ = CapacityType::Spot;
     Ok(())
 }
