@@ -28,6 +28,7 @@ mod provider;
 mod reattach;
 mod run;
 mod state;
+mod usage;
 mod workspace;
 
 pub use aws::Aws;
@@ -37,4 +38,5 @@ pub use provider::{provider_bin, PROVIDER_ADDRESS, PROVIDER_SOURCE};
 pub use reattach::DebugProvider;
 pub use run::Run;
 pub use state::{Plan, State};
+pub use usage::{measure_provider, take_usage, ProviderUsage};
 pub use workspace::Workspace;
