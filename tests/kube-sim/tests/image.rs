@@ -13,8 +13,12 @@ use common::{kubectl_json, kubectl_ok, kubectl_stdin, wait_for};
 use kube_sim::{ImageSource, Options, TargetCluster};
 use serde_json::{json, Value};
 
+/// The workspace root, from this crate's own manifest directory (`tests/kube-sim`).
 fn root() -> PathBuf {
-    joiner_test_support::workspace_root()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root")
 }
 
 fn run(cmd: &mut Command) -> String {
