@@ -432,6 +432,15 @@ async fn launch_tags_the_instance_and_uses_a_hardened_template() {
         Some("cloud-test-node")
     );
     assert_eq!(data.security_group_ids().len(), 1);
+    let eni_tags = data
+        .tag_specifications()
+        .iter()
+        .find(|t| t.resource_type().map(|r| r.as_str()) == Some("network-interface"))
+        .expect("network interfaces are tagged through the template");
+    assert!(eni_tags
+        .tags()
+        .iter()
+        .any(|t| t.key() == Some(TAG_CLUSTER) && t.value() == Some(CLUSTER)));
     let ud = base64::engine::general_purpose::STANDARD
         .decode(data.user_data().unwrap())
         .unwrap();
@@ -690,4 +699,74 @@ async fn terminate_and_prune_launch_templates() {
     assert_eq!(count(&w).await, 1);
     w.cloud.prune_launch_templates(&[]).await.unwrap();
     assert_eq!(count(&w).await, 0, "NodeClass gone: deleted");
+}
+
+#[tokio::test]
+async fn cluster_details_come_from_describe_cluster_when_not_given() {
+    let w = world().await;
+    let direct = sdk_config(&w._moto.endpoint()).await;
+    let eks = aws_sdk_eks::Client::new(&direct);
+    eks.create_cluster()
+        .name(CLUSTER)
+        .version("1.33")
+        .role_arn("arn:aws:iam::123456789012:role/cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids(&w.subnets["us-east-1a"])
+                .subnet_ids(&w.subnets["us-east-1b"])
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let described = eks.describe_cluster().name(CLUSTER).send().await.unwrap();
+    let endpoint = described.cluster().unwrap().endpoint().unwrap().to_string();
+
+    // No endpoint, CA or version given: one eks:DescribeCluster supplies them (the version
+    // picks the AMI parameter, so a launch proves it was read).
+    let mut options = Ec2Options::new(CLUSTER);
+    options.public_parameter_root = PARAMETER_ROOT.into();
+    let cloud = Ec2Cloud::new(&sdk_config(&w.proxy.endpoint()).await, options);
+    let info = cloud.cluster_info().await.unwrap();
+    assert_eq!(info.endpoint, endpoint);
+    assert_eq!(info.version, "1.33");
+    assert!(!info.certificate_authority.is_empty());
+    let req = request(&w, "general-eks01", &TYPES, &BOTH).await;
+    let l = cloud.launch(&req).await.unwrap();
+    assert_eq!(l.image_id, w.image_id);
+    cloud.cluster_info().await.unwrap();
+    let lts = w
+        .ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name(format!("tag:{TAG_CLUSTER}"))
+                .values(CLUSTER)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let versions = w
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(lts.launch_templates()[0].launch_template_id().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let ud = base64::engine::general_purpose::STANDARD
+        .decode(
+            versions.launch_template_versions()[0]
+                .launch_template_data()
+                .unwrap()
+                .user_data()
+                .unwrap(),
+        )
+        .unwrap();
+    let parts = parse_mime(&String::from_utf8(ud).unwrap()).unwrap();
+    let cfg: serde_yaml::Value = serde_yaml::from_str(&parts.last().unwrap().1).unwrap();
+    assert_eq!(
+        cfg["spec"]["cluster"]["apiServerEndpoint"],
+        endpoint.as_str()
+    );
 }

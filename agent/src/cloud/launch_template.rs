@@ -14,7 +14,8 @@ use aws_sdk_ec2::types::{
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
     LaunchTemplateInstanceMetadataProtocolIpv6,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest,
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine;
@@ -318,6 +319,15 @@ impl Ec2Cloud {
                 tags.push(tag(k, v));
             }
         }
+        // The network interface a launch creates cannot be tagged through CreateFleet; the
+        // agent's policy only lets it create tagged ones, so the template tags it.
+        data = data.tag_specifications(
+            LaunchTemplateTagSpecificationRequest::builder()
+                .resource_type(ResourceType::NetworkInterface)
+                .tags(tag(TAG_CLUSTER, &self.options.cluster_name))
+                .tags(tag(TAG_NODECLASS, inputs.node_class))
+                .build(),
+        );
         let created = self
             .ec2
             .create_launch_template()
