@@ -148,7 +148,6 @@ impl Disruption {
             sched.nodes.drain(..).map(|n| (n.name.clone(), n)).collect();
         let mut candidates = Vec::new();
         let mut to_stamp = Vec::new();
-        let mut pod_sets = self.pod_sets.lock().unwrap_or_else(|p| p.into_inner());
         let mut seen_nodes = HashSet::new();
         for claim in ctx.state.node_claims.list() {
             let Some(node) = ctx.state.node_for_claim(&claim) else {
@@ -195,13 +194,16 @@ impl Disruption {
                 .filter_map(|p| ts(&p.metadata.creation_timestamp))
                 .max()
                 .unwrap_or(created);
-            let entry = pod_sets
-                .entry(node_name.clone())
-                .or_insert((fp, newest_pod.max(created)));
-            if entry.0 != fp {
-                *entry = (fp, now);
-            }
-            let last_pod_change = entry.1;
+            let last_pod_change = {
+                let mut pod_sets = self.pod_sets.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = pod_sets
+                    .entry(node_name.clone())
+                    .or_insert((fp, newest_pod.max(created)));
+                if entry.0 != fp {
+                    *entry = (fp, now);
+                }
+                entry.1
+            };
             let status = claim.status.clone().unwrap_or_default();
             let node_labels = node.labels().clone();
             let label = |k: &str| {
@@ -266,8 +268,10 @@ impl Disruption {
                 drift,
             });
         }
-        pod_sets.retain(|n, _| seen_nodes.contains(n));
-        drop(pod_sets);
+        self.pod_sets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|n, _| seen_nodes.contains(n));
         for (claim, pool, class) in to_stamp {
             self.stamp_if_missing(&claim, &pool, Some(&class)).await;
         }

@@ -45,12 +45,9 @@ impl DisruptionMetrics {
             nodes_disrupted: Family::default(),
             blocked: Family::default(),
             saving_micro_usd_per_hour: Family::default(),
-            pass_duration: Histogram::new(
-                [
-                    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                ]
-                .into_iter(),
-            ),
+            pass_duration: Histogram::new([
+                0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
             replacement_failures: Counter::default(),
         }
     }

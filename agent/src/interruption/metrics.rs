@@ -49,9 +49,9 @@ impl InterruptionMetrics {
             dropped: Family::default(),
             deleted: Counter::default(),
             errors: Family::default(),
-            message_to_cordon: Histogram::new(
-                [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0].into_iter(),
-            ),
+            message_to_cordon: Histogram::new([
+                0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
+            ]),
             replacements: Counter::default(),
         }
     }
