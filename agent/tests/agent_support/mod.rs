@@ -260,6 +260,12 @@ impl World {
 
     /// Runs the agent in this process until the returned handle is stopped or dropped.
     pub async fn agent(&self, extra: &[&str]) -> Agent {
+        if let Ok(level) = std::env::var("JOINER_TEST_LOG") {
+            controllers::operator::logging::init(
+                controllers::operator::config::LogFormat::Text,
+                &level,
+            );
+        }
         let config = self.config(extra);
         let metrics = config.metrics_addr;
         let cloud = self.cloud().await;
