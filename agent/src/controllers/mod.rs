@@ -210,12 +210,12 @@ pub async fn run(
         None
     };
 
-    let result = loop {
+    let result = 'run: {
         tokio::select! {
             r = leader_rx.wait_for(|l| *l) => {
-                if r.is_err() { break Ok(()); }
+                if r.is_err() { break 'run Ok(()); }
             }
-            _ = shutdown.wait_for(|s| *s) => break Ok(()),
+            _ = shutdown.wait_for(|s| *s) => break 'run Ok(()),
         }
         metrics.leader.set(1);
         let mut tasks = tokio::task::JoinSet::new();
@@ -235,13 +235,13 @@ pub async fn run(
         while tasks.join_next().await.is_some() {}
         metrics.leader.set(0);
         if lost {
-            break Err(anyhow::anyhow!(
+            break 'run Err(anyhow::anyhow!(
                 "lost leadership of Lease {}/{}",
                 config.namespace,
                 operator::leader::LEASE_NAME
             ));
         }
-        break Ok(());
+        Ok(())
     };
     let _ = stop_elector_tx.send(true);
     if let Some(e) = elector {

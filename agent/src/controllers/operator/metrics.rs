@@ -61,19 +61,13 @@ impl Metrics {
             pods_scheduled: Counter::default(),
             pods_unschedulable: Counter::default(),
             pods_ignored: Family::default(),
-            scheduling_duration: Histogram::new(
-                [
-                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                ]
-                .into_iter(),
-            ),
+            scheduling_duration: Histogram::new([
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
             scheduling_rounds: Counter::default(),
-            reaction: Histogram::new(
-                [
-                    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 5.0, 10.0, 15.0,
-                ]
-                .into_iter(),
-            ),
+            reaction: Histogram::new([
+                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 5.0, 10.0, 15.0,
+            ]),
             nodeclaims_created: Family::default(),
             nodeclaims_launched: Family::default(),
             nodeclaims_registered: Family::default(),

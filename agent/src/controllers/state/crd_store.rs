@@ -115,7 +115,8 @@ pub async fn run<T>(
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut buffer: Option<(HashMap<String, Arc<T>>, HashMap<String, String>)> = None;
+    type Snapshot<T> = (HashMap<String, Arc<T>>, HashMap<String, String>);
+    let mut buffer: Option<Snapshot<T>> = None;
     while let Some(ev) = stream.next().await {
         let ev = match ev {
             Ok(ev) => ev,
