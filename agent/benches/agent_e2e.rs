@@ -1,0 +1,184 @@
+//! End-to-end agent figures, printed (not asserted), with the machine's core count:
+//! - the seed scale-out (4 → 100 replicas of 250m/512Mi) through kube-sim and moto with the
+//!   kube-sim boot delay stated: time to all Running, nodes, $/h over the fractional lower
+//!   bound (`workloads::lower_bound`);
+//! - reaction: last pending pod of a batch observed → launch request sent (the agent's
+//!   `joiner_reaction_seconds` histogram), against the batch idle window;
+//! - the agent process's peak RSS and its CPU use while steady (no pending pods).
+//!
+//! The agent runs as a real `joiner-agent run` process with default batch windows
+//! (1 s idle / 10 s max). `cargo bench -p joiner-agent --bench agent_e2e`.
+
+#[path = "../tests/agent_support/mod.rs"]
+mod agent_support;
+
+use std::time::{Duration, Instant};
+
+use agent_support::{wait_for, Opts, World};
+use joiner_agent::catalog::CapacityType;
+use joiner_agent::cloud::Cloud;
+use kube::api::Api;
+use kube::ResourceExt;
+
+const BOOT_DELAY: Duration = Duration::from_secs(2);
+
+fn proc_status(pid: u32, key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = s.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn histogram(metrics: &str, name: &str) -> (f64, f64) {
+    let get = |suffix: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}_{suffix}")))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (get("sum"), get("count"))
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run());
+}
+
+async fn run() {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let w = World::start(Opts {
+        boot_delay: BOOT_DELAY,
+        ..Default::default()
+    })
+    .await;
+    w.node_class("default").await;
+    w.node_pool("default", World::general_pool_spec("default"))
+        .await;
+    let args = w.args(&[]);
+    let metrics_addr: std::net::SocketAddr = args
+        [args.iter().position(|a| a == "--metrics-addr").unwrap() + 1]
+        .parse()
+        .unwrap();
+    let mut child = w.agent_process(&[
+        "--batch-idle",
+        "1s",
+        "--batch-max",
+        "10s",
+        "--log-level",
+        "warn",
+    ]);
+    let pid = child.id();
+    // The flags above come after the defaults in `args`, so they win; the metrics address
+    // is the one `agent_process` was given.
+    let _ = metrics_addr;
+
+    w.deployment("seed", 4, "250m", "512Mi").await;
+    wait_for("4 pods Running", Duration::from_secs(120), || async {
+        (w.running("seed").await == 4).then_some(())
+    })
+    .await;
+    let start = Instant::now();
+    w.scale("seed", 100).await;
+    wait_for("100 pods Running", Duration::from_secs(600), || async {
+        (w.running("seed").await == 100).then_some(())
+    })
+    .await;
+    let elapsed = start.elapsed();
+    let claims = w.claims().await;
+    let cloud = w.cloud().await;
+    let nc: joiner_agent::api::NodeClass = Api::all(w.client.clone()).get("default").await.unwrap();
+    let catalog = cloud.catalog(&nc).await.unwrap();
+    let cost: f64 = claims
+        .iter()
+        .filter_map(|c| {
+            let l = c.labels();
+            let it = catalog.get(l.get("node.kubernetes.io/instance-type")?)?;
+            let ct = CapacityType::parse(l.get("karpenter.sh/capacity-type")?)?;
+            let zone = l.get("topology.kubernetes.io/zone")?;
+            it.offerings
+                .iter()
+                .find(|o| o.capacity_type == ct && &o.zone == zone)
+                .map(|o| o.price)
+        })
+        .sum();
+    let pool = joiner_agent::scheduler::NodePoolInput::from_api(
+        "default",
+        &serde_json::from_value(World::general_pool_spec("default")).unwrap(),
+        Default::default(),
+    )
+    .unwrap();
+    let bound = joiner_agent::workloads::lower_bound(
+        &catalog,
+        &pool,
+        &joiner_agent::workloads::seed_pods(100),
+    );
+    println!(
+        "agent_e2e seed 4->100 (kube-sim boot delay {:?}, batch 1s/10s): all Running in {:.1}s, {} nodes, ${cost:.4}/h = {:.2}x the lower bound ${bound:.4}/h  [nproc={cores}]",
+        BOOT_DELAY,
+        elapsed.as_secs_f64(),
+        claims.len(),
+        cost / bound
+    );
+
+    // Steady state: nothing pending; measure the agent's CPU over 20 s.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let hz = 100.0; // USER_HZ on Linux
+    let t0 = cpu_ticks(pid).unwrap_or(0);
+    let wall = Instant::now();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let t1 = cpu_ticks(pid).unwrap_or(0);
+    let cores_used = (t1 - t0) as f64 / hz / wall.elapsed().as_secs_f64();
+    let hwm = proc_status(pid, "VmHWM:").unwrap_or(0);
+    let rss = proc_status(pid, "VmRSS:").unwrap_or(0);
+    println!(
+        "agent_e2e agent process with {} pods on {} nodes: peak RSS {:.1} MB, RSS now {:.1} MB, steady CPU {:.4} core  [nproc={cores}]",
+        w.pods("seed").await.len(),
+        w.nodes().await.len(),
+        hwm as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        cores_used
+    );
+
+    // Reaction time from the agent's own histogram.
+    let addr = {
+        // The agent's metrics address is in its command line: read it back from /proc.
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let parts: Vec<&str> = cmdline.split('\0').collect();
+        parts
+            .iter()
+            .position(|a| *a == "--metrics-addr")
+            .and_then(|i| parts.get(i + 1))
+            .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+    };
+    if let Some(addr) = addr {
+        let m = w.metrics(addr).await;
+        let (sum, count) = histogram(&m, "joiner_reaction_seconds");
+        if count > 0.0 {
+            println!(
+                "agent_e2e reaction (last pending pod observed -> CreateFleet sent): mean {:.3}s over {} launches, batch idle window 1.000s (goal <= 1.050s)  [nproc={cores}]",
+                sum / count,
+                count
+            );
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
