@@ -9,10 +9,10 @@
 //!   first, then cordon and drain through the termination path.
 
 pub mod actions;
+#[cfg(feature = "controllers")]
+pub mod controller;
 pub mod messages;
 #[cfg(feature = "controllers")]
 pub mod metrics;
 #[cfg(feature = "controllers")]
 pub mod queue;
-#[cfg(feature = "controllers")]
-pub mod controller;
