@@ -139,32 +139,6 @@ fn api(
     }
 }
 
-/// kube-sim serves no scheduling.k8s.io PriorityClass (docs/kube-sim.md): register it as a
-/// CRD so the agent's PriorityClass is stored, as a real API server would store it.
-async fn serve_priority_classes(client: &kube::Client) {
-    let crds = api(
-        client,
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        None,
-    );
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "priorityclasses.scheduling.k8s.io"},
-        "spec": {
-            "group": "scheduling.k8s.io",
-            "scope": "Cluster",
-            "names": {"plural": "priorityclasses", "singular": "priorityclass", "kind": "PriorityClass", "listKind": "PriorityClassList"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .unwrap();
-    let _ = crds.create(&PostParams::default(), &crd).await;
-}
-
 /// A Ready node with room for the agent's pods (stands in for the Fargate node).
 async fn register_node(client: &kube::Client) {
     let nodes = api(client, "", "v1", "Node", "nodes", None);
@@ -199,7 +173,6 @@ fn kubernetes_half_lifecycle() {
     let sim = kube_sim::KubeSim::start(kube_sim::Options::default()).expect("kube-sim");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(sim.client()).unwrap();
-    rt.block_on(serve_priority_classes(&client));
     rt.block_on(register_node(&client));
 
     let tf = Workspace::new(&moto);
@@ -275,6 +248,22 @@ fn kubernetes_half_lifecycle() {
     let d = rt.block_on(deployments.get("joiner-agent")).unwrap();
     assert_eq!(d.data["spec"]["replicas"], 2);
     assert_eq!(d.data["status"]["readyReplicas"], 2, "{}", d.data["status"]);
+    let priority_classes = api(
+        &client,
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        None,
+    );
+    let pc = rt
+        .block_on(priority_classes.get("joiner-agent-critical"))
+        .unwrap();
+    assert_eq!(
+        d.data["spec"]["template"]["spec"]["priorityClassName"],
+        "joiner-agent-critical"
+    );
+    assert!(pc.data["value"].as_i64().unwrap() > 0, "{}", pc.data);
     let sas = api(
         &client,
         "",
@@ -330,11 +319,13 @@ fn kubernetes_half_lifecycle() {
     tf.refresh_plan_is_empty();
 
     // Plan review: with live nodes in the pool, a requirement change previews the drift.
+    // Each node carries the labels a node launched for this pool has (its capacity type and
+    // an admitted instance category): a node missing a required label counts as drifted.
     let nodes = api(&client, "", "v1", "Node", "nodes", None);
     for (i, ct) in ["spot", "spot", "on-demand"].iter().enumerate() {
         let node: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": format!("ip-10-1-0-{i}"), "labels": {"karpenter.sh/nodepool": "general", "karpenter.sh/capacity-type": ct}},
+            "metadata": {"name": format!("ip-10-1-0-{i}"), "labels": {"karpenter.sh/nodepool": "general", "karpenter.sh/capacity-type": ct, "karpenter.k8s.aws/instance-category": "m"}},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         })).unwrap();
         rt.block_on(nodes.create(&PostParams::default(), &node))
@@ -428,16 +419,22 @@ resource "joiner_node_pool" "nothing" {
     // Destroy leaves nothing.
     tf.write_config(&config(&sim, r#""spot", "on-demand""#, ""));
     tf.destroy();
+    // Read before joining the stand-in: destroy must not have returned until it released.
+    let released_before_destroy_returned = released.load(std::sync::atomic::Ordering::SeqCst);
     agent.join().unwrap();
     assert!(
-        released.load(std::sync::atomic::Ordering::SeqCst),
-        "the delete never reached the finalizer"
+        released_before_destroy_returned,
+        "destroy returned before the finalizer was released"
     );
     assert!(rt.block_on(pools.get_opt("general")).unwrap().is_none());
     assert!(rt.block_on(pools.get_opt("critical")).unwrap().is_none());
     assert!(rt.block_on(classes.get_opt("default")).unwrap().is_none());
     assert!(rt
         .block_on(deployments.get_opt("joiner-agent"))
+        .unwrap()
+        .is_none());
+    assert!(rt
+        .block_on(priority_classes.get_opt("joiner-agent-critical"))
         .unwrap()
         .is_none());
 }
