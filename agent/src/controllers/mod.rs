@@ -83,11 +83,9 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
         Box::pin(garbage_collection::run(c))
     }),
     ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
-    #[cfg(feature = "controllers-wip")]
     ("interruption", |c| {
         Box::pin(crate::interruption::controller::run(c))
     }),
-    #[cfg(feature = "controllers-wip")]
     ("disruption", |c| {
         Box::pin(crate::disruption::controller::run(c))
     }),

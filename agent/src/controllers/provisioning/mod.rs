@@ -99,7 +99,20 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
         let Some(pool) = r.pools.get(&claim.nodepool) else {
             continue;
         };
-        let obj = nodeclaims::build(claim, pool);
+        let mut obj = nodeclaims::build(claim, pool);
+        // Drift compares these hashes with today's; stamping at birth means a change made
+        // right after launch still drifts the node (unstamped claims are stamped later with
+        // the then-current hashes, which would hide such a change).
+        if let Some(class) = ctx
+            .state
+            .node_classes
+            .get(&pool.spec.template.spec.node_class_ref.name)
+        {
+            obj.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
+        }
         let name = obj.name_any();
         if let Some(t) = last_seen {
             ctx.batch_seen
