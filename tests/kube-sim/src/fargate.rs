@@ -33,6 +33,8 @@ pub struct Selector {
 pub struct Profile {
     pub name: String,
     pub selectors: Vec<Selector>,
+    /// When the emulator created the profile (Unix seconds), if it says.
+    pub created_secs: Option<i64>,
 }
 
 /// The cluster's active Fargate profiles, as last read from the emulator.
@@ -78,6 +80,20 @@ impl Profiles {
             }
         }
         profiles.iter().find(|p| matches(p)).map(|p| p.name.clone())
+    }
+
+    /// The profile a pod created at `created_secs` would have got at admission had kube-sim
+    /// known every profile then: one that matches and is no younger than the pod.
+    pub fn matching_since(
+        &self,
+        namespace: &str,
+        labels: &Value,
+        created_secs: i64,
+    ) -> Option<String> {
+        let name = self.matching(namespace, labels)?;
+        let profiles = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let p = profiles.iter().find(|p| p.name == name)?;
+        (p.created_secs? <= created_secs).then_some(name)
     }
 }
 
@@ -220,15 +236,76 @@ fn node_for(pod: &Value, region: &str, profile: &str) -> Value {
     })
 }
 
+/// Admits again the unbound pods created after a profile that matches them but before
+/// kube-sim read that profile. EKS's webhook knows a profile from the moment it is ACTIVE,
+/// and the provider waits for ACTIVE before creating what runs there (the agent's
+/// Deployment); kube-sim learns of profiles up to one poll late, so without this the agent's
+/// pods, created right after its profile, would stay on the default scheduler with no node
+/// to go to. A pod created in the same second as the profile but before it counts as after
+/// (creation timestamps have whole seconds).
+fn readmit_late(store: &Store, profiles: &Profiles, pods_t: &ResourceType, pods: &[Arc<Value>]) {
+    for pod in pods {
+        let unadmitted = pod["spec"]["schedulerName"]
+            .as_str()
+            .is_none_or(|s| s == "default-scheduler")
+            && pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
+            && pod["metadata"].get("deletionTimestamp").is_none();
+        if !unadmitted {
+            continue;
+        }
+        let Some(created) = pod["metadata"]["creationTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let Some(profile) = profiles.matching_since(
+            namespace_of(pod),
+            &pod["metadata"]["labels"],
+            created.as_second(),
+        ) else {
+            continue;
+        };
+        let uid = pod["metadata"]["uid"].clone();
+        let _ = store.modify(
+            pods_t,
+            Some(namespace_of(pod)),
+            name_of(pod),
+            Write::Internal,
+            |cur| {
+                let mut p = cur.clone();
+                if cur["metadata"]["uid"] != uid
+                    || !cur["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
+                {
+                    return Ok(p);
+                }
+                p["spec"]["schedulerName"] = json!(FARGATE_SCHEDULER);
+                if !p["metadata"]["annotations"].is_object() {
+                    p["metadata"]["annotations"] = json!({});
+                }
+                p["metadata"]["annotations"][PROFILE_KEY] = json!(profile);
+                Ok(p)
+            },
+        );
+        tracing::info!(
+            pod = name_of(pod),
+            profile = %profile,
+            "fargate: admitted a pod created before kube-sim read its profile"
+        );
+    }
+}
+
 /// Gives each pending Fargate pod a Node of its own and binds it there; removes the Nodes
 /// whose pod is gone.
-pub fn reconcile(store: &Store, region: &str) {
+pub fn reconcile(store: &Store, region: &str, profiles: &Profiles) {
     let (Some(pods_t), Some(nodes_t)) = (
         store.find_type("", "v1", "pods"),
         store.find_type("", "v1", "nodes"),
     ) else {
         return;
     };
+    let (pods, _) = store.list(&pods_t, None);
+    readmit_late(store, profiles, &pods_t, &pods);
     let (pods, _) = store.list(&pods_t, None);
     let (nodes, _) = store.list(&nodes_t, None);
     let live: HashSet<&str> = pods
@@ -315,6 +392,21 @@ pub async fn eks_client(endpoint: &str, region: &str) -> aws_sdk_eks::Client {
     aws_sdk_eks::Client::new(&conf)
 }
 
+/// Whether the emulator knows the cluster (the sandbox starts kube-sim before Terraform
+/// creates it).
+async fn cluster_exists(client: &aws_sdk_eks::Client, cluster: &str) -> anyhow::Result<bool> {
+    use aws_sdk_eks::error::ProvideErrorMetadata;
+    match client.describe_cluster().name(cluster).send().await {
+        Ok(_) => Ok(true),
+        Err(e) if e.code() == Some("ResourceNotFoundException") => Ok(false),
+        Err(e) => anyhow::bail!(
+            "eks:DescribeCluster {cluster}: {}: {}",
+            e.code().unwrap_or("error"),
+            e.message().unwrap_or(&format!("{e}"))
+        ),
+    }
+}
+
 /// Reads the cluster's ACTIVE Fargate profiles. A cluster the emulator does not know has none.
 pub async fn read_profiles(
     client: &aws_sdk_eks::Client,
@@ -339,6 +431,9 @@ pub async fn read_profiles(
             {
                 return Ok(vec![])
             }
+            // moto 5 answers an unknown cluster with an HTML 500 here, where EKS says
+            // ResourceNotFoundException: ask DescribeCluster, which both answer properly.
+            Err(_) if !cluster_exists(client, cluster).await? => return Ok(vec![]),
             Err(e) => anyhow::bail!(
                 "eks:ListFargateProfiles {cluster}: {}: {}",
                 e.code().unwrap_or("error"),
@@ -396,6 +491,7 @@ pub async fn read_profiles(
         profiles.push(Profile {
             name: p.fargate_profile_name().unwrap_or(&name).to_string(),
             selectors,
+            created_secs: p.created_at().map(|t| t.secs()),
         });
     }
     Ok(profiles)
@@ -418,6 +514,7 @@ pub fn spawn(
 ) {
     let mut stop = shutdown.clone();
     let poller_opts = opts.clone();
+    let poller_profiles = profiles.clone();
     tokio::spawn(async move {
         let client = eks_client(&poller_opts.endpoint, &poller_opts.region).await;
         let mut interval = tokio::time::interval(poller_opts.poll);
@@ -430,7 +527,7 @@ pub fn spawn(
             match read_profiles(&client, &poller_opts.cluster).await {
                 Ok(ps) => {
                     last_error.clear();
-                    profiles.set(ps);
+                    poller_profiles.set(ps);
                 }
                 Err(e) => {
                     let msg = format!("{e:#}");
@@ -448,7 +545,7 @@ pub fn spawn(
         "fargate",
         Duration::from_secs(1),
         shutdown,
-        move |s| reconcile(s, &region),
+        move |s| reconcile(s, &region, &profiles),
     );
 }
 
@@ -477,6 +574,7 @@ mod tests {
                     namespace: "kube-system".into(),
                     labels: BTreeMap::from([("k8s-app".into(), "kube-dns".into())]),
                 }],
+                created_secs: None,
             },
             Profile {
                 name: "agent".into(),
@@ -484,6 +582,7 @@ mod tests {
                     namespace: "joiner".into(),
                     labels: BTreeMap::new(),
                 }],
+                created_secs: Some(100),
             },
         ]);
         assert_eq!(
@@ -496,6 +595,16 @@ mod tests {
         );
         assert_eq!(profiles.matching("kube-system", &json!({})), None);
         assert_eq!(profiles.matching("default", &json!({"a": "b"})), None);
+        // Late admission: only pods no older than the profile, and only with a known age.
+        assert_eq!(profiles.matching_since("joiner", &json!({}), 99), None);
+        assert_eq!(
+            profiles.matching_since("joiner", &json!({}), 100),
+            Some("agent".into())
+        );
+        assert_eq!(
+            profiles.matching_since("kube-system", &json!({"k8s-app": "kube-dns"}), 1 << 40),
+            None
+        );
     }
 
     #[test]

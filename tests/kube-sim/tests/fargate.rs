@@ -210,3 +210,93 @@ async fn pods_matching_a_fargate_profile_get_a_fargate_node_of_their_own() {
     );
     assert_eq!(replacement["spec"]["schedulerName"], "fargate-scheduler");
 }
+
+/// The sandbox's order: kube-sim starts before the cluster exists, then Terraform creates
+/// the cluster, a Fargate profile and, right after, the Deployment that runs there. A pod
+/// created after the profile but before kube-sim's next read of the profiles must still land
+/// on Fargate (EKS's webhook would have known the ACTIVE profile); one created before the
+/// profile keeps the default scheduler, as on EKS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_created_between_a_profile_and_kube_sims_next_read_still_lands_on_fargate() {
+    let moto = joiner_test_support::MotoServer::start();
+    // A poll far longer than the gap between the profile and the pod.
+    let target = TargetCluster::sim_with(Options {
+        cluster_name: CLUSTER.into(),
+        aws_endpoint: Some(moto.endpoint()),
+        aws_region: "us-east-1".into(),
+        fargate_poll: Duration::from_secs(5),
+        ..Default::default()
+    })
+    .unwrap();
+    let profiles = target.sim().unwrap().fargate_profiles().unwrap().clone();
+    // kube-sim has read "no cluster, no profiles" once.
+    wait_for("first read", Duration::from_secs(20), || {
+        profiles.loaded().then_some(())
+    });
+    kubectl_ok(&target, &["create", "namespace", "joiner"]);
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "joiner"},
+            "spec": {"containers": [{"name": "c", "image": "example.com/agent:1"}]}})
+    };
+    apply(&target, &pod("before"));
+    // Creation timestamps have whole seconds: the profile must be a later second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let eks = kube_sim::fargate::eks_client(&moto.endpoint(), "us-east-1").await;
+    eks.create_cluster()
+        .name(CLUSTER)
+        .role_arn("arn:aws:iam::123456789012:role/cluster")
+        .resources_vpc_config(
+            VpcConfigRequest::builder()
+                .subnet_ids("subnet-12345678")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("eks:CreateCluster");
+    eks.create_fargate_profile()
+        .cluster_name(CLUSTER)
+        .fargate_profile_name("agent")
+        .pod_execution_role_arn("arn:aws:iam::123456789012:role/fargate")
+        .subnets("subnet-12345678")
+        .selectors(
+            FargateProfileSelector::builder()
+                .namespace("joiner")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("eks:CreateFargateProfile");
+    apply(&target, &pod("after"));
+    let admitted_now = kubectl_json(
+        &target,
+        &["get", "pod", "after", "-n", "joiner", "-o", "json"],
+    );
+    assert!(
+        profiles.names().is_empty(),
+        "the test needs kube-sim not to have read the profile yet"
+    );
+    assert_eq!(admitted_now["spec"]["schedulerName"], "default-scheduler");
+
+    let after = wait_for("late pod on Fargate", Duration::from_secs(30), || {
+        let p = kubectl_json(
+            &target,
+            &["get", "pod", "after", "-n", "joiner", "-o", "json"],
+        );
+        p["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("fargate-ip-"))
+            .then_some(p)
+    });
+    assert_eq!(after["spec"]["schedulerName"], "fargate-scheduler");
+    assert_eq!(
+        after["metadata"]["annotations"]["eks.amazonaws.com/fargate-profile"],
+        "agent"
+    );
+    let before = kubectl_json(
+        &target,
+        &["get", "pod", "before", "-n", "joiner", "-o", "json"],
+    );
+    assert_eq!(before["spec"]["schedulerName"], "default-scheduler");
+    assert!(before["spec"]["nodeName"].is_null(), "{before}");
+}
