@@ -1,0 +1,534 @@
+//! Interruption handling end to end: kube-sim with its EC2 → Node bridge, the AWS emulator,
+//! the agent running in-process (`controllers::run` with `--queue-url`), and the real
+//! EventBridge → SQS path (rules on the default bus with the provider's patterns, PutEvents).
+
+mod agent_support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_support::{sdk_config, wait_for, World};
+use aws_sdk_sqs::types::QueueAttributeName;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::json;
+
+use joiner_agent::api::NodeClaim;
+
+struct Queue {
+    url: String,
+    sqs: aws_sdk_sqs::Client,
+    events: aws_sdk_eventbridge::Client,
+}
+
+/// A queue fed by one EventBridge rule per kind, as `joiner_interruption_rules` makes them.
+async fn queue(w: &World) -> Queue {
+    // The in-process agent builds its SQS client from the standard credential chain, as in a
+    // pod (IRSA there); the emulator takes any static key. Both tests set the same values.
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    let cfg = sdk_config(&w.moto.endpoint()).await;
+    let sqs = aws_sdk_sqs::Client::new(&cfg);
+    let events = aws_sdk_eventbridge::Client::new(&cfg);
+    let url = sqs
+        .create_queue()
+        .queue_name("agent-test-interruptions")
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "300")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let ec2 = |dt: &str| json!({"source": ["aws.ec2"], "detail-type": [dt]});
+    let rules = [
+        ("spot", ec2("EC2 Spot Instance Interruption Warning")),
+        ("rebalance", ec2("EC2 Instance Rebalance Recommendation")),
+        (
+            "state",
+            json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+                   "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}}),
+        ),
+        (
+            "health",
+            json!({"source": ["aws.health"], "detail-type": ["AWS Health Event"],
+                   "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}}),
+        ),
+        (
+            "capacity",
+            ec2("EC2 Capacity Reservation Instance Interruption Warning"),
+        ),
+    ];
+    for (name, pattern) in rules {
+        events
+            .put_rule()
+            .name(format!("agent-test-{name}"))
+            .event_pattern(pattern.to_string())
+            .send()
+            .await
+            .unwrap();
+        events
+            .put_targets()
+            .rule(format!("agent-test-{name}"))
+            .targets(
+                aws_sdk_eventbridge::types::Target::builder()
+                    .id("q")
+                    .arn(&arn)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    Queue { url, sqs, events }
+}
+
+impl Queue {
+    async fn put(&self, source: &str, detail_type: &str, detail: serde_json::Value) {
+        let out = self
+            .events
+            .put_events()
+            .entries(
+                aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                    .source(source)
+                    .detail_type(detail_type)
+                    .detail(detail.to_string())
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.failed_entry_count(), 0);
+    }
+
+    async fn spot(&self, instance: &str) {
+        self.put(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            json!({"instance-id": instance, "instance-action": "terminate"}),
+        )
+        .await
+    }
+
+    async fn send_raw(&self, body: &str) {
+        self.sqs
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Visible plus in-flight messages.
+    async fn depth(&self) -> u64 {
+        let a = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default();
+        a.values().filter_map(|v| v.parse::<u64>().ok()).sum()
+    }
+}
+
+fn instance_of(n: &Node) -> String {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn cordoned(n: &Node) -> bool {
+    n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+}
+
+/// Scrapes the agent's `/metrics` and returns the value of a sample (labels as written).
+fn metric(addr: std::net::SocketAddr, name_and_labels: &str) -> f64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.lines()
+        .find(|l| l.starts_with(name_and_labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Records when NodeClaims appear and when Nodes get cordoned.
+#[derive(Default)]
+struct Timeline {
+    claims_added: HashMap<String, Instant>,
+    /// When a NodeClaim turned Initialized (its Node Ready, startup taints gone, resources
+    /// registered: the agent's readiness for a claim).
+    claims_ready: HashMap<String, Instant>,
+    cordoned: HashMap<String, Instant>,
+    /// When a Node object was deleted (drained, instance gone).
+    nodes_gone: HashMap<String, Instant>,
+}
+
+fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
+    let t = Arc::new(Mutex::new(Timeline::default()));
+    let t1 = t.clone();
+    let c1 = client.clone();
+    tokio::spawn(async move {
+        let api: Api<NodeClaim> = Api::all(c1);
+        let mut s = watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(ev)) = s.next().await {
+            if let watcher::Event::Apply(c) | watcher::Event::InitApply(c) = ev {
+                let mut t = t1.lock().unwrap();
+                t.claims_added
+                    .entry(c.name_any())
+                    .or_insert_with(Instant::now);
+                let ready = c.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|k| k.type_ == "Initialized" && k.status == "True")
+                });
+                if ready {
+                    t.claims_ready
+                        .entry(c.name_any())
+                        .or_insert_with(Instant::now);
+                }
+            }
+        }
+    });
+    let t2 = t.clone();
+    tokio::spawn(async move {
+        let api: Api<Node> = Api::all(client);
+        let mut s = watcher(api, watcher::Config::default()).boxed();
+        while let Some(Ok(ev)) = s.next().await {
+            match ev {
+                watcher::Event::Apply(n) | watcher::Event::InitApply(n) if cordoned(&n) => {
+                    t2.lock()
+                        .unwrap()
+                        .cordoned
+                        .entry(n.name_any())
+                        .or_insert_with(Instant::now);
+                }
+                watcher::Event::Delete(n) => {
+                    t2.lock()
+                        .unwrap()
+                        .nodes_gone
+                        .entry(n.name_any())
+                        .or_insert_with(Instant::now);
+                }
+                _ => {}
+            }
+        }
+    });
+    t
+}
+
+fn spot_pool(w: &World) -> serde_json::Value {
+    let _ = w;
+    json!({
+        "template": {"spec": {
+            "nodeClassRef": {"group": "joiner.dev", "kind": "NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                {"key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            ],
+        }},
+        // Interruption ignores budgets; consolidation is kept out of this test's way.
+        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
+    })
+}
+
+async fn ready_nodes(w: &World, n: usize) -> Vec<Node> {
+    wait_for("nodes", Duration::from_secs(90), || async {
+        let nodes = w.nodes().await;
+        (nodes.len() >= n).then_some(nodes)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spot_storm_replacement_first_no_pod_lost_pdb_held() {
+    let w = World::start(Default::default()).await;
+    let q = queue(&w).await;
+    w.node_class("default").await;
+    w.node_pool("spot", spot_pool(&w)).await;
+    let replicas = 18;
+    w.deployment("web", replicas, "500m", "512Mi").await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(w.client.clone(), "default");
+    pdbs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "web"},
+            "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "web"}}}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let agent = w.agent(&["--queue-url", &q.url]).await;
+    wait_for(
+        "every web pod Running",
+        Duration::from_secs(120),
+        || async { (w.running("web").await == replicas as usize).then_some(()) },
+    )
+    .await;
+    let before = w.nodes().await;
+    assert!(
+        before.len() >= 4,
+        "a spread of small Spot nodes: {}",
+        before.len()
+    );
+
+    let timeline = watch_timeline(w.client.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // 30 % of the Spot nodes get a warning, all at once.
+    let victims: Vec<&Node> = before
+        .iter()
+        .take((before.len() * 3).div_ceil(10))
+        .collect();
+    let started = Instant::now();
+    for n in &victims {
+        q.spot(&instance_of(n)).await;
+    }
+    let victim_names: BTreeSet<String> = victims.iter().map(|n| n.name_any()).collect();
+
+    // While the storm passes, the PDB holds: never more than 2 web pods missing.
+    let mut min_running = replicas as usize;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        let running = w.running("web").await;
+        min_running = min_running.min(running);
+        let names: BTreeSet<String> = w.nodes().await.iter().map(|n| n.name_any()).collect();
+        if running == replicas as usize && victim_names.is_disjoint(&names) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "storm did not settle: {running} running, nodes {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let settled = started.elapsed();
+    assert!(
+        min_running + 2 >= replicas as usize,
+        "PDB maxUnavailable 2 broken: {min_running} running"
+    );
+
+    // Each interrupted node had its replacement created before it was cordoned.
+    let (mut to_ready, mut to_gone) = (Duration::ZERO, Duration::ZERO);
+    let mut replacements = 0;
+    let events: Api<Event> = Api::namespaced(w.client.clone(), "default");
+    let evs = events.list(&ListParams::default()).await.unwrap().items;
+    {
+        let t = timeline.lock().unwrap();
+        for n in &victim_names {
+            if let Some(g) = t.nodes_gone.get(n) {
+                to_gone = to_gone.max(g.duration_since(started));
+            }
+            let cordon = t
+                .cordoned
+                .get(n)
+                .copied()
+                .unwrap_or_else(|| panic!("{n} never cordoned"));
+            let ev = evs
+                .iter()
+                .find(|e| {
+                    e.involved_object.name.as_deref() == Some(n.as_str())
+                        && e.reason.as_deref() == Some("SpotInterrupted")
+                })
+                .unwrap_or_else(|| panic!("no SpotInterrupted Event on node {n}"));
+            let msg = ev.message.clone().unwrap_or_default();
+            if let Some(list) = msg.split("replacement NodeClaim(s) ").nth(1) {
+                let names = list.split(" launched").next().unwrap_or_default();
+                for claim in names.split(", ") {
+                    let added = t
+                        .claims_added
+                        .get(claim)
+                        .unwrap_or_else(|| panic!("{claim} never seen"));
+                    assert!(*added <= cordon, "{claim} created after {n} was cordoned");
+                    replacements += 1;
+                    if let Some(r) = t.claims_ready.get(claim) {
+                        to_ready = to_ready.max(r.duration_since(started));
+                    }
+                }
+            }
+        }
+    }
+    // Every message was deleted.
+    wait_for("queue drained", Duration::from_secs(30), || async {
+        (q.depth().await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        metric(
+            agent.metrics,
+            "joiner_interruption_actions_total{action=\"replace\",kind=\"spot_interruption\"}"
+        ),
+        victims.len() as f64
+    );
+    println!(
+        "storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: 120 s); fewest Running {min_running}",
+        victims.len(),
+        before.len(),
+        to_ready.as_secs_f64(),
+        to_gone.as_secs_f64(),
+        settled.as_secs_f64()
+    );
+    drop(agent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_event_kind_and_bad_messages() {
+    let w = World::start(Default::default()).await;
+    let q = queue(&w).await;
+    w.node_class("default").await;
+    w.node_pool("spot", spot_pool(&w)).await;
+    w.deployment("web", 15, "500m", "512Mi").await;
+    let agent = w.agent(&["--queue-url", &q.url]).await;
+    wait_for(
+        "every web pod Running",
+        Duration::from_secs(120),
+        || async { (w.running("web").await == 15).then_some(()) },
+    )
+    .await;
+    let nodes = ready_nodes(&w, 5).await;
+    let ids: Vec<String> = nodes.iter().map(instance_of).collect();
+    let names: Vec<String> = nodes.iter().map(|n| n.name_any()).collect();
+
+    // Bad and foreign messages first: dropped, counted, deleted; nothing cordoned.
+    q.send_raw("{not json").await;
+    q.send_raw(
+        &json!({"id": "u1", "source": "aws.s3", "detail-type": "Object Created", "detail": {}})
+            .to_string(),
+    )
+    .await;
+    q.spot("i-00000000deadbeef").await;
+    q.put(
+        "aws.ec2",
+        "EC2 Instance Rebalance Recommendation",
+        json!({"instance-id": ids[4]}),
+    )
+    .await;
+    wait_for("bad messages handled", Duration::from_secs(30), || async {
+        (q.depth().await == 0
+            && metric(
+                agent.metrics,
+                "joiner_interruption_messages_dropped_total{reason=\"not_ours\"}",
+            ) >= 1.0)
+            .then_some(())
+    })
+    .await;
+    for r in ["malformed", "unknown_kind", "not_ours"] {
+        assert_eq!(
+            metric(
+                agent.metrics,
+                &format!("joiner_interruption_messages_dropped_total{{reason=\"{r}\"}}")
+            ),
+            1.0,
+            "{r}"
+        );
+    }
+    assert_eq!(
+        metric(agent.metrics, "joiner_interruption_actions_total{action=\"event_only\",kind=\"rebalance_recommendation\"}"),
+        1.0
+    );
+    assert!(
+        w.nodes().await.iter().all(|n| !cordoned(n)),
+        "nothing is cordoned"
+    );
+
+    // The four acting kinds, one node each; the Spot warning twice (same event ID).
+    q.put(
+        "aws.ec2",
+        "EC2 Instance State-change Notification",
+        json!({"instance-id": ids[0], "state": "stopping"}),
+    )
+    .await;
+    q.put(
+        "aws.health",
+        "AWS Health Event",
+        json!({"service": "EC2", "eventTypeCategory": "scheduledChange",
+               "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+               "affectedEntities": [{"entityValue": ids[1]}]}),
+    )
+    .await;
+    q.put(
+        "aws.ec2",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+        json!({"instance-id": ids[2], "instance-action": "terminate"}),
+    )
+    .await;
+    let dup = json!({"version": "0", "id": "dup-event", "source": "aws.ec2",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "detail": {"instance-id": ids[3], "instance-action": "terminate"}})
+    .to_string();
+    q.send_raw(&dup).await;
+    q.send_raw(&dup).await;
+    let reasons = BTreeMap::from([
+        (names[0].clone(), "InstanceStopping"),
+        (names[1].clone(), "ScheduledChange"),
+        (names[2].clone(), "CapacityReservationInterrupted"),
+        (names[3].clone(), "SpotInterrupted"),
+    ]);
+    wait_for(
+        "four nodes replaced and gone",
+        Duration::from_secs(150),
+        || async {
+            let now: BTreeSet<String> = w.nodes().await.iter().map(|n| n.name_any()).collect();
+            (reasons.keys().all(|n| !now.contains(n)) && w.running("web").await == 15).then_some(())
+        },
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(w.client.clone(), "default");
+    let evs = events.list(&ListParams::default()).await.unwrap().items;
+    for (node, reason) in &reasons {
+        assert!(
+            evs.iter()
+                .any(|e| e.involved_object.name.as_deref() == Some(node.as_str())
+                    && e.involved_object.kind.as_deref() == Some("Node")
+                    && e.reason.as_deref() == Some(*reason)),
+            "Event {reason} on Node {node}"
+        );
+        assert!(
+            evs.iter()
+                .any(|e| e.involved_object.kind.as_deref() == Some("NodeClaim")
+                    && e.reason.as_deref() == Some(*reason)),
+            "Event {reason} on a NodeClaim"
+        );
+    }
+    // The rebalanced node was left alone (no opt-in).
+    assert!(w.nodes().await.iter().any(|n| n.name_any() == names[4]));
+    assert_eq!(
+        metric(
+            agent.metrics,
+            "joiner_interruption_messages_dropped_total{reason=\"duplicate\"}"
+        ),
+        1.0
+    );
+    wait_for("queue drained", Duration::from_secs(30), || async {
+        (q.depth().await == 0).then_some(())
+    })
+    .await;
+    drop(agent);
+}
