@@ -156,6 +156,12 @@ impl InstanceType {
             if k == labels::ZONE || k == labels::CAPACITY_TYPE {
                 return true;
             }
+            // The NodePool's name is well known but no instance type carries it: a pod's
+            // `karpenter.sh/nodepool` selector is checked against the pool's own
+            // requirements, never against the type's labels.
+            if k == labels::KARPENTER_NODEPOOL || k == labels::JOINER_NODEPOOL {
+                return true;
+            }
             match self.labels.get(k) {
                 Some(v) => r.has(v),
                 // Labels the catalogue does not model (custom NodePool labels) are decided
