@@ -42,7 +42,7 @@ fn world(cat: &Catalog, n: usize, now: i64) -> World {
     for i in 0..n {
         let size = rng.pick(&[3usize, 7, 15]);
         let it = cat.get(&format!("fake-it-{size}")).unwrap();
-        let ct = if rng.next_u64() % 3 == 0 {
+        let ct = if rng.next_u64().is_multiple_of(3) {
             CapacityType::OnDemand
         } else {
             CapacityType::Spot
@@ -60,7 +60,7 @@ fn world(cat: &Catalog, n: usize, now: i64) -> World {
             .find(|o| o.zone == zone && o.capacity_type == ct)
             .map(|o| o.price)
             .unwrap_or(1.0);
-        let fill = if rng.next_u64() % 20 == 0 {
+        let fill = if rng.next_u64().is_multiple_of(20) {
             0
         } else {
             10 + rng.next_u64() % 81
@@ -92,7 +92,10 @@ fn world(cat: &Catalog, n: usize, now: i64) -> World {
             created: now - 86_400,
             last_pod_change: now - 3_600,
             initialized: true,
-            drift: (rng.next_u64() % 50 == 0).then(|| "the NodePool's template changed".into()),
+            drift: rng
+                .next_u64()
+                .is_multiple_of(50)
+                .then(|| "the NodePool's template changed".into()),
             ..Default::default()
         });
     }
