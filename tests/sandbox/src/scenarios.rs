@@ -23,6 +23,10 @@ const AGENT_IMAGE: &str = "public.ecr.aws/joiner/joiner-agent";
 /// The NodePool change reviewed in scenario 3: a newer minimum generation, which drifts
 /// every node of generation 5.
 const REVIEW_OVERRIDE: &str = "module \"node_pools\" {\n  min_instance_generation = 6\n}\n";
+/// Where the sandbox publishes the public AMI parameters: moto refuses `/aws/...`, so the
+/// agent is told (`JOINER_PUBLIC_PARAMETER_ROOT`, through the module's `agent_env`) to read
+/// them here. Everything else about the alias resolution is the product's own path.
+const PARAMETER_ROOT: &str = "/joiner-sandbox/aws/service";
 
 struct World {
     args: Args,
@@ -178,6 +182,7 @@ async fn run(w: &mut World) -> Result<()> {
         aws_env,
     )?;
     tf.write_kubernetes_override(&w.kubeconfig)?;
+    publish_amis(w, &tf, &client).await?;
     // Modules are installed by `terraform get` (local sources, no registry): `init` would
     // also look the provider up in the registry, which dev_overrides makes pointless.
     let got = run_tf(w, &tf, &["get", "-no-color"], "get", 120).await?;
@@ -275,6 +280,53 @@ async fn run(w: &mut World) -> Result<()> {
         destroy(w).await?;
     }
     sampler.abort();
+    Ok(())
+}
+
+/// Makes the NodeClass's AMI alias resolvable in the emulator: the parameters go under
+/// [`PARAMETER_ROOT`] for the Kubernetes version the agent will read from kube-sim, and
+/// the agent is pointed there through `module "cluster"`'s `agent_env` (an override file,
+/// so the example itself stays as a user would apply it).
+async fn publish_amis(w: &World, tf: &Terraform, client: &Client) -> Result<()> {
+    let info = client
+        .apiserver_version()
+        .await
+        .context("kube-sim's /version")?;
+    let minor: String = info
+        .minor
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    let version = format!("{}.{minor}", info.major);
+    let cloud = w.cloud.as_ref().context("no cloud")?;
+    let published = cloud
+        .publish_ami_parameters(PARAMETER_ROOT, &version)
+        .await?;
+    let images: BTreeSet<&str> = published.iter().map(|(_, i)| i.as_str()).collect();
+    step(
+        w,
+        &format!(
+            "published the AMI alias parameters for Kubernetes {version} under {PARAMETER_ROOT} (moto refuses /aws/...), pointing at moto's built-in images {}; the agent reads them there",
+            images.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+    );
+    let main_tf = std::fs::read_to_string(tf.dir.join("main.tf")).unwrap_or_default();
+    if main_tf.contains("module \"cluster\"") {
+        tf.write_override(
+            "sandbox_agent_override.tf",
+            &format!(
+                "# Written by the sandbox: the agent reads the AMI alias parameters where the emulator could store them.\nmodule \"cluster\" {{\n  agent_env = {{ JOINER_PUBLIC_PARAMETER_ROOT = \"{PARAMETER_ROOT}\" }}\n}}\n"
+            ),
+        )?;
+    } else {
+        step(
+            w,
+            &format!(
+                "{} has no module \"cluster\" (terraform-modules/groupless-eks): its agent must be told JOINER_PUBLIC_PARAMETER_ROOT={PARAMETER_ROOT} to resolve an AMI alias",
+                w.args.example
+            ),
+        );
+    }
     Ok(())
 }
 

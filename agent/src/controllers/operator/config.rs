@@ -70,6 +70,15 @@ pub struct Config {
     /// so launches in progress are never mistaken for orphans.
     #[arg(long, env = "JOINER_GC_GRACE", default_value = "60s", value_parser = parse_duration)]
     pub gc_grace: Duration,
+    /// Where the public SSM parameters of the AMI aliases live. AWS publishes them under
+    /// `/aws/service`; an emulator that refuses to store parameters there (moto) gets a copy
+    /// under another root, e.g. `/joiner-sandbox/aws/service`.
+    #[arg(
+        long,
+        env = "JOINER_PUBLIC_PARAMETER_ROOT",
+        default_value = "/aws/service"
+    )]
+    pub public_parameter_root: String,
     /// Fault injection for the crash-recovery test: after the first successful launch, stop
     /// before recording it on the NodeClaim (the test then SIGKILLs the process).
     #[arg(long, env = "JOINER_TEST_HANG_AFTER_LAUNCH", hide = true, default_value_t = false, action = clap::ArgAction::Set)]
@@ -160,5 +169,22 @@ mod tests {
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert!(parse_duration("10").unwrap_err().contains("missing unit"));
         assert!(parse_duration("3d").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn public_parameter_root_is_aws_unless_moved() {
+        let c = Config::from_args(["run", "--cluster-name", "c"]).unwrap();
+        if std::env::var_os("JOINER_PUBLIC_PARAMETER_ROOT").is_none() {
+            assert_eq!(c.public_parameter_root, "/aws/service");
+        }
+        let c = Config::from_args([
+            "run",
+            "--cluster-name",
+            "c",
+            "--public-parameter-root",
+            "/joiner-sandbox/aws/service",
+        ])
+        .unwrap();
+        assert_eq!(c.public_parameter_root, "/joiner-sandbox/aws/service");
     }
 }
