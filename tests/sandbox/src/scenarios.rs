@@ -84,6 +84,13 @@ pub async fn play(args: Args) -> i32 {
     w.rec.finish_line();
     w.figures.total_secs = w.rec.now();
     w.figures.pods_lost = w.lost.len();
+    w.figures.peak_nodes = w
+        .rec
+        .samples()
+        .iter()
+        .map(|s| s.node_count())
+        .max()
+        .unwrap_or(0);
     let code = match &result {
         Ok(()) => 0,
         Err(e) => {
