@@ -361,3 +361,52 @@ mod emulator_tests {
             .is_some_and(|z| z.iter().all(|z| z.starts_with("us-east-1"))));
     }
 }
+
+/// Deletes the launch templates the agent made for one NodeClass (tagged
+/// `joiner.dev/cluster` and `joiner.dev/nodeclass`). The agent deletes stale templates on
+/// its own schedule, but when the NodeClass is destroyed the agent is usually destroyed
+/// with it, so the resource that caused the templates removes them: a `terraform destroy`
+/// leaves nothing behind. Returns how many were deleted.
+pub async fn delete_node_class_launch_templates(
+    client: &Client,
+    cluster: &str,
+    node_class: &str,
+) -> Result<usize, AwsError> {
+    let mut tags = BTreeMap::new();
+    tags.insert("joiner.dev/cluster".to_string(), cluster.to_string());
+    tags.insert("joiner.dev/nodeclass".to_string(), node_class.to_string());
+    let templates = client
+        .describe_launch_templates()
+        .set_filters(Some(tag_filters(&tags)))
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await
+        .aws("ec2:DescribeLaunchTemplates")?;
+    let mut deleted = 0;
+    for t in &templates {
+        // The emulator may ignore tag filters: check the tags ourselves.
+        let own = tag_map(t.tags());
+        if own.get("joiner.dev/cluster").map(String::as_str) != Some(cluster)
+            || own.get("joiner.dev/nodeclass").map(String::as_str) != Some(node_class)
+        {
+            continue;
+        }
+        let Some(id) = t.launch_template_id() else {
+            continue;
+        };
+        match client
+            .delete_launch_template()
+            .launch_template_id(id)
+            .send()
+            .await
+            .aws("ec2:DeleteLaunchTemplate")
+        {
+            Ok(_) => deleted += 1,
+            Err(e) if e.code.as_deref().is_some_and(|c| c.contains("NotFound")) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(deleted)
+}
