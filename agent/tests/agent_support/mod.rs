@@ -250,6 +250,15 @@ impl World {
             "--log-format".into(),
             "text".into(),
         ];
+        // clap rejects a flag given twice: a flag in `extra` replaces the default's pair.
+        let mut i = 1;
+        while i + 1 < a.len() {
+            if extra.contains(&a[i].as_str()) {
+                a.drain(i..i + 2);
+            } else {
+                i += 2;
+            }
+        }
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     }
