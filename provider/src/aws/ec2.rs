@@ -362,22 +362,22 @@ mod emulator_tests {
     }
 }
 
-/// Deletes the launch templates the agent made for one NodeClass, named
-/// `joiner/<cluster>/<nodeclass>/<hash>` by the agent. The agent deletes stale templates on
+/// Deletes the launch templates the agent made for one NodeClass (tagged
+/// `joiner.dev/cluster` and `joiner.dev/nodeclass`). The agent deletes stale templates on
 /// its own schedule, but when the NodeClass is destroyed the agent is usually destroyed
 /// with it, so the resource that caused the templates removes them: a `terraform destroy`
-/// leaves nothing behind. Matched by name, which the agent always sets, rather than by tag
-/// (the emulator does not return launch-template tags; not every EC2 look-alike honours a
-/// name filter, so the account's templates are listed and matched by prefix). Returns how
-/// many were deleted.
+/// leaves nothing behind. Returns how many were deleted.
 pub async fn delete_node_class_launch_templates(
     client: &Client,
     cluster: &str,
     node_class: &str,
 ) -> Result<usize, AwsError> {
-    let prefix = format!("joiner/{cluster}/{node_class}/");
+    let mut tags = BTreeMap::new();
+    tags.insert("joiner.dev/cluster".to_string(), cluster.to_string());
+    tags.insert("joiner.dev/nodeclass".to_string(), node_class.to_string());
     let templates = client
         .describe_launch_templates()
+        .set_filters(Some(tag_filters(&tags)))
         .into_paginator()
         .items()
         .send()
@@ -386,9 +386,10 @@ pub async fn delete_node_class_launch_templates(
         .aws("ec2:DescribeLaunchTemplates")?;
     let mut deleted = 0;
     for t in &templates {
-        if !t
-            .launch_template_name()
-            .is_some_and(|n| n.starts_with(&prefix))
+        // The emulator may ignore tag filters: check the tags ourselves.
+        let own = tag_map(t.tags());
+        if own.get("joiner.dev/cluster").map(String::as_str) != Some(cluster)
+            || own.get("joiner.dev/nodeclass").map(String::as_str) != Some(node_class)
         {
             continue;
         }
