@@ -266,10 +266,6 @@ impl Resource<ProviderContext> for NodeClass {
             },
         )
         .await?;
-        // Once the NodeClass is gone no NodeClaim can use its launch templates any more.
-        crate::aws::ec2::delete_node_class_launch_templates(&ctx.aws.ec2(), &cluster, &name)
-            .await
-            .map_err(Diagnostics::from)?;
         Ok(())
     }
 
