@@ -293,7 +293,14 @@ fn exit_codes_become_phases_and_restarts_keep_the_previous_log() {
         crash["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
         1
     );
-    let previous = kubectl_ok(&target, &["logs", "crash", "--previous"]);
+    // The restart is counted when the container exits; its log becomes "previous" only
+    // when the next run starts, after the back-off, so wait for that rather than racing it.
+    let previous = wait_for("previous log", Duration::from_secs(30), || {
+        let out = kubectl(&target, &["logs", "crash", "--previous"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
     assert!(previous.contains("sim-pod: exiting with 1"), "{previous}");
 
     // Another image: the simulated kubelet, as before (no process, a 10.x address).
