@@ -7,6 +7,7 @@
 //! - [`termination`]: the finalizer: cordon, drain (Eviction API, PDBs), terminate, remove;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
+//! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does;
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
@@ -17,6 +18,7 @@ pub mod conditions;
 pub mod events;
 pub mod garbage_collection;
 pub mod lifecycle;
+pub mod nodeclass;
 pub mod nodepool;
 pub mod operator;
 pub mod provisioning;
@@ -40,7 +42,8 @@ use state::ClusterState;
 
 pub use termination::{request_termination, TerminationReason};
 
-/// Finalizer on NodeClaims and their Nodes: the agent drains and terminates before they go.
+/// Finalizer on NodeClaims and their Nodes (the agent drains and terminates before they
+/// go) and on NodeClasses (their launch templates are deleted before they go).
 pub const TERMINATION_FINALIZER: &str = "joiner.dev/termination";
 
 /// Aborts a spawned helper task when the loop that owns it ends (leadership lost).
@@ -83,6 +86,7 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
         Box::pin(garbage_collection::run(c))
     }),
     ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
+    ("nodeclass.termination", |c| Box::pin(nodeclass::run(c))),
     ("interruption", |c| {
         Box::pin(crate::interruption::controller::run(c))
     }),

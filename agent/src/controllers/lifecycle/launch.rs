@@ -92,9 +92,14 @@ fn zones(claim: &NodeClaim, catalog: &Catalog) -> Vec<String> {
 
 /// Labels the kubelet may register with: the claim's, minus the `kubernetes.io` and
 /// `k8s.io` namespaces the NodeRestriction admission refuses (except `node.kubernetes.io/`
-/// and the well-known ones), plus the claim's name.
+/// and the well-known ones).
+///
+/// Not the claim's name: these labels go into the user data, which names the launch
+/// template, so a per-claim label would make one template per node (EC2 allows 5,000 a
+/// region, and none would ever be reused). Registration finds the Node by its provider ID
+/// and adds `joiner.dev/nodeclaim` itself.
 fn kubelet_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = claim
+    claim
         .labels()
         .iter()
         .filter(|(k, _)| {
@@ -106,9 +111,7 @@ fn kubelet_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
             !restricted || domain == "node.kubernetes.io" || labels::is_well_known(k)
         })
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    out.insert(labels::JOINER_NODECLAIM.into(), claim.name_any());
-    out
+        .collect()
 }
 
 async fn fail(ctx: &Context, claim: &NodeClaim, reason: &str, message: &str) {

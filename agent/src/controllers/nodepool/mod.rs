@@ -35,6 +35,10 @@ pub fn usable(state: &ClusterState, pool: &NodePool) -> Result<Arc<NodeClass>, S
         }
         return Err(format!("NodeClass {class_name:?} not found"));
     };
+    // A class being deleted launches nothing more: its finalizer waits for its claims.
+    if class.metadata.deletion_timestamp.is_some() {
+        return Err(format!("NodeClass {class_name:?} is being deleted"));
+    }
     let errors = crate::api::validate::node_class(&class.spec, "spec");
     if !errors.is_empty() {
         let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();

@@ -1,0 +1,219 @@
+//! NodeClass termination: the agent's finalizer on every NodeClass, released only once no
+//! NodeClaim uses the class and the class's launch templates are deleted.
+//!
+//! Without it, deleting a NodeClass (a `terraform destroy`, which removes the agent a
+//! second later) left its launch templates in the account: garbage collection prunes them
+//! only every few minutes, and by then no agent is running. The provider's NodeClass delete
+//! waits for the object to be gone, so it waits for this release too (as Karpenter's
+//! EC2NodeClass termination does for its templates and instance profile).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use super::events::Type;
+use super::state::Change;
+use super::{Context, TERMINATION_FINALIZER};
+use crate::api::NodeClass;
+
+/// How often the loop looks again without a change (a failed prune, a missed event).
+const RESYNC: Duration = Duration::from_secs(10);
+
+/// What to do with one NodeClass.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Live and without the finalizer: add it.
+    AddFinalizer,
+    /// Being deleted, but these NodeClaims still use it: wait.
+    WaitForClaims(Vec<String>),
+    /// Being deleted and unused: delete its launch templates, then release it.
+    Release,
+    Nothing,
+}
+
+/// The step for a class, given the names of the NodeClaims that reference it.
+pub fn step(deleting: bool, finalizers: &[String], claims_using: Vec<String>) -> Step {
+    let ours = finalizers.iter().any(|f| f == TERMINATION_FINALIZER);
+    match (deleting, ours) {
+        (false, false) => Step::AddFinalizer,
+        (false, true) | (true, false) => Step::Nothing,
+        (true, true) if !claims_using.is_empty() => Step::WaitForClaims(claims_using),
+        (true, true) => Step::Release,
+    }
+}
+
+fn api(ctx: &Context) -> Api<DynamicObject> {
+    Api::all_with(ctx.client.clone(), &ApiResource::erase::<NodeClass>(&()))
+}
+
+/// Sets the finalizer list, guarded by the resourceVersion read so a concurrent writer's
+/// finalizer is never dropped (a conflict is retried at the next pass).
+async fn set_finalizers(
+    ctx: &Context,
+    name: &str,
+    resource_version: Option<String>,
+    finalizers: Vec<String>,
+) {
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": resource_version}});
+    match api(ctx)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclasses patch", &e);
+            tracing::warn!(nodeclass = %name, error = %e, "updating the NodeClass finalizers failed; retrying");
+        }
+    }
+}
+
+/// One NodeClass, read untyped so a class whose spec does not parse is released too.
+async fn reconcile(ctx: &Context, obj: &DynamicObject, live_classes: &[NodeClass]) {
+    let name = obj.name_any();
+    let claims_using: Vec<String> = ctx
+        .state
+        .node_claims
+        .list()
+        .iter()
+        .filter(|c| c.spec.node_class_ref.name == name)
+        .map(|c| c.name_any())
+        .collect();
+    let finalizers = obj.finalizers().to_vec();
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    match step(deleting, &finalizers, claims_using) {
+        Step::Nothing => {}
+        Step::AddFinalizer => {
+            let mut f = finalizers;
+            f.push(TERMINATION_FINALIZER.into());
+            set_finalizers(ctx, &name, obj.metadata.resource_version.clone(), f).await;
+        }
+        Step::WaitForClaims(claims) => {
+            let msg = format!(
+                "waiting for {} NodeClaim(s) using this NodeClass to terminate: {}",
+                claims.len(),
+                claims.join(", ")
+            );
+            ctx.events
+                .publish(
+                    &reference(obj),
+                    Type::Normal,
+                    "WaitingOnNodeClaimTermination",
+                    &msg,
+                )
+                .await;
+        }
+        Step::Release => {
+            // Every class still live keeps its templates; this one's are deleted.
+            if let Err(e) = ctx.cloud.prune_launch_templates(live_classes).await {
+                ctx.metrics.cloud_error(&e);
+                tracing::warn!(nodeclass = %name, error = %e, "deleting the NodeClass's launch templates failed; retrying");
+                return;
+            }
+            tracing::info!(nodeclass = %name, "launch templates deleted; releasing the NodeClass");
+            let f = finalizers
+                .into_iter()
+                .filter(|f| f != TERMINATION_FINALIZER)
+                .collect();
+            set_finalizers(ctx, &name, obj.metadata.resource_version.clone(), f).await;
+        }
+    }
+}
+
+fn reference(obj: &DynamicObject) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("joiner.dev/v1".into()),
+        kind: Some("NodeClass".into()),
+        name: Some(obj.name_any()),
+        uid: obj.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// Adds the finalizer to new classes and releases deleted ones, on every NodeClass or
+/// NodeClaim change and every [`RESYNC`].
+pub async fn run(ctx: Arc<Context>) {
+    let mut rx = ctx.state.subscribe();
+    loop {
+        // The typed store knows which classes exist; the untyped list also sees malformed
+        // ones and the current finalizers and resourceVersion.
+        match api(&ctx).list(&Default::default()).await {
+            Ok(list) => {
+                let deleting: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|o| o.metadata.deletion_timestamp.is_some())
+                    .map(|o| o.name_any())
+                    .collect();
+                let live: Vec<NodeClass> = ctx
+                    .state
+                    .node_classes
+                    .list()
+                    .iter()
+                    .filter(|c| !deleting.contains(&c.name_any()))
+                    .map(|c| (**c).clone())
+                    .collect();
+                for obj in &list.items {
+                    reconcile(&ctx, obj, &live).await;
+                }
+            }
+            Err(e) => {
+                ctx.metrics.kube_error("nodeclasses list", &e);
+                tracing::warn!(error = %e, "listing NodeClasses failed; retrying");
+            }
+        }
+        let wait = async {
+            loop {
+                match rx.recv().await {
+                    Ok(Change::NodeClass(_)) | Ok(Change::NodeClaim(_)) => return true,
+                    Ok(_) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
+                    Err(_) => return false,
+                }
+            }
+        };
+        match tokio::time::timeout(RESYNC, wait).await {
+            Ok(false) => return,
+            Ok(true) | Err(_) => {}
+        }
+        // NodeClaims change often during a scale-out; one list a second is plenty.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ours() -> Vec<String> {
+        vec!["other.io/keep".into(), TERMINATION_FINALIZER.into()]
+    }
+
+    #[test]
+    fn a_live_class_gets_the_finalizer_once() {
+        assert_eq!(
+            step(false, &["other.io/keep".into()], vec![]),
+            Step::AddFinalizer
+        );
+        assert_eq!(step(false, &ours(), vec!["c-1".into()]), Step::Nothing);
+    }
+
+    #[test]
+    fn a_deleted_class_waits_for_its_claims_then_is_released() {
+        assert_eq!(
+            step(true, &ours(), vec!["default-abcde".into()]),
+            Step::WaitForClaims(vec!["default-abcde".into()])
+        );
+        assert_eq!(step(true, &ours(), vec![]), Step::Release);
+    }
+
+    #[test]
+    fn a_deleted_class_without_our_finalizer_is_left_alone() {
+        assert_eq!(step(true, &["other.io/keep".into()], vec![]), Step::Nothing);
+    }
+}
