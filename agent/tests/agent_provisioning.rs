@@ -2,13 +2,16 @@
 //! pods → NodeClaims → CreateFleet → Nodes (kube-sim's bridge registers moto instances) →
 //! pods Running; then scale to zero with the claims deleted → drained, instances
 //! terminated, Nodes gone, nothing orphaned.
+//!
+//! The same body runs on the real control plane (kube-scheduler binding the pods, KWOK
+//! playing the kubelets of the bridged Nodes), skipped loudly when it is not installed.
 
 mod agent_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agent_support::{wait_for, Opts, World};
+use agent_support::{wait_for, Opts, Target, World};
 use joiner_agent::api::NodeClaim;
 use joiner_agent::catalog::CapacityType;
 use joiner_agent::cloud::Cloud;
@@ -17,7 +20,21 @@ use kube::ResourceExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_scale_out_4_to_100_then_scale_to_zero() {
-    let w = World::start(Opts::default()).await;
+    seed_scale_out(Target::Sim).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_scale_out_4_to_100_then_scale_to_zero_on_the_real_control_plane() {
+    seed_scale_out(Target::ControlPlane).await
+}
+
+async fn seed_scale_out(target: Target) {
+    let started = std::time::Instant::now();
+    let Some(w) = World::start_on(Opts::on(target)).await else {
+        return;
+    };
+    let on = w.target_name();
+    eprintln!("[{on}] world up in {:.1}s", started.elapsed().as_secs_f64());
     w.node_class("default").await;
     w.node_pool("default", World::general_pool_spec("default"))
         .await;
@@ -29,13 +46,22 @@ async fn seed_scale_out_4_to_100_then_scale_to_zero() {
     })
     .await;
 
+    eprintln!(
+        "[{on}] 4 pods Running at {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     w.scale("seed", 100).await;
+    let scaled = std::time::Instant::now();
     wait_for(
         "100 seed pods Running",
         Duration::from_secs(240),
         || async { (w.running("seed").await == 100).then_some(()) },
     )
     .await;
+    eprintln!(
+        "[{on}] 4 -> 100 pods Running in {:.1}s",
+        scaled.elapsed().as_secs_f64()
+    );
 
     // Every instance belongs to a claim, every claim has exactly one instance, and every
     // claim went Launched -> Registered with its Node.
@@ -144,7 +170,7 @@ async fn seed_scale_out_4_to_100_then_scale_to_zero() {
         .sum();
     let bound = joiner_agent::workloads::lower_bound(&catalog, &pool, &pods);
     eprintln!(
-        "seed 4->100: {} nodes, ${actual:.4}/h; one-shot plan {} nodes ${planned:.4}/h; lower bound ${bound:.4}/h",
+        "[{on}] seed 4->100: {} nodes, ${actual:.4}/h; one-shot plan {} nodes ${planned:.4}/h; lower bound ${bound:.4}/h",
         claims.len(),
         plan.new_claims.len()
     );
@@ -164,6 +190,7 @@ async fn seed_scale_out_4_to_100_then_scale_to_zero() {
 
     // Scale to zero and delete the claims: drained, terminated, gone, nothing orphaned.
     w.scale("seed", 0).await;
+    let emptied = std::time::Instant::now();
     let api: Api<NodeClaim> = Api::all(w.client.clone());
     for c in &claims {
         api.delete(&c.name_any(), &DeleteParams::default())
@@ -186,10 +213,18 @@ async fn seed_scale_out_4_to_100_then_scale_to_zero() {
         },
     )
     .await;
+    eprintln!(
+        "[{on}] scale to 0 + claims deleted -> nothing left in {:.1}s",
+        emptied.elapsed().as_secs_f64()
+    );
     let metrics = w.metrics(agent.metrics).await;
     assert!(
         metrics.contains("joiner_nodeclaims_terminated_total{"),
         "{metrics}"
     );
     agent.stop().await.expect("graceful stop");
+    eprintln!(
+        "[{on}] seed scale-out 4 -> 100 -> 0 done in {:.1}s (world start included)",
+        started.elapsed().as_secs_f64()
+    );
 }

@@ -1,8 +1,13 @@
 //! The world the agent tests run in: moto (EC2), optionally the fault proxy in front of it,
-//! kube-sim with its EC2 → Node bridge pointed at moto, the joiner.dev CRDs, a NodeClass
+//! a cluster with the EC2 → Node bridge pointed at moto, the joiner.dev CRDs, a NodeClass
 //! whose subnets and security group are moto's default ones (tagged for discovery), and
 //! helpers to run the agent in-process (library entry point) or as a `joiner-agent run`
 //! process.
+//!
+//! The cluster is kube-sim (its own scheduler and kubelet, the bridge inside it) or, with
+//! [`Target::ControlPlane`], a real control plane of the test's own: kube-apiserver,
+//! kube-controller-manager and kube-scheduler binding the pods, KWOK playing the kubelet of
+//! the Nodes the bridge registers as a kube-rs client. The same test bodies run on both.
 
 #![allow(dead_code)]
 
@@ -28,17 +33,32 @@ pub const CLUSTER: &str = "agent-test";
 pub const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
 
 pub struct World {
+    // Declared first so the bridge stops before the cluster it writes to.
+    bridge_stop: Option<tokio::sync::watch::Sender<bool>>,
     pub moto: joiner_test_support::MotoServer,
     pub proxy: Option<fault_proxy::FaultProxy>,
-    pub sim: kube_sim::KubeSim,
+    pub cluster: kube_sim::TargetCluster,
     pub client: kube::Client,
     pub ec2: aws_sdk_ec2::Client,
     pub image_id: String,
+    /// The API server's URL and CA (PEM), for the agent's flags and node bootstrap.
+    server: (String, String),
+}
+
+/// Which cluster a [`World`] runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    #[default]
+    Sim,
+    /// A real control plane started for this world alone (cluster-scoped CRDs and Nodes,
+    /// and an agent that acts on every pending pod, would collide in a shared one).
+    ControlPlane,
 }
 
 pub struct Opts {
     pub boot_delay: Duration,
     pub proxy: bool,
+    pub target: Target,
 }
 
 impl Default for Opts {
@@ -46,6 +66,16 @@ impl Default for Opts {
         Opts {
             boot_delay: Duration::from_millis(500),
             proxy: false,
+            target: Target::Sim,
+        }
+    }
+}
+
+impl Opts {
+    pub fn on(target: Target) -> Opts {
+        Opts {
+            target,
+            ..Default::default()
         }
     }
 }
@@ -87,22 +117,62 @@ where
 }
 
 impl World {
+    /// A world on kube-sim, or on a real control plane when `opts.target` asks for one.
+    /// Panics if the control plane is asked for but not enabled: use [`World::start_on`].
     pub async fn start(opts: Opts) -> World {
+        World::start_on(opts)
+            .await
+            .expect("the real control plane is not enabled (see stderr)")
+    }
+
+    /// Like [`World::start`], but `None` when `opts.target` is the real control plane and
+    /// it is not installed or `JOINER_REAL_CLUSTER=0` (said loudly on stderr, so a skip is
+    /// never silent). A control plane that is installed but fails to start panics.
+    pub async fn start_on(opts: Opts) -> Option<World> {
         let moto = joiner_test_support::MotoServer::start();
         let proxy = opts
             .proxy
             .then(|| fault_proxy::FaultProxy::start(&moto.endpoint()));
-        let sim = kube_sim::KubeSim::start(kube_sim::Options {
-            cluster_name: CLUSTER.into(),
-            aws_endpoint: Some(moto.endpoint()),
-            aws_region: "us-east-1".into(),
+        let bridge = kube_sim::aws::BridgeOptions {
+            endpoint: moto.endpoint(),
+            cluster: CLUSTER.into(),
+            region: "us-east-1".into(),
             boot_delay: opts.boot_delay,
             node_grace: Duration::from_millis(500),
-            aws_poll: Duration::from_millis(200),
-            ..Default::default()
-        })
-        .expect("kube-sim starts");
-        let client = sim.client().await.expect("kube-sim client");
+            poll: Duration::from_millis(200),
+        };
+        let (cluster, bridge_stop) = match opts.target {
+            Target::Sim => {
+                let sim = kube_sim::KubeSim::start(kube_sim::Options {
+                    cluster_name: CLUSTER.into(),
+                    aws_endpoint: Some(moto.endpoint()),
+                    aws_region: "us-east-1".into(),
+                    boot_delay: bridge.boot_delay,
+                    node_grace: bridge.node_grace,
+                    aws_poll: bridge.poll,
+                    ..Default::default()
+                })
+                .expect("kube-sim starts");
+                (kube_sim::TargetCluster::Sim(Box::new(sim)), None)
+            }
+            Target::ControlPlane => {
+                let Some(cp) = kube_sim::TargetCluster::own_control_plane()
+                    .await
+                    .expect("the real control plane starts")
+                else {
+                    eprintln!(
+                        "!!! SKIPPED: this scenario needs the real control plane \
+                         (scripts/install-tools.sh with JOINER_REAL_CLUSTER unset or 1)"
+                    );
+                    return None;
+                };
+                let (tx, rx) = tokio::sync::watch::channel(false);
+                cp.bridge(bridge, rx).await.expect("EC2 -> Node bridge");
+                (cp, Some(tx))
+            }
+        };
+        let server = cluster.server().expect("a cluster this process started");
+        let client = cluster.client().await.expect("cluster client");
         let ec2 = aws_sdk_ec2::Client::new(&sdk_config(&moto.endpoint()).await);
 
         // Discovery tags on moto's default subnets (three zones) and security group.
@@ -175,6 +245,23 @@ impl World {
                 .await
                 .expect("CRD create");
         }
+        // A real API server serves a CRD's objects only once it is Established.
+        for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            wait_for(
+                &format!("CRD {name} Established"),
+                Duration::from_secs(30),
+                || async {
+                    let c = crds.get(&name).await.ok()?;
+                    c.status?
+                        .conditions?
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                        .then_some(())
+                },
+            )
+            .await;
+        }
         let ns: Api<Namespace> = Api::all(client.clone());
         ns.create(
             &PostParams::default(),
@@ -182,14 +269,34 @@ impl World {
         )
         .await
         .expect("namespace joiner");
-        World {
+        Some(World {
+            bridge_stop,
             moto,
             proxy,
-            sim,
+            cluster,
             client,
             ec2,
             image_id,
-        }
+            server,
+        })
+    }
+
+    /// kube-sim, when the world runs on it (its sim-only hooks).
+    pub fn sim(&self) -> Option<&kube_sim::KubeSim> {
+        self.cluster.sim()
+    }
+
+    /// The cluster's name for messages: "kube-sim" or "real control plane".
+    pub fn target_name(&self) -> &'static str {
+        self.cluster.name()
+    }
+
+    fn cluster_url(&self) -> String {
+        self.server.0.clone()
+    }
+
+    fn cluster_ca_b64(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.server.1)
     }
 
     /// The endpoint the agent talks to: the fault proxy when there is one.
@@ -202,8 +309,8 @@ impl World {
 
     pub async fn cloud(&self) -> Arc<Ec2Cloud> {
         let mut o = Ec2Options::new(CLUSTER);
-        o.cluster_endpoint = Some(self.sim.url());
-        o.cluster_ca = Some(base64::engine::general_purpose::STANDARD.encode(self.sim.ca_pem()));
+        o.cluster_endpoint = Some(self.cluster_url());
+        o.cluster_ca = Some(self.cluster_ca_b64());
         o.kubernetes_version = Some("1.33".into());
         o.service_cidr = Some("10.100.0.0/16".into());
         o.launch_backoff = Duration::from_millis(50);
@@ -222,13 +329,13 @@ impl World {
             "--region".into(),
             "us-east-1".into(),
             "--kubeconfig".into(),
-            self.sim.kubeconfig_path().display().to_string(),
+            self.cluster.kubeconfig_path().display().to_string(),
             "--aws-endpoint".into(),
             self.agent_aws_endpoint(),
             "--cluster-endpoint".into(),
-            self.sim.url(),
+            self.cluster_url(),
             "--cluster-ca".into(),
-            base64::engine::general_purpose::STANDARD.encode(self.sim.ca_pem()),
+            self.cluster_ca_b64(),
             "--metrics-addr".into(),
             format!("127.0.0.1:{}", joiner_test_support::free_port()),
             "--health-addr".into(),

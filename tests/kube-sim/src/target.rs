@@ -18,6 +18,10 @@ pub enum TargetCluster {
     /// The control plane this test process started (shared by its tests, each in its own
     /// namespace).
     ControlPlane(&'static ControlPlane),
+    /// A control plane of this test's own, stopped when the target is dropped: for tests
+    /// that need the cluster to themselves (cluster-scoped CRDs, Nodes and a controller
+    /// that acts on everything it sees), such as the agent's end-to-end scenarios.
+    OwnControlPlane(Box<ControlPlane>),
     /// The cluster `KUBECONFIG` names.
     Real(PathBuf),
 }
@@ -43,6 +47,20 @@ impl TargetCluster {
         Ok(Some(TargetCluster::ControlPlane(ControlPlane::shared()?)))
     }
 
+    /// A fresh real control plane for this test alone, when it is installed and enabled;
+    /// `None` (after `enabled` has said why on stderr) otherwise. Starting blocks for
+    /// several seconds, so it runs on a blocking thread, not on the caller's runtime.
+    pub async fn own_control_plane() -> anyhow::Result<Option<TargetCluster>> {
+        if !joiner_control_plane::enabled() {
+            return Ok(None);
+        }
+        let cp = tokio::task::spawn_blocking(|| {
+            ControlPlane::start(joiner_control_plane::Options::default())
+        })
+        .await??;
+        Ok(Some(TargetCluster::OwnControlPlane(Box::new(cp))))
+    }
+
     /// Every target a test should run on: a kube-sim, plus the cluster `KUBECONFIG` names,
     /// or else the real control plane when installed.
     pub fn all(opts: Options) -> anyhow::Result<Vec<TargetCluster>> {
@@ -57,7 +75,9 @@ impl TargetCluster {
     pub fn name(&self) -> &'static str {
         match self {
             TargetCluster::Sim(_) => "kube-sim",
-            TargetCluster::ControlPlane(_) => "real control plane",
+            TargetCluster::ControlPlane(_) | TargetCluster::OwnControlPlane(_) => {
+                "real control plane"
+            }
             TargetCluster::Real(_) => "real cluster",
         }
     }
@@ -66,7 +86,30 @@ impl TargetCluster {
         match self {
             TargetCluster::Sim(s) => s.kubeconfig_path(),
             TargetCluster::ControlPlane(c) => c.kubeconfig_path(),
+            TargetCluster::OwnControlPlane(c) => c.kubeconfig_path(),
             TargetCluster::Real(p) => p,
+        }
+    }
+
+    /// The real control plane behind this target, if it is one this process started.
+    pub fn control_plane_ref(&self) -> Option<&ControlPlane> {
+        match self {
+            TargetCluster::ControlPlane(c) => Some(c),
+            TargetCluster::OwnControlPlane(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The API server's URL and CA certificate (PEM), for a client configured by hand (the
+    /// agent's bootstrap user data); unknown for a cluster named only by a kubeconfig.
+    pub fn server(&self) -> Option<(String, String)> {
+        match self {
+            TargetCluster::Sim(s) => Some((s.url(), s.ca_pem().to_string())),
+            TargetCluster::ControlPlane(c) => Some((c.url().to_string(), c.ca_pem().to_string())),
+            TargetCluster::OwnControlPlane(c) => {
+                Some((c.url().to_string(), c.ca_pem().to_string()))
+            }
+            TargetCluster::Real(_) => None,
         }
     }
 
@@ -87,6 +130,7 @@ impl TargetCluster {
         match self {
             TargetCluster::Sim(s) => s.client().await,
             TargetCluster::ControlPlane(c) => client_for(c.kubeconfig_path(), None).await,
+            TargetCluster::OwnControlPlane(c) => client_for(c.kubeconfig_path(), None).await,
             TargetCluster::Real(p) => client_for(p, None).await,
         }
     }
@@ -102,7 +146,7 @@ impl TargetCluster {
     ) -> anyhow::Result<()> {
         let sink = match self {
             TargetCluster::Sim(s) => NodeSink::Store(s.store().clone()),
-            TargetCluster::ControlPlane(_) => NodeSink::Api {
+            TargetCluster::ControlPlane(_) | TargetCluster::OwnControlPlane(_) => NodeSink::Api {
                 client: self.client().await?,
                 kwok: true,
             },
