@@ -177,9 +177,9 @@ pub async fn run(ctx: Arc<Context>) {
                 }
             }
         };
-        match tokio::time::timeout(RESYNC, wait).await {
-            Ok(false) => return,
-            Ok(true) | Err(_) => {}
+        // The change stream closed: the agent is stopping.
+        if let Ok(false) = tokio::time::timeout(RESYNC, wait).await {
+            return;
         }
         // NodeClaims change often during a scale-out; one list a second is plenty.
         tokio::time::sleep(Duration::from_secs(1)).await;
