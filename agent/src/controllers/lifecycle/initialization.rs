@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use crate::api::NodeClaim;
-use crate::controllers::conditions::{self, INITIALIZED};
+use crate::controllers::conditions::{self, INITIALIZED, READY};
 use crate::controllers::Context;
 
 pub fn node_ready(node: &Node) -> bool {
@@ -42,7 +42,10 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     let node = ctx.state.node_for_claim(claim)?;
     if let Some(why) = pending_reason(&node, claim) {
         let mut conds = claim.status.clone().unwrap_or_default().conditions;
-        if conditions::set(&mut conds, INITIALIZED, false, "NotInitialized", &why) {
+        // Ready is Launched and Registered and Initialized, as on Karpenter's NodeClaims.
+        if conditions::set(&mut conds, INITIALIZED, false, "NotInitialized", &why)
+            | conditions::set(&mut conds, READY, false, "NotInitialized", &why)
+        {
             let _ = super::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await;
         }
         // Node changes wake the claim; this is the backstop.
@@ -50,6 +53,7 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     }
     let mut conds = claim.status.clone().unwrap_or_default().conditions;
     conditions::set(&mut conds, INITIALIZED, true, "Initialized", "");
+    conditions::set(&mut conds, READY, true, "Ready", "");
     match super::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await {
         Ok(updated) => {
             ctx.metrics
