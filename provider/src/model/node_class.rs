@@ -28,7 +28,6 @@ pub struct NodeClassModel {
     pub metadata_options: Option<MetadataOptionsModel>,
     pub block_device_mappings: Vec<BlockDeviceModel>,
     pub kubelet: Option<KubeletModel>,
-    pub change_preview: Option<String>,
     pub timeouts: Value,
 }
 
@@ -248,7 +247,6 @@ impl Model for NodeClassModel {
             metadata_options: single(v, "metadata_options"),
             block_device_mappings: blocks(v, "block_device_mapping"),
             kubelet: single(v, "kubelet"),
-            change_preview: string(v, "change_preview"),
             timeouts: v.get("timeouts").clone(),
         }
     }
@@ -281,7 +279,6 @@ impl Model for NodeClassModel {
                 block_list(&self.block_device_mappings),
             ),
             ("kubelet", block_single(&self.kubelet)),
-            ("change_preview", opt_str(&self.change_preview)),
             ("timeouts", self.timeouts.clone()),
         ])
     }
@@ -448,7 +445,6 @@ impl NodeClassModel {
                 eviction_max_pod_grace_period: k.eviction_max_pod_grace_period.map(i64::from),
                 cluster_dns: k.cluster_dns.clone().unwrap_or_default(),
             }),
-            change_preview: None,
             timeouts: Value::Null,
         }
     }

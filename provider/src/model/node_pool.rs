@@ -29,7 +29,6 @@ pub struct NodePoolModel {
     pub disruption: Option<DisruptionModel>,
     /// Computed at plan time; carried through untouched.
     pub admitted_instance_types: Value,
-    pub change_preview: Option<String>,
     pub timeouts: Value,
 }
 
@@ -153,7 +152,6 @@ impl Model for NodePoolModel {
             termination_grace_period: string(v, "termination_grace_period"),
             disruption: single(v, "disruption"),
             admitted_instance_types: v.get("admitted_instance_types").clone(),
-            change_preview: string(v, "change_preview"),
             timeouts: v.get("timeouts").clone(),
         }
     }
@@ -180,7 +178,6 @@ impl Model for NodePoolModel {
                 "admitted_instance_types",
                 self.admitted_instance_types.clone(),
             ),
-            ("change_preview", opt_str(&self.change_preview)),
             ("timeouts", self.timeouts.clone()),
         ])
     }
@@ -323,7 +320,6 @@ impl NodePoolModel {
             termination_grace_period: t.termination_grace_period.clone(),
             disruption,
             admitted_instance_types: Value::Null,
-            change_preview: None,
             timeouts: Value::Null,
         }
     }

@@ -31,7 +31,9 @@
 //!    - planning: the server plans for you (see [`Plan`]): it applies defaults, marks
 //!      computed attributes unknown on create and replace, and lists changed `force_new`
 //!      attributes in `requires_replace`. Override `modify_plan` only for extra logic (for
-//!      example marking an output unknown when some input changes in place).
+//!      example marking an output unknown when some input changes in place). To tell the
+//!      user something about a successful plan (Terraform prints it under the plan), push
+//!      a [`Diagnostic::warning`] with [`Plan::warn`]; errors belong in `Err`.
 //!    - `timeouts()`: return defaults to get a `timeouts { create = "..." }` block; the
 //!      server enforces it around create/update/delete and reads. Long waits should also
 //!      watch `ctx.stop` so Ctrl-C is honoured.
@@ -113,6 +115,9 @@ pub struct Plan {
     pub requires_replace: Vec<AttributePath>,
     pub prior_private: Vec<u8>,
     pub planned_private: Vec<u8>,
+    /// Warnings shown with the plan: the only channel a provider has to tell the reviewer
+    /// something at plan time without putting it in state.
+    pub warnings: Diagnostics,
 }
 
 impl Plan {
@@ -130,6 +135,12 @@ impl Plan {
     /// Marks an output as known only after apply.
     pub fn set_unknown(&mut self, name: &str) {
         self.planned.set_attr(name, Value::Unknown);
+    }
+    /// Adds a warning to show with the plan. An error passed here is demoted to a warning:
+    /// a failing plan must return `Err` so Terraform stops.
+    pub fn warn(&mut self, mut warning: Diagnostic) {
+        warning.severity = super::diagnostics::Severity::Warning;
+        self.warnings.push(warning);
     }
     pub fn require_replace(&mut self, path: impl Into<AttributePath>) {
         let p = path.into();

@@ -281,6 +281,7 @@ impl<P: Provider> ProviderService<P> {
             requires_replace: Vec::new(),
             planned_private: req.prior_private.clone(),
             prior_private: req.prior_private,
+            warnings: Diagnostics::new(),
         };
         default_plan(&e.schema, &mut plan);
         let ctx = self.context()?;
@@ -289,7 +290,7 @@ impl<P: Provider> ProviderService<P> {
             planned_state: Some(encode_dynamic(&plan.planned, &e.ty, "planned state")?),
             requires_replace: plan.requires_replace.iter().map(convert::path).collect(),
             planned_private: plan.planned_private,
-            diagnostics: Vec::new(),
+            diagnostics: convert::diagnostics(&plan.warnings),
             legacy_type_system: false,
         })
     }
@@ -778,6 +779,13 @@ mod tests {
                 ..Timeouts::default()
             })
         }
+        async fn modify_plan(&self, _: &Store, p: &mut Plan) -> Result<(), Diagnostics> {
+            // Growing an existing thing past 10 is allowed, but worth a word at plan time.
+            if !p.is_create() && p.changed("size") && p.planned.get("size").as_i64() > Some(10) {
+                p.warn(Diagnostic::warning_at("size", "Big thing", "size over 10"));
+            }
+            Ok(())
+        }
         async fn create(&self, ctx: &Store, c: Change) -> Result<Applied, Diagnostics> {
             let name = c.planned.get("name").as_str().unwrap().to_string();
             if name == "slow" {
@@ -1044,6 +1052,34 @@ mod tests {
         let d = apply(&s, &state, &Value::Null, &Value::Null).await;
         assert!(d.diagnostics.is_empty());
         assert_eq!(val(&d.new_state), Value::Null);
+    }
+
+    #[tokio::test]
+    async fn plan_warnings_reach_terraform_with_their_path() {
+        let s = configured().await;
+        let cfg = config("w");
+        let planned = val(&plan(&s, &Value::Null, &cfg).await.planned_state);
+        let state = val(&apply(&s, &Value::Null, &planned, &cfg).await.new_state);
+
+        let big = Value::object([("name", Value::string("w")), ("size", Value::int(11))]);
+        let p = plan(&s, &state, &big).await;
+        assert_eq!(p.diagnostics.len(), 1, "{:?}", p.diagnostics);
+        let d = &p.diagnostics[0];
+        assert_eq!(d.severity, pb::diagnostic::Severity::Warning as i32);
+        assert_eq!(d.summary, "Big thing");
+        let step = &d.attribute.as_ref().unwrap().steps[0];
+        assert_eq!(
+            step.selector,
+            Some(pb::attribute_path::step::Selector::AttributeName(
+                "size".into()
+            ))
+        );
+        // The warning does not change the plan itself.
+        assert_eq!(val(&p.planned_state).get("size"), &Value::int(11));
+        assert_eq!(val(&p.planned_state).get("id").as_str(), Some("id-w"));
+
+        // An unchanged plan says nothing.
+        assert!(plan(&s, &state, &cfg).await.diagnostics.is_empty());
     }
 
     #[tokio::test]

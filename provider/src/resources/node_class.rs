@@ -67,11 +67,6 @@ impl Resource<ProviderContext> for NodeClass {
             .attribute(tags_block())
             .attribute(Attribute::bool("associate_public_ip_address").optional())
             .attribute(Attribute::bool("detailed_monitoring").optional())
-            .attribute(
-                Attribute::string("change_preview")
-                    .computed()
-                    .description("For a planned update while the cluster is reachable: the live nodes that become drifted and how their pools' budgets pace the replacement."),
-            )
             .block(
                 NestedBlock::list(
                     "ami_selector_term",
@@ -179,18 +174,14 @@ impl Resource<ProviderContext> for NodeClass {
             plan.planned
                 .set_attr("id", Value::string(format!("{c}:{n}")));
         }
-        plan.planned.set_attr("change_preview", Value::Null);
-        if !plan.is_create() && !plan.is_replace() {
-            plan.planned
-                .set_attr("change_preview", plan.prior.get("change_preview").clone());
+        if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
             let prior = NodeClassModel::from_value(&plan.prior);
-            if plan.planned.is_fully_known() && prior.spec() != m.spec() {
-                let preview = match (&m.cluster_name, &m.name) {
-                    (Some(c), Some(n)) => super::node_pool::preview::node_class(ctx, c, n).await,
-                    _ => None,
-                };
-                plan.planned
-                    .set_attr("change_preview", Value::opt_string(preview));
+            if prior.spec() != m.spec() {
+                if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
+                    let path = first_changed(&plan.prior, &plan.planned);
+                    let preview = super::node_pool::preview::node_class(ctx, c, n, path).await;
+                    plan.warn(super::node_pool::preview::warning("NodeClass", n, preview));
+                }
             }
         }
         Ok(())
@@ -234,7 +225,6 @@ impl Resource<ProviderContext> for NodeClass {
         }
         let mut fresh = NodeClassModel::from_spec(&cluster, &name, &live);
         fresh.timeouts = state.timeouts.clone();
-        fresh.change_preview = state.change_preview.clone();
         Ok(Some(
             Applied::new(fresh.to_value()).with_private(req.private),
         ))
@@ -300,10 +290,19 @@ async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnos
         "id",
         Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
     );
-    if state.get("change_preview").is_unknown() {
-        state.set_attr("change_preview", Value::Null);
-    }
     Ok(Applied::new(state))
+}
+
+/// The first top-level input that differs between two states: what a NodeClass warning
+/// points at (every change to the class drifts all its nodes alike).
+fn first_changed(prior: &Value, planned: &Value) -> Option<AttributePath> {
+    let Value::Object(attrs) = planned else {
+        return None;
+    };
+    attrs
+        .iter()
+        .find(|(k, v)| !matches!(k.as_str(), "id" | "timeouts") && prior.get(k) != *v)
+        .map(|(k, _)| AttributePath::new(k.as_str()))
 }
 
 #[cfg(test)]
@@ -366,7 +365,6 @@ mod tests {
                 eviction_max_pod_grace_period: Some(30),
                 cluster_dns: vec!["10.0.0.10".into()],
             }),
-            change_preview: None,
             timeouts: Value::Null,
         }
     }

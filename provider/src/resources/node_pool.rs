@@ -4,8 +4,9 @@
 //! - Validation: the agent's own `api::validate::node_pool`, its field paths translated to
 //!   attribute paths; values unknown at plan time are checked again when known.
 //! - Plan: `admitted_instance_types` from the catalogue; a pool admitting nothing is an
-//!   error naming the requirement that empties the set. An update planned while the cluster
-//!   is reachable gets `change_preview` (live nodes drifted, budget pacing, pods stranded).
+//!   error naming the requirement that empties the set. An update that changes the spec
+//!   gets a plan warning previewing its impact on the live cluster (nodes drifted, budget
+//!   pacing, pods stranded), or a short note when the cluster cannot be asked.
 //! - Delete: the agent's finalizer holds the object until its NodeClaims are gone; we wait.
 
 pub mod admission;
@@ -157,11 +158,6 @@ impl Resource<ProviderContext> for NodePool {
                     .computed()
                     .description("Instance types the pool admits (embedded catalogue), computed at plan time."),
             )
-            .attribute(
-                Attribute::string("change_preview")
-                    .computed()
-                    .description("For a planned update while the cluster is reachable: live nodes that become drifted, budget pacing, pods that would become unschedulable."),
-            )
             .block(NestedBlock::list(
                 "requirement",
                 Block::new()
@@ -240,15 +236,12 @@ impl Resource<ProviderContext> for NodePool {
                 }
             }
         }
-        plan.planned.set_attr("change_preview", Value::Null);
-        if !plan.is_create() && !plan.is_replace() {
+        if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
             let prior = NodePoolModel::from_value(&plan.prior);
-            plan.planned
-                .set_attr("change_preview", plan.prior.get("change_preview").clone());
-            if plan.planned.is_fully_known() && prior.spec() != m.spec() {
+            if prior.spec() != m.spec() {
+                let name = m.name.clone().unwrap_or_default();
                 let preview = preview::node_pool(ctx, &prior, &m).await;
-                plan.planned
-                    .set_attr("change_preview", Value::opt_string(preview));
+                plan.warn(preview::warning("NodePool", &name, preview));
             }
         }
         Ok(())
@@ -292,7 +285,6 @@ impl Resource<ProviderContext> for NodePool {
         }
         let mut fresh = NodePoolModel::from_spec(&cluster, &name, &live);
         fresh.timeouts = state.timeouts.clone();
-        fresh.change_preview = state.change_preview.clone();
         fresh.admitted_instance_types = admission::admitted(admission::catalog(), &fresh)
             .map(|a| a.to_value())
             .unwrap_or(Value::Null);
@@ -363,9 +355,6 @@ async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnos
         "id",
         Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
     );
-    if state.get("change_preview").is_unknown() {
-        state.set_attr("change_preview", Value::Null);
-    }
     Ok(Applied::new(state))
 }
 
@@ -445,7 +434,6 @@ mod tests {
                 }],
             }),
             admitted_instance_types: Value::Null,
-            change_preview: Some("x".into()),
             timeouts: Value::Null,
         }
     }

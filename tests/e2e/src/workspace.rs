@@ -208,6 +208,18 @@ impl Workspace {
         d
     }
 
+    /// A plan that must succeed, run with `-json` and `extra` arguments: the warnings it
+    /// reported (provider warnings included), with the source line each points at.
+    pub fn plan_warnings(&self, extra: &[&str]) -> Vec<Diagnostic> {
+        let mut args = vec!["plan", "-no-color", "-input=false", "-json"];
+        args.extend_from_slice(extra);
+        let r = self.must(&args, "plan");
+        Diagnostic::parse_stream(&r.stdout)
+            .into_iter()
+            .filter(|d| d.severity == "warning")
+            .collect()
+    }
+
     /// The state, as `terraform show -json` prints it.
     pub fn state(&self) -> State {
         let r = self.must(&["show", "-no-color", "-json"], "show");

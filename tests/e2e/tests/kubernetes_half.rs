@@ -1,15 +1,18 @@
 //! The Kubernetes half through the real Terraform CLI: `joiner_agent`, `joiner_node_class`
 //! and two `joiner_node_pool`s applied from nothing to kube-sim (reached through the
 //! provider's `kubernetes {}` block; the AWS half is the emulator's), then: objects hold the
-//! requested spec, empty plans, import of each resource, drift after an out-of-band patch,
-//! the plan-time catalogue match and change preview, a pool that admits nothing, bad inputs
-//! with attribute paths, an unreachable cluster, and destroy leaving nothing.
+//! requested spec, the agent Running on Fargate, empty plans, import of each resource,
+//! drift after an out-of-band patch, the plan-time catalogue match, the change preview as
+//! a plan warning (and a note instead when the cluster cannot be asked), a pool that admits
+//! nothing, bad inputs with attribute paths, an unreachable cluster, and destroy leaving
+//! nothing.
 //!
-//! kube-sim's Fargate simulation and process runner are not used here yet: the agent's pods
-//! run on a Ready node the test registers, so the rollout wait is exercised for real while
-//! the container is only simulated.
+//! The agent lands on Fargate as in a real groupless cluster: a `joiner_fargate_profile`
+//! selects its namespace, and kube-sim (reading the profiles from the emulator) gives each
+//! agent pod a Fargate node. kube-sim's process runner is not used: the container is
+//! simulated, while the provider's rollout wait is exercised for real.
 
-use joiner_e2e::{MotoServer, Workspace};
+use joiner_e2e::{Aws, MotoServer, Workspace};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
@@ -35,14 +38,89 @@ PEM
     )
 }
 
-fn config(sim: &kube_sim::KubeSim, general_capacity: &str, extra: &str) -> String {
+/// The EKS cluster in the emulator (made with the SDK: this test is about the Kubernetes
+/// half) with what a Fargate profile needs: a pod execution role and two subnets.
+struct Fargate {
+    role_arn: String,
+    subnets: Vec<String>,
+}
+
+fn eks_fixture(aws: &Aws) -> Fargate {
+    aws.block_on(async {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let ec2 = aws_sdk_ec2::Client::new(aws.sdk_config());
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        let role_arn = iam
+            .create_role()
+            .role_name(format!("{CLUSTER}-fargate"))
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks-fargate-pods.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .expect("iam:CreateRole")
+            .role()
+            .unwrap()
+            .arn()
+            .to_string();
+        let vpc = ec2
+            .create_vpc()
+            .cidr_block("10.40.0.0/16")
+            .send()
+            .await
+            .expect("ec2:CreateVpc");
+        let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let mut subnets = Vec::new();
+        for (i, az) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+            let s = ec2
+                .create_subnet()
+                .vpc_id(&vpc_id)
+                .cidr_block(format!("10.40.{i}.0/24"))
+                .availability_zone(*az)
+                .send()
+                .await
+                .expect("ec2:CreateSubnet");
+            subnets.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
+        }
+        eks.create_cluster()
+            .name(CLUSTER)
+            .role_arn(&role_arn)
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .set_subnet_ids(Some(subnets.clone()))
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("eks:CreateCluster");
+        Fargate { role_arn, subnets }
+    })
+}
+
+fn config(
+    sim: &kube_sim::KubeSim,
+    fargate: &Fargate,
+    general_capacity: &str,
+    extra: &str,
+) -> String {
     format!(
         r#"{provider}
+resource "joiner_fargate_profile" "agent" {{
+  cluster_name           = "{CLUSTER}"
+  name                   = "joiner"
+  pod_execution_role_arn = "{role}"
+  subnet_ids             = [{subnets}]
+  selector {{
+    namespace = "joiner"
+  }}
+}}
+
 resource "joiner_agent" "this" {{
   cluster_name = "{CLUSTER}"
   queue_url    = "https://sqs.us-east-1.amazonaws.com/123456789012/{CLUSTER}"
   role_arn     = "arn:aws:iam::123456789012:role/{CLUSTER}-agent"
   log_level    = "debug"
+  depends_on   = [joiner_fargate_profile.agent]
 }}
 
 resource "joiner_node_class" "default" {{
@@ -119,7 +197,14 @@ resource "joiner_node_pool" "critical" {{
 }}
 {extra}
 "#,
-        provider = provider_block(sim)
+        provider = provider_block(sim),
+        role = fargate.role_arn,
+        subnets = fargate
+            .subnets
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
     )
 }
 
@@ -139,30 +224,6 @@ fn api(
     }
 }
 
-/// A Ready node with room for the agent's pods (stands in for the Fargate node).
-async fn register_node(client: &kube::Client) {
-    let nodes = api(client, "", "v1", "Node", "nodes", None);
-    let node: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "fargate-ip-10-0-0-1", "labels": {
-            "kubernetes.io/hostname": "fargate-ip-10-0-0-1",
-            "topology.kubernetes.io/zone": "us-east-1a",
-            "eks.amazonaws.com/compute-type": "fargate",
-        }},
-        "status": {
-            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }))
-    .unwrap();
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("create node");
-}
-
 fn price(v: &serde_json::Value) -> f64 {
     v.as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN)
 }
@@ -170,13 +231,20 @@ fn price(v: &serde_json::Value) -> f64 {
 #[test]
 fn kubernetes_half_lifecycle() {
     let moto = MotoServer::start();
-    let sim = kube_sim::KubeSim::start(kube_sim::Options::default()).expect("kube-sim");
+    let aws = Aws::new(&moto);
+    let fargate = eks_fixture(&aws);
+    // kube-sim reads the cluster's Fargate profiles from the emulator.
+    let sim = kube_sim::KubeSim::start(kube_sim::Options {
+        cluster_name: CLUSTER.into(),
+        aws_endpoint: Some(moto.endpoint()),
+        ..Default::default()
+    })
+    .expect("kube-sim");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = rt.block_on(sim.client()).unwrap();
-    rt.block_on(register_node(&client));
 
     let tf = Workspace::new(&moto);
-    tf.write_config(&config(&sim, r#""spot", "on-demand""#, ""));
+    tf.write_config(&config(&sim, &fargate, r#""spot", "on-demand""#, ""));
 
     // Planned without touching the cluster: the catalogue match is in the plan.
     let plan = tf.plan();
@@ -248,6 +316,30 @@ fn kubernetes_half_lifecycle() {
     let d = rt.block_on(deployments.get("joiner-agent")).unwrap();
     assert_eq!(d.data["spec"]["replicas"], 2);
     assert_eq!(d.data["status"]["readyReplicas"], 2, "{}", d.data["status"]);
+    // The agent runs on Fargate: each of its pods is Running on a Fargate node.
+    let pods = api(&client, "", "v1", "Pod", "pods", Some("joiner"));
+    let nodes = api(&client, "", "v1", "Node", "nodes", None);
+    let agent_pods = rt.block_on(pods.list(&Default::default())).unwrap().items;
+    let running: Vec<&DynamicObject> = agent_pods
+        .iter()
+        .filter(|p| p.data["status"]["phase"] == "Running")
+        .collect();
+    assert_eq!(running.len(), 2, "{agent_pods:?}");
+    for p in running {
+        assert_eq!(
+            p.data["spec"]["schedulerName"], "fargate-scheduler",
+            "{:?}",
+            p.data
+        );
+        let node_name = p.data["spec"]["nodeName"].as_str().unwrap();
+        let node = rt.block_on(nodes.get(node_name)).unwrap();
+        assert_eq!(
+            node.metadata.labels.as_ref().unwrap()["eks.amazonaws.com/compute-type"],
+            "fargate",
+            "agent pod {:?} is on {node_name}, not a Fargate node",
+            p.metadata.name
+        );
+    }
     let priority_classes = api(
         &client,
         "scheduling.k8s.io",
@@ -318,9 +410,10 @@ fn kubernetes_half_lifecycle() {
     assert_eq!(general.data["spec"]["weight"], 10);
     tf.refresh_plan_is_empty();
 
-    // Plan review: with live nodes in the pool, a requirement change previews the drift.
-    // Each node carries the labels a node launched for this pool has (its capacity type and
-    // an admitted instance category): a node missing a required label counts as drifted.
+    // Plan review: with live nodes in the pool, a requirement change previews its impact
+    // as a plan warning. Each node carries the labels a node launched for this pool has
+    // (its capacity type and an admitted instance category): a node whose labels no
+    // longer satisfy the requirements counts as drifted.
     let nodes = api(&client, "", "v1", "Node", "nodes", None);
     for (i, ct) in ["spot", "spot", "on-demand"].iter().enumerate() {
         let node: DynamicObject = serde_json::from_value(json!({
@@ -331,26 +424,96 @@ fn kubernetes_half_lifecycle() {
         rt.block_on(nodes.create(&PostParams::default(), &node))
             .unwrap();
     }
-    tf.write_config(&config(&sim, r#""on-demand""#, ""));
+    // A pod pinned to spot capacity, on a node that drifts: no node of the new pool fits it.
+    let pods = api(&client, "", "v1", "Pod", "pods", Some("default"));
+    let pinned: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "batch", "namespace": "default"},
+        "spec": {"nodeName": "ip-10-1-0-0",
+                 "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    rt.block_on(pods.create(&PostParams::default(), &pinned))
+        .unwrap();
+    tf.write_config(&config(&sim, &fargate, r#""on-demand""#, ""));
+    const IMPACT: &str = "Impact of this NodePool change on the live cluster";
+    // What a reviewer reads: Terraform prints the provider's warning under the plan.
+    let shown = tf.terraform(&["plan", "-no-color", "-input=false"]);
+    assert!(shown.success(), "{shown}");
+    let text = shown
+        .stdout
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains(&format!("Warning: {IMPACT}")), "{shown}");
+    assert!(
+        text.contains("NodePool general: 2 of 3 live nodes become drifted"),
+        "{shown}"
+    );
+    // The same warning, machine-readable: its resource, the attribute it points at, and
+    // the drift count, budget pacing and stranded pod.
+    let warnings = tf.plan_warnings(&[]);
+    let impact: Vec<_> = warnings.iter().filter(|w| w.summary == IMPACT).collect();
+    assert_eq!(impact.len(), 1, "only the changed pool warns: {warnings:?}");
+    let w = impact[0];
+    assert_eq!(
+        w.address.as_deref(),
+        Some("joiner_node_pool.general"),
+        "{w}"
+    );
+    assert_eq!(w.attribute().as_deref(), Some("values"), "{w}");
+    assert!(
+        w.code.as_deref().unwrap_or("").contains("\"on-demand\""),
+        "{w}"
+    );
+    assert!(
+        w.mentions(
+            "2 of 3 live nodes become drifted (karpenter.sh/capacity-type=spot no longer satisfies"
+        ),
+        "{w}"
+    );
+    assert!(
+        w.mentions("replaced 1 at a time (budget nodes=10%): 2 round(s)"),
+        "{w}"
+    );
+    assert!(
+        w.mentions("1 pod(s) would become unschedulable: default/batch (nodeSelector karpenter.sh/capacity-type=spot is excluded"),
+        "{w}"
+    );
+    // The preview is not state: the planned values carry no trace of it.
     let plan = tf.plan();
     let after = plan.after("joiner_node_pool.general").unwrap();
-    let preview = after["change_preview"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        preview.contains("2 of 3 live nodes become drifted"),
-        "{preview}"
-    );
-    assert!(preview.contains("1 at a time"), "{preview}");
+    assert!(after.get("change_preview").is_none(), "{after}");
     assert!(
         after["admitted_instance_types"]["cheapest_spot_price"].is_null(),
         "{after}"
+    );
+    // An unreachable cluster at plan time is a note, not an error: the plan still succeeds.
+    let dead =
+        config(&sim, &fargate, r#""on-demand""#, "").replace(&sim.url(), "https://127.0.0.1:9");
+    tf.write_config(&dead);
+    let warnings = tf.plan_warnings(&["-refresh=false"]);
+    let note = warnings
+        .iter()
+        .find(|w| w.summary == "NodePool change impact not previewed")
+        .unwrap_or_else(|| panic!("no skipped-preview note: {warnings:?}"));
+    assert_eq!(
+        note.address.as_deref(),
+        Some("joiner_node_pool.general"),
+        "{note}"
+    );
+    assert!(note.mentions("could not be asked at plan time"), "{note}");
+    assert!(note.mentions("127.0.0.1:9"), "{note}");
+    assert!(
+        !warnings.iter().any(|w| w.summary == IMPACT),
+        "{warnings:?}"
     );
 
     // A pool that admits nothing fails at plan, naming the requirement.
     tf.write_config(&config(
         &sim,
+        &fargate,
         r#""spot""#,
         r#"
 resource "joiner_node_pool" "nothing" {
@@ -417,7 +580,7 @@ resource "joiner_node_pool" "nothing" {
     };
 
     // Destroy leaves nothing.
-    tf.write_config(&config(&sim, r#""spot", "on-demand""#, ""));
+    tf.write_config(&config(&sim, &fargate, r#""spot", "on-demand""#, ""));
     tf.destroy();
     // Read before joining the stand-in: destroy must not have returned until it released.
     let released_before_destroy_returned = released.load(std::sync::atomic::Ordering::SeqCst);

@@ -2,8 +2,11 @@
 //! cluster: which nodes the change makes drifted, how the disruption budgets pace their
 //! replacement, and which running pods no node of the changed pool could hold.
 //!
+//! It reaches the user as a plan warning, not as an attribute: a preview describes the
+//! cluster at plan time, so stored in state it would be stale by the next refresh.
+//!
 //! Best effort by design: a plan must never fail because the cluster is unreachable or
-//! does not exist yet, so any error yields no preview.
+//! does not exist yet, so a failed lookup yields a short note that the preview was skipped.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,24 +16,66 @@ use serde_json::Value as Json;
 
 use crate::kubernetes::{kinds, Kube};
 use crate::model::node_pool::NodePoolModel;
+use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
 
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 const NAMED: usize = 5;
 
-async fn client(ctx: &ProviderContext, cluster: &str) -> Option<Kube> {
-    if !ctx.kube.is_configured() {
-        return None;
-    }
-    tokio::time::timeout(LOOKUP_TIMEOUT, ctx.kube.client(cluster))
-        .await
-        .ok()?
-        .ok()
+/// What the plan can tell the reviewer; `Err` says why the cluster could not be asked.
+pub type Preview = Result<Impact, String>;
+
+/// The impact of one update, and the attribute most responsible for it, if one is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Impact {
+    pub text: String,
+    pub path: Option<AttributePath>,
 }
 
-async fn nodes_of(kube: &Kube, pool: &str) -> Option<Vec<Json>> {
-    tokio::time::timeout(
-        LOOKUP_TIMEOUT,
+/// The plan warning for `preview` of the `kind` object `name` (`NodePool`, `NodeClass`).
+pub fn warning(kind: &str, name: &str, preview: Preview) -> Diagnostic {
+    match preview {
+        Ok(Impact { text, path }) => {
+            let summary = format!("Impact of this {kind} change on the live cluster");
+            match path {
+                Some(p) => Diagnostic::warning_at(p, summary, text),
+                None => Diagnostic::warning(summary, text),
+            }
+        }
+        Err(why) => Diagnostic::warning(
+            format!("{kind} change impact not previewed"),
+            format!(
+                "{kind} {name}: the cluster could not be asked at plan time ({why}); the plan \
+                 itself is unaffected."
+            ),
+        ),
+    }
+}
+
+async fn bounded<T, E: std::fmt::Display>(
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(LOOKUP_TIMEOUT, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!(
+            "{what}: no answer in {}s",
+            LOOKUP_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+async fn client(ctx: &ProviderContext, cluster: &str) -> Result<Kube, String> {
+    if !ctx.kube.is_configured() {
+        return Err("the provider's kubernetes settings are not known until apply".into());
+    }
+    bounded("connecting", ctx.kube.client(cluster)).await
+}
+
+async fn nodes_of(kube: &Kube, pool: &str) -> Result<Vec<Json>, String> {
+    bounded(
+        "listing nodes",
         kube.list(
             kinds::NODE,
             None,
@@ -38,8 +83,6 @@ async fn nodes_of(kube: &Kube, pool: &str) -> Option<Vec<Json>> {
         ),
     )
     .await
-    .ok()?
-    .ok()
 }
 
 fn labels(obj: &Json) -> BTreeMap<String, String> {
@@ -53,22 +96,26 @@ fn labels(obj: &Json) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Whether a node launched for `old` no longer fits `new`. Like Karpenter's drift: the
-/// node's labels must satisfy the new requirements, and a change to the template's node
-/// class, labels or taints drifts every node.
-fn drifted(node: &Json, old: &NodePoolSpec, new: &NodePoolSpec) -> Option<String> {
+/// Whether a node launched for `old` no longer fits `new`, why, and the attribute that
+/// made it so. Like Karpenter's drift: the node's labels must satisfy the new
+/// requirements, and a change to the template's node class, labels or taints drifts every
+/// node.
+fn drifted(node: &Json, old: &NodePoolSpec, new: &NodePoolSpec) -> Option<(AttributePath, String)> {
     let (o, n) = (&old.template, &new.template);
     if o.spec.node_class_ref != n.spec.node_class_ref {
-        return Some("the node class changed".into());
+        return Some(("node_class".into(), "the node class changed".into()));
     }
     if o.metadata.labels != n.metadata.labels {
-        return Some("the template labels changed".into());
+        return Some(("labels".into(), "the template labels changed".into()));
     }
-    if o.spec.taints != n.spec.taints || o.spec.startup_taints != n.spec.startup_taints {
-        return Some("the taints changed".into());
+    if o.spec.taints != n.spec.taints {
+        return Some(("taint".into(), "the taints changed".into()));
+    }
+    if o.spec.startup_taints != n.spec.startup_taints {
+        return Some(("startup_taint".into(), "the startup taints changed".into()));
     }
     let node_labels = labels(node);
-    for r in &n.spec.requirements {
+    for (i, r) in n.spec.requirements.iter().enumerate() {
         let Ok(op) = r.operator.parse::<joiner_agent::requirements::Operator>() else {
             continue;
         };
@@ -77,19 +124,23 @@ fn drifted(node: &Json, old: &NodePoolSpec, new: &NodePoolSpec) -> Option<String
         };
         let value = node_labels.get(&r.key).map(String::as_str);
         if !req.matches(value) {
-            return Some(format!(
-                "{}={} no longer satisfies {} {} {:?}",
-                r.key,
-                value.unwrap_or("<unset>"),
-                r.key,
-                r.operator,
-                r.values
+            return Some((
+                AttributePath::new("requirement")
+                    .index(i as i64)
+                    .attr("values"),
+                format!(
+                    "{}={} no longer satisfies {} {} {:?}",
+                    r.key,
+                    value.unwrap_or("<unset>"),
+                    r.key,
+                    r.operator,
+                    r.values
+                ),
             ));
         }
     }
     None
 }
-
 /// How many nodes the budgets let the agent replace at once for drift.
 fn budget(spec: &NodePoolSpec, total: usize) -> (usize, String) {
     let mut allowed = usize::MAX;
@@ -186,22 +237,23 @@ fn is_daemon(pod: &Json) -> bool {
         .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"))
 }
 
-/// The preview text for one pool going from `old` to `new`, given its live nodes and the
-/// pods on them.
+/// The impact of one pool going from `old` to `new`, given its live nodes and the pods
+/// on them.
 pub fn describe(
     pool: &str,
     old: &NodePoolSpec,
     new: &NodePoolSpec,
     nodes: &[Json],
     pods: &[Json],
-) -> String {
+) -> Impact {
     let total = nodes.len();
-    let drift: Vec<(String, String)> = nodes
+    let drift: Vec<(String, AttributePath, String)> = nodes
         .iter()
         .filter_map(|n| {
-            drifted(n, old, new).map(|why| {
+            drifted(n, old, new).map(|(path, why)| {
                 (
                     n["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                    path,
                     why,
                 )
             })
@@ -211,11 +263,15 @@ pub fn describe(
         "NodePool {pool}: {} of {total} live nodes become drifted",
         drift.len()
     );
-    if let Some((_, why)) = drift.first() {
+    let path = drift.first().map(|(_, p, _)| p.clone());
+    if let Some((_, _, why)) = drift.first() {
         out.push_str(&format!(" ({why})"));
     }
     if drift.is_empty() {
-        return out + ".";
+        return Impact {
+            text: out + ".",
+            path,
+        };
     }
     let (at_once, why) = budget(new, total);
     if at_once == 0 {
@@ -228,7 +284,7 @@ pub fn describe(
             "; replaced {at_once} at a time ({why}): {rounds} round(s)"
         ));
     }
-    let drifted_names: Vec<&str> = drift.iter().map(|(n, _)| n.as_str()).collect();
+    let drifted_names: Vec<&str> = drift.iter().map(|(n, _, _)| n.as_str()).collect();
     let stranded: Vec<String> = pods
         .iter()
         .filter(|p| {
@@ -262,37 +318,34 @@ pub fn describe(
             if stranded.len() > NAMED { ", ..." } else { "" }
         ));
     }
-    out
+    Impact { text: out, path }
 }
 
-/// The preview for a NodePool update; None when the cluster cannot be asked.
-pub async fn node_pool(
-    ctx: &ProviderContext,
-    old: &NodePoolModel,
-    new: &NodePoolModel,
-) -> Option<String> {
-    let cluster = new.cluster_name.as_deref()?;
-    let pool = new.name.as_deref()?;
+/// The preview of a NodePool update.
+pub async fn node_pool(ctx: &ProviderContext, old: &NodePoolModel, new: &NodePoolModel) -> Preview {
+    let (Some(cluster), Some(pool)) = (new.cluster_name.as_deref(), new.name.as_deref()) else {
+        return Err("the pool's cluster or name is not known".into());
+    };
     let kube = client(ctx, cluster).await?;
     let nodes = nodes_of(&kube, pool).await?;
     let pods = pods(&kube).await?;
-    Some(describe(pool, &old.spec(), &new.spec(), &nodes, &pods))
+    Ok(describe(pool, &old.spec(), &new.spec(), &nodes, &pods))
 }
 
-pub(crate) async fn pods(kube: &Kube) -> Option<Vec<Json>> {
-    tokio::time::timeout(LOOKUP_TIMEOUT, kube.list(kinds::POD, None, None))
-        .await
-        .ok()?
-        .ok()
+async fn pods(kube: &Kube) -> Result<Vec<Json>, String> {
+    bounded("listing pods", kube.list(kinds::POD, None, None)).await
 }
 
-/// The preview for a NodeClass update: every node of every pool using the class drifts.
-pub async fn node_class(ctx: &ProviderContext, cluster: &str, class: &str) -> Option<String> {
+/// The preview of a NodeClass update: every node of every pool using the class drifts.
+/// `path` is the changed attribute to point at, if the caller knows one.
+pub async fn node_class(
+    ctx: &ProviderContext,
+    cluster: &str,
+    class: &str,
+    path: Option<AttributePath>,
+) -> Preview {
     let kube = client(ctx, cluster).await?;
-    let pools = tokio::time::timeout(LOOKUP_TIMEOUT, kube.list(kinds::NODE_POOL, None, None))
-        .await
-        .ok()?
-        .ok()?;
+    let pools = bounded("listing NodePools", kube.list(kinds::NODE_POOL, None, None)).await?;
     let mut parts = Vec::new();
     for p in pools {
         let Ok(spec) = serde_json::from_value::<NodePoolSpec>(p["spec"].clone()) else {
@@ -303,27 +356,30 @@ pub async fn node_class(ctx: &ProviderContext, cluster: &str, class: &str) -> Op
         }
         let name = p["metadata"]["name"].as_str().unwrap_or("").to_string();
         let nodes = nodes_of(&kube, &name).await?;
-        let (at_once, why) = budget(&spec, nodes.len());
-        let rounds = if at_once == 0 {
-            "none at a time until the budget opens".to_string()
-        } else {
-            format!(
-                "replaced {at_once} at a time ({why}): {} round(s)",
-                nodes.len().div_ceil(at_once)
-            )
-        };
-        parts.push(format!(
-            "NodePool {name}: {} live nodes become drifted; {rounds}",
-            nodes.len()
-        ));
+        parts.push(class_part(&name, &spec, nodes.len()));
     }
-    if parts.is_empty() {
-        Some(format!(
-            "NodeClass {class}: no NodePool uses it; no node drifts."
-        ))
+    let text = if parts.is_empty() {
+        format!("NodeClass {class}: no NodePool uses it; no node drifts.")
     } else {
-        Some(format!("NodeClass {class} changes; {}.", parts.join("; ")))
-    }
+        format!("NodeClass {class} changes; {}.", parts.join("; "))
+    };
+    Ok(Impact { text, path })
+}
+
+/// One pool's share of a NodeClass change: all `nodes` of it drift.
+fn class_part(name: &str, spec: &NodePoolSpec, nodes: usize) -> String {
+    let (at_once, why) = budget(spec, nodes);
+    let rounds = if nodes == 0 {
+        "nothing to replace".to_string()
+    } else if at_once == 0 {
+        "none at a time until the budget opens".to_string()
+    } else {
+        format!(
+            "replaced {at_once} at a time ({why}): {} round(s)",
+            nodes.div_ceil(at_once)
+        )
+    };
+    format!("NodePool {name}: {nodes} live nodes become drifted; {rounds}")
 }
 
 #[cfg(test)]
@@ -367,7 +423,10 @@ mod tests {
             json!({"metadata": {"name": "ok", "namespace": "default"}, "spec": {"nodeName": "n1",
                 "tolerations": [{"key": "critical", "operator": "Exists"}]}}),
         ];
-        let text = describe("general", &old, &new, &nodes, &pods);
+        let impact = describe("general", &old, &new, &nodes, &pods);
+        // A taint change drifts every node, so the taint is what the warning points at.
+        assert_eq!(impact.path, Some(AttributePath::new("taint")));
+        let text = impact.text;
         assert!(text.contains("4 of 4 live nodes become drifted"), "{text}");
         assert!(text.contains("1 at a time (budget nodes=10%)"), "{text}");
         assert!(text.contains("4 round(s)"), "{text}");
@@ -383,10 +442,50 @@ mod tests {
         let old = pool(&["spot", "on-demand"]);
         let new = pool(&["on-demand"]);
         let nodes = vec![node("a", "spot"), node("b", "on-demand")];
-        let text = describe("p", &old, &new, &nodes, &[]);
+        let impact = describe("p", &old, &new, &nodes, &[]);
+        let text = &impact.text;
         assert!(
             text.starts_with("NodePool p: 1 of 2 live nodes become drifted"),
             "{text}"
         );
+        assert_eq!(
+            impact.path,
+            Some(AttributePath::new("requirement").index(0).attr("values"))
+        );
+        let w = warning("NodePool", "p", Ok(impact.clone()));
+        assert!(!w.is_error());
+        assert_eq!(w.path, impact.path);
+        assert_eq!(w.detail, impact.text);
+    }
+
+    #[test]
+    fn no_live_node_drifts_still_says_so() {
+        let spec = pool(&["on-demand"]);
+        let mut heavier = spec.clone();
+        heavier.weight = Some(5);
+        let impact = describe("p", &spec, &heavier, &[node("a", "on-demand")], &[]);
+        assert_eq!(impact.text, "NodePool p: 0 of 1 live nodes become drifted.");
+        assert_eq!(impact.path, None);
+    }
+
+    #[test]
+    fn class_change_paces_each_pool_by_its_budget() {
+        let spec = pool(&["on-demand"]);
+        assert_eq!(
+            class_part("a", &spec, 25),
+            "NodePool a: 25 live nodes become drifted; replaced 3 at a time (budget nodes=10%): 9 round(s)"
+        );
+        assert_eq!(
+            class_part("b", &spec, 0),
+            "NodePool b: 0 live nodes become drifted; nothing to replace"
+        );
+    }
+
+    #[test]
+    fn an_unaskable_cluster_is_a_note_not_an_error() {
+        let w = warning("NodeClass", "default", Err("connecting: refused".into()));
+        assert!(!w.is_error());
+        assert_eq!(w.summary, "NodeClass change impact not previewed");
+        assert!(w.detail.contains("connecting: refused"), "{}", w.detail);
     }
 }
