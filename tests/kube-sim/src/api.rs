@@ -453,9 +453,23 @@ async fn dispatch(
                 })?;
                 return Ok(json_response(if created { 201 } else { 200 }, &obj));
             }
-            let obj = st
-                .store
-                .modify(&rt, ns, name, mode, |cur| apply_patch(kind, cur, &patch))?;
+            // A resourceVersion in a merge or strategic patch is a precondition, as on the
+            // real server: clients use it to patch read-modify-write lists (taints) safely.
+            let precondition = match kind {
+                PatchKind::Merge | PatchKind::Strategic => patch["metadata"]["resourceVersion"]
+                    .as_str()
+                    .filter(|rv| !rv.is_empty())
+                    .map(str::to_string),
+                _ => None,
+            };
+            let obj = st.store.modify(&rt, ns, name, mode, |cur| {
+                if let Some(rv) = &precondition {
+                    if cur["metadata"]["resourceVersion"].as_str() != Some(rv.as_str()) {
+                        return Err(ApiError::conflict(&rt.group, &rt.plural, name));
+                    }
+                }
+                apply_patch(kind, cur, &patch)
+            })?;
             Ok(json_response(200, &obj))
         }
         (Method::DELETE, Some(name), None) => {

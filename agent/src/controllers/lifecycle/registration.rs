@@ -92,8 +92,15 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
         finalizers.push(TERMINATION_FINALIZER.into());
     }
+    // The taint list is replaced whole, so the patch is guarded by the resourceVersion we
+    // computed it from: otherwise a taint the node lifecycle controller removed in between
+    // (`node.kubernetes.io/not-ready`) would be written back and strand the node's pods.
     let patch = json!({
-        "metadata": {"labels": node_labels, "finalizers": finalizers},
+        "metadata": {
+            "labels": node_labels,
+            "finalizers": finalizers,
+            "resourceVersion": node.resource_version(),
+        },
         "spec": {"taints": registered_taints(&node, claim)},
     });
     let nodes: Api<Node> = Api::all(ctx.client.clone());
@@ -106,6 +113,10 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         )
         .await
     {
+        if matches!(&e, kube::Error::Api(s) if s.code == 409) {
+            // The Node changed since our watch saw it; the watch catches up, we retry.
+            return Some(Duration::from_millis(300));
+        }
         ctx.metrics.kube_error("nodes patch", &e);
         tracing::warn!(nodeclaim = %name, node = %node.name_any(), error = %e, "registering the node failed; retrying");
         return Some(Duration::from_secs(2));
