@@ -1,6 +1,10 @@
 //! Interruption handling end to end: kube-sim with its EC2 → Node bridge, the AWS emulator,
 //! the agent running in-process (`controllers::run` with `--queue-url`), and the real
 //! EventBridge → SQS path (rules on the default bus with the provider's patterns, PutEvents).
+//!
+//! The Spot storm also runs on the real control plane (kube-scheduler binding the pods,
+//! KWOK playing the kubelets, the real Eviction API and PDB), skipped loudly when it is not
+//! installed.
 
 mod agent_support;
 
@@ -8,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_support::{sdk_config, wait_for, World};
+use agent_support::{sdk_config, wait_for, Opts, Target, World};
 use aws_sdk_sqs::types::QueueAttributeName;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
@@ -271,7 +275,20 @@ async fn ready_nodes(w: &World, n: usize) -> Vec<Node> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn spot_storm_replacement_first_no_pod_lost_pdb_held() {
-    let w = World::start(Default::default()).await;
+    spot_storm(Target::Sim).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spot_storm_replacement_first_no_pod_lost_pdb_held_on_the_real_control_plane() {
+    spot_storm(Target::ControlPlane).await
+}
+
+async fn spot_storm(target: Target) {
+    let begun = Instant::now();
+    let Some(w) = World::start_on(Opts::on(target)).await else {
+        return;
+    };
+    let on = w.target_name();
     let q = queue(&w).await;
     w.node_class("default").await;
     w.node_pool("spot", spot_pool(&w)).await;
@@ -388,7 +405,7 @@ async fn spot_storm_replacement_first_no_pod_lost_pdb_held() {
         victims.len() as f64
     );
     println!(
-        "storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: 120 s); fewest Running {min_running}",
+        "[{on}] storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: 120 s); fewest Running {min_running}",
         victims.len(),
         before.len(),
         to_ready.as_secs_f64(),
@@ -396,6 +413,10 @@ async fn spot_storm_replacement_first_no_pod_lost_pdb_held() {
         settled.as_secs_f64()
     );
     drop(agent);
+    println!(
+        "[{on}] spot storm scenario done in {:.1}s (world start included)",
+        begun.elapsed().as_secs_f64()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -220,6 +220,14 @@ impl ControlPlane {
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
                 format!("--service-account-key-file={}", s(&pki.sa_pub)),
                 format!("--service-account-signing-key-file={}", s(&pki.sa_key)),
+                // No watch cache: watches and lists go straight to etcd. With the cache, a
+                // watch resumed at a resourceVersion it had not caught up with ended in
+                // "a watch stream was requested by the client but the required storage
+                // feature RequestWatchProgress is disabled" (Debian's etcd 3.4.23 cannot
+                // answer progress requests), and KWOK's informers, retrying with a growing
+                // back-off, went blind for tens of seconds: evicted pods stayed Terminating
+                // and new ones Pending.
+                "--watch-cache=false".into(),
                 // A setting, not a network: no Service IP is ever dialled here.
                 "--service-cluster-ip-range=10.96.0.0/16".into(),
                 // The `kubernetes` Service's endpoint would be 127.0.0.1, which Endpoints
