@@ -129,6 +129,23 @@ impl World {
     /// it is not installed or `JOINER_REAL_CLUSTER=0` (said loudly on stderr, so a skip is
     /// never silent). A control plane that is installed but fails to start panics.
     pub async fn start_on(opts: Opts) -> Option<World> {
+        // The control plane first: when it is not there, nothing else is started.
+        let control_plane = match opts.target {
+            Target::Sim => None,
+            Target::ControlPlane => {
+                let Some(cp) = kube_sim::TargetCluster::own_control_plane()
+                    .await
+                    .expect("the real control plane starts")
+                else {
+                    eprintln!(
+                        "!!! SKIPPED: this scenario needs the real control plane \
+                         (scripts/install-tools.sh with JOINER_REAL_CLUSTER unset or 1)"
+                    );
+                    return None;
+                };
+                Some(cp)
+            }
+        };
         let moto = joiner_test_support::MotoServer::start();
         let proxy = opts
             .proxy
@@ -141,8 +158,8 @@ impl World {
             node_grace: Duration::from_millis(500),
             poll: Duration::from_millis(200),
         };
-        let (cluster, bridge_stop) = match opts.target {
-            Target::Sim => {
+        let (cluster, bridge_stop) = match control_plane {
+            None => {
                 let sim = kube_sim::KubeSim::start(kube_sim::Options {
                     cluster_name: CLUSTER.into(),
                     aws_endpoint: Some(moto.endpoint()),
@@ -155,17 +172,7 @@ impl World {
                 .expect("kube-sim starts");
                 (kube_sim::TargetCluster::Sim(Box::new(sim)), None)
             }
-            Target::ControlPlane => {
-                let Some(cp) = kube_sim::TargetCluster::own_control_plane()
-                    .await
-                    .expect("the real control plane starts")
-                else {
-                    eprintln!(
-                        "!!! SKIPPED: this scenario needs the real control plane \
-                         (scripts/install-tools.sh with JOINER_REAL_CLUSTER unset or 1)"
-                    );
-                    return None;
-                };
+            Some(cp) => {
                 let (tx, rx) = tokio::sync::watch::channel(false);
                 cp.bridge(bridge, rx).await.expect("EC2 -> Node bridge");
                 (cp, Some(tx))
