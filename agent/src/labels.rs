@@ -70,6 +70,12 @@ pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)
 }
 
+/// Well-known labels that describe the instance a launch ends up with (type, its
+/// attributes, zone, region, capacity type) rather than the NodePool it serves.
+pub fn is_offering_label(key: &str) -> bool {
+    is_well_known(key) && key != KARPENTER_NODEPOOL && key != JOINER_NODEPOOL
+}
+
 /// True for annotations that block voluntary disruption, Karpenter's and joiner's.
 pub fn is_do_not_disrupt(key: &str) -> bool {
     key == KARPENTER_DO_NOT_DISRUPT || key == JOINER_DO_NOT_DISRUPT

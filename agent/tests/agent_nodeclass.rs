@@ -26,6 +26,8 @@ async fn templates(w: &World) -> Vec<String> {
                 .values(agent_support::CLUSTER)
                 .build(),
         )
+        // moto returns 15 without MaxResults, and no NextToken.
+        .max_results(200)
         .send()
         .await
         .expect("DescribeLaunchTemplates");
@@ -65,7 +67,11 @@ async fn templates_are_shared_by_claims_and_deleted_with_their_node_class() {
     .await;
     let claims = w.claims().await;
     let names = templates(&w).await;
-    eprintln!("{} claims, {} templates: {names:?}", claims.len(), names.len());
+    eprintln!(
+        "{} claims, {} templates: {names:?}",
+        claims.len(),
+        names.len()
+    );
     assert!(
         claims.len() >= 3,
         "the workload needs several nodes: {}",

@@ -368,6 +368,7 @@ impl Ec2Cloud {
             .map(|nc| (nc.metadata.name.clone().unwrap_or_default(), spec_hash(nc)))
             .collect();
         let mut doomed = Vec::new();
+        let mut listed = 0usize;
         let mut pages = self
             .ec2
             .describe_launch_templates()
@@ -377,11 +378,15 @@ impl Ec2Cloud {
                     .values(&self.options.cluster_name)
                     .build(),
             )
+            // EC2's page maximum. The emulator (moto) returns 15 templates when none is
+            // given, with no NextToken: the rest were never pruned.
+            .max_results(200)
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
             let page = page.cloud("ec2:DescribeLaunchTemplates")?;
             for t in page.launch_templates() {
+                listed += 1;
                 let tags: BTreeMap<&str, &str> = t
                     .tags()
                     .iter()
@@ -401,6 +406,7 @@ impl Ec2Cloud {
                 }
             }
         }
+        tracing::info!(listed, deleting = doomed.len(), "pruning launch templates");
         let gone: HashSet<String> = doomed.iter().cloned().collect();
         for id in &doomed {
             match self

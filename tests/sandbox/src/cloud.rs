@@ -355,6 +355,8 @@ impl Cloud {
         let lts = self
             .ec2()
             .describe_launch_templates()
+            // moto returns 15 without MaxResults, and no NextToken.
+            .max_results(200)
             .send()
             .await
             .map_err(op("ec2:DescribeLaunchTemplates"))?

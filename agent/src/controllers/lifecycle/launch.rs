@@ -94,14 +94,17 @@ fn zones(claim: &NodeClaim, catalog: &Catalog) -> Vec<String> {
 /// `k8s.io` namespaces the NodeRestriction admission refuses (except `node.kubernetes.io/`
 /// and the well-known ones).
 ///
-/// Not the claim's name: these labels go into the user data, which names the launch
-/// template, so a per-claim label would make one template per node (EC2 allows 5,000 a
-/// region, and none would ever be reused). Registration finds the Node by its provider ID
-/// and adds `joiner.dev/nodeclaim` itself.
+/// Nor the labels of the offering CreateFleet picks (instance type and its attributes,
+/// zone, capacity type), nor the claim's name: these labels go into the user data, which
+/// names the launch template, so each of them would multiply the templates (one per node
+/// for the name, per type and zone for the rest; EC2 allows 5,000 a region). The node
+/// registers with the unregistered startup taint, so nothing schedules on it before
+/// registration copies the claim's labels, those included, onto it.
 fn kubelet_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
     claim
         .labels()
         .iter()
+        .filter(|(k, _)| !labels::is_offering_label(k))
         .filter(|(k, _)| {
             let domain = k.split_once('/').map(|(d, _)| d).unwrap_or("");
             let restricted = domain == "kubernetes.io"
