@@ -142,6 +142,14 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         Statement::allow("ReadInstanceProfiles")
             .actions(["iam:GetInstanceProfile"])
             .resources([format!("arn:{p}:iam::{a}:instance-profile/*")]),
+        // The first Spot launch in an account creates EC2 Spot's service-linked role; without
+        // this a brand-new account's first CreateFleet fails. Only that one role.
+        Statement::allow("SpotServiceLinkedRole")
+            .actions(["iam:CreateServiceLinkedRole"])
+            .resources([format!(
+                "arn:{p}:iam::{a}:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
+            )])
+            .condition("StringEquals", "iam:AWSServiceName", ["spot.amazonaws.com"]),
     ];
     PolicyDocument::new(statements)
 }
@@ -171,6 +179,24 @@ mod tests {
             queue_arn: format!("arn:{p}:sqs:{region}:{account}:{}", "q".repeat(80)),
             node_role_arn: format!("arn:{p}:iam::{account}:role/{}", "n".repeat(64)),
         }
+    }
+
+    #[test]
+    fn only_the_spot_service_linked_role_may_be_created() {
+        let doc = agent_policy(&scope("us-east-1", "prod")).to_value();
+        let st = statement(&doc, "SpotServiceLinkedRole");
+        assert_eq!(
+            st["Action"],
+            serde_json::json!("iam:CreateServiceLinkedRole")
+        );
+        assert_eq!(
+            st["Resource"],
+            serde_json::json!("arn:aws:iam::123456789012:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot")
+        );
+        assert_eq!(
+            st["Condition"]["StringEquals"]["iam:AWSServiceName"],
+            serde_json::json!("spot.amazonaws.com")
+        );
     }
 
     fn statement<'a>(doc: &'a Value, sid: &str) -> &'a Value {
