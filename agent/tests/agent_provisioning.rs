@@ -29,10 +29,10 @@ async fn seed_scale_out_4_to_100_then_scale_to_zero_on_the_real_control_plane() 
 }
 
 async fn seed_scale_out(target: Target) {
-    let started = std::time::Instant::now();
     let Some(w) = World::start_on(Opts::on(target)).await else {
         return;
     };
+    let started = w.began;
     let on = w.target_name();
     eprintln!("[{on}] world up in {:.1}s", started.elapsed().as_secs_f64());
     w.node_class("default").await;
@@ -64,13 +64,15 @@ async fn seed_scale_out(target: Target) {
     );
 
     // Every instance belongs to a claim, every claim has exactly one instance, and every
-    // claim went Launched -> Registered with its Node.
-    let claims = w.claims().await;
-    let instances = w.live_instances().await;
-    let by_claim: BTreeMap<String, usize> =
+    // claim went Launched -> Registered with its Node. On the real control plane the fleet
+    // is built in more rounds and consolidation may still be removing a node when the last
+    // pod runs, or a claim launched for pods kube-scheduler then placed elsewhere may still
+    // be registering: wait for the fleet to settle (no claim terminating, each registered
+    // with one instance).
+    let count_by_claim = |instances: &[(String, String, BTreeMap<String, String>)]| {
         instances
             .iter()
-            .fold(BTreeMap::new(), |mut m, (_, _, tags)| {
+            .fold(BTreeMap::<String, usize>::new(), |mut m, (_, _, tags)| {
                 *m.entry(
                     tags.get("joiner.dev/nodeclaim")
                         .cloned()
@@ -78,7 +80,30 @@ async fn seed_scale_out(target: Target) {
                 )
                 .or_default() += 1;
                 m
+            })
+    };
+    // Past the deadline the assertions below say what is wrong with the last snapshot.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (claims, instances) = loop {
+        let claims = w.claims().await;
+        let instances = w.live_instances().await;
+        let by_claim = count_by_claim(&instances);
+        let steady = instances.len() == claims.len()
+            && claims.iter().all(|c| {
+                c.metadata.deletion_timestamp.is_none()
+                    && by_claim.get(&c.name_any()) == Some(&1)
+                    && c.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|k| k.type_ == "Registered" && k.status == "True")
+                    })
             });
+        if steady || std::time::Instant::now() >= deadline {
+            break (claims, instances);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let by_claim = count_by_claim(&instances);
     let claim_names: Vec<String> = claims.iter().map(|c| c.name_any()).collect();
     assert_eq!(
         instances.len(),

@@ -284,10 +284,10 @@ async fn spot_storm_replacement_first_no_pod_lost_pdb_held_on_the_real_control_p
 }
 
 async fn spot_storm(target: Target) {
-    let begun = Instant::now();
     let Some(w) = World::start_on(Opts::on(target)).await else {
         return;
     };
+    let begun = w.began;
     let on = w.target_name();
     let q = queue(&w).await;
     w.node_class("default").await;
@@ -421,7 +421,20 @@ async fn spot_storm(target: Target) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_event_kind_and_bad_messages() {
-    let w = World::start(Default::default()).await;
+    each_event_kind(Target::Sim).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_event_kind_and_bad_messages_on_the_real_control_plane() {
+    each_event_kind(Target::ControlPlane).await
+}
+
+async fn each_event_kind(target: Target) {
+    let Some(w) = World::start_on(Opts::on(target)).await else {
+        return;
+    };
+    let begun = w.began;
+    let on = w.target_name();
     let q = queue(&w).await;
     w.node_class("default").await;
     w.node_pool("spot", spot_pool(&w)).await;
@@ -552,4 +565,8 @@ async fn each_event_kind_and_bad_messages() {
     })
     .await;
     drop(agent);
+    println!(
+        "[{on}] each event kind scenario done in {:.1}s (world start included)",
+        begun.elapsed().as_secs_f64()
+    );
 }

@@ -43,6 +43,21 @@ pub struct World {
     pub image_id: String,
     /// The API server's URL and CA (PEM), for the agent's flags and node bootstrap.
     server: (String, String),
+    /// When this world began starting, after any wait for its turn (see [`WORLDS`]): the
+    /// origin of a scenario's elapsed-time prints.
+    pub began: Instant,
+    // Last: released once everything above has stopped.
+    _slot: Slot,
+}
+
+/// A world on the real control plane runs alone in its test process; kube-sim worlds share.
+/// A control plane and its agent next to another scenario on 2 cores made the kube-sim Spot
+/// storm's replacement-before-cordon ordering (seen through two separate watches) flaky.
+static WORLDS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+enum Slot {
+    Shared(tokio::sync::RwLockReadGuard<'static, ()>),
+    Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
 /// Which cluster a [`World`] runs on.
@@ -129,6 +144,11 @@ impl World {
     /// it is not installed or `JOINER_REAL_CLUSTER=0` (said loudly on stderr, so a skip is
     /// never silent). A control plane that is installed but fails to start panics.
     pub async fn start_on(opts: Opts) -> Option<World> {
+        let slot = match opts.target {
+            Target::Sim => Slot::Shared(WORLDS.read().await),
+            Target::ControlPlane => Slot::Alone(WORLDS.write().await),
+        };
+        let began = Instant::now();
         // The control plane first: when it is not there, nothing else is started.
         let control_plane = match opts.target {
             Target::Sim => None,
@@ -285,6 +305,8 @@ impl World {
             ec2,
             image_id,
             server,
+            began,
+            _slot: slot,
         })
     }
 
