@@ -9,7 +9,15 @@ terraform {
   }
 }
 
-provider "joiner" {}
+provider "joiner" {
+  region = var.region
+}
+
+variable "region" {
+  description = "AWS region. Null takes AWS_REGION / the AWS profile's, as the AWS CLI does."
+  type        = string
+  default     = null
+}
 
 variable "name" {
   description = "Cluster name and discovery tag value."

@@ -7,6 +7,14 @@
 //! 2. the next plan of each is empty;
 //! 3. destroying both leaves the account as it was before.
 //!
+//! dev runs in us-east-1 and prod in us-west-2, each set by the examples' `region` input
+//! in a `terraform.tfvars`, as a user would. Why two regions: the emulator (moto 5.2.5)
+//! gives every EKS cluster of a region the same OIDC issuer URL (it draws the random part
+//! once, at import), where AWS gives each cluster its own; in one region prod's cluster
+//! would find dev's IAM OIDC provider for "its" issuer and adopt it. The issuer URL holds
+//! the region, so two regions give two issuers, as two clusters always have in AWS, and the
+//! check below that the account gains exactly two OIDC providers (IAM is global) is real.
+//!
 //! The examples are applied as they are, with two local-world additions a user would not
 //! write: module sources point at a copy of `terraform-modules/` inside the working
 //! directory, and an override file gives the provider kube-sim's kubeconfig (the emulator's
@@ -16,11 +24,25 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use aws_sdk_ec2::config::Region;
+use aws_types::SdkConfig;
 use joiner_e2e::{Aws, MotoServer, Workspace};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::ApiResource;
 
 const AGENT_IMAGE: &str = "public.ecr.aws/joiner/joiner-agent";
+/// Each example's cluster name and region.
+const DEV: (&str, &str) = ("dev", "us-east-1");
+const PROD: (&str, &str) = ("prod", "us-west-2");
+const REGIONS: [&str; 2] = [DEV.1, PROD.1];
+
+/// The emulator's SDK configuration, in `region`.
+fn in_region(aws: &Aws, region: &str) -> SdkConfig {
+    aws.sdk_config()
+        .to_builder()
+        .region(Region::new(region.to_string()))
+        .build()
+}
 
 fn root() -> PathBuf {
     joiner_test_support::workspace_root()
@@ -59,11 +81,11 @@ fn agent_bin() -> PathBuf {
     profile_dir.join("joiner-agent")
 }
 
-/// A VPC with a subnet per zone and a node security group, tagged for `cluster`.
-fn network(aws: &Aws, cluster: &str, octet: u8) -> BTreeSet<String> {
+/// A VPC in `region` with a subnet per zone and a node security group, tagged for `cluster`.
+fn network(aws: &Aws, (cluster, region): (&str, &str), octet: u8) -> BTreeSet<String> {
     use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
     aws.block_on(async {
-        let ec2 = aws_sdk_ec2::Client::new(aws.sdk_config());
+        let ec2 = aws_sdk_ec2::Client::new(&in_region(aws, region));
         let tag = |rt| {
             TagSpecification::builder()
                 .resource_type(rt)
@@ -83,14 +105,11 @@ fn network(aws: &Aws, cluster: &str, octet: u8) -> BTreeSet<String> {
             .expect("ec2:CreateVpc");
         let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
         let mut ids = BTreeSet::new();
-        for (i, az) in ["us-east-1a", "us-east-1b", "us-east-1c"]
-            .iter()
-            .enumerate()
-        {
+        for (i, zone) in ["a", "b", "c"].iter().enumerate() {
             let s = ec2
                 .create_subnet()
                 .vpc_id(&vpc_id)
-                .availability_zone(*az)
+                .availability_zone(format!("{region}{zone}"))
                 .cidr_block(format!("10.{octet}.{}.0/20", i * 16))
                 .tag_specifications(tag(ResourceType::Subnet))
                 .send()
@@ -110,11 +129,12 @@ fn network(aws: &Aws, cluster: &str, octet: u8) -> BTreeSet<String> {
     })
 }
 
-/// Everything in the account an example creates, by kind.
-#[derive(Debug, PartialEq, Eq)]
+/// Everything in the account an example creates, by kind; regional objects as
+/// `<region>/<name or URL>`.
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Account {
     roles: BTreeSet<String>,
-    oidc_providers: usize,
+    oidc_providers: BTreeSet<String>,
     clusters: BTreeSet<String>,
     queues: BTreeSet<String>,
     rules: BTreeSet<String>,
@@ -124,36 +144,8 @@ struct Account {
 
 fn account(aws: &Aws) -> Account {
     aws.block_on(async {
-        let c = aws.sdk_config();
-        let iam = aws_sdk_iam::Client::new(c);
-        let eks = aws_sdk_eks::Client::new(c);
-        let clusters: BTreeSet<String> = eks
-            .list_clusters()
-            .send()
-            .await
-            .expect("eks:ListClusters")
-            .clusters()
-            .iter()
-            .cloned()
-            .collect();
-        let mut fargate_profiles = BTreeSet::new();
-        for cl in &clusters {
-            let out = eks
-                .list_fargate_profiles()
-                .cluster_name(cl)
-                .send()
-                .await
-                .expect("eks:ListFargateProfiles");
-            for p in out.fargate_profile_names() {
-                fargate_profiles.insert(format!("{cl}:{p}"));
-            }
-        }
-        let instances = aws_sdk_ec2::Client::new(c)
-            .describe_instances()
-            .send()
-            .await
-            .expect("ec2:DescribeInstances");
-        Account {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let mut acc = Account {
             roles: iam
                 .list_roles()
                 .send()
@@ -169,28 +161,55 @@ fn account(aws: &Aws) -> Account {
                 .await
                 .expect("iam:ListOpenIDConnectProviders")
                 .open_id_connect_provider_list()
-                .len(),
-            clusters,
-            queues: aws_sdk_sqs::Client::new(c)
+                .iter()
+                .filter_map(|p| p.arn().map(str::to_string))
+                .collect(),
+            ..Default::default()
+        };
+        for region in REGIONS {
+            let c = in_region(aws, region);
+            let eks = aws_sdk_eks::Client::new(&c);
+            let clusters = eks
+                .list_clusters()
+                .send()
+                .await
+                .expect("eks:ListClusters")
+                .clusters()
+                .to_vec();
+            for cl in &clusters {
+                let out = eks
+                    .list_fargate_profiles()
+                    .cluster_name(cl)
+                    .send()
+                    .await
+                    .expect("eks:ListFargateProfiles");
+                for p in out.fargate_profile_names() {
+                    acc.fargate_profiles.insert(format!("{region}/{cl}:{p}"));
+                }
+                acc.clusters.insert(format!("{region}/{cl}"));
+            }
+            let queues = aws_sdk_sqs::Client::new(&c)
                 .list_queues()
                 .send()
                 .await
-                .expect("sqs:ListQueues")
-                .queue_urls()
-                .iter()
-                .cloned()
-                .collect(),
-            rules: aws_sdk_eventbridge::Client::new(c)
+                .expect("sqs:ListQueues");
+            for q in queues.queue_urls() {
+                acc.queues.insert(format!("{region}/{q}"));
+            }
+            let rules = aws_sdk_eventbridge::Client::new(&c)
                 .list_rules()
                 .send()
                 .await
-                .expect("events:ListRules")
-                .rules()
-                .iter()
-                .filter_map(|r| r.name().map(str::to_string))
-                .collect(),
-            fargate_profiles,
-            live_instances: instances
+                .expect("events:ListRules");
+            for r in rules.rules().iter().filter_map(|r| r.name()) {
+                acc.rules.insert(format!("{region}/{r}"));
+            }
+            let instances = aws_sdk_ec2::Client::new(&c)
+                .describe_instances()
+                .send()
+                .await
+                .expect("ec2:DescribeInstances");
+            acc.live_instances += instances
                 .reservations()
                 .iter()
                 .flat_map(|r| r.instances())
@@ -199,17 +218,19 @@ fn account(aws: &Aws) -> Account {
                         .and_then(|s| s.name())
                         .is_some_and(|n| n.as_str() != "terminated")
                 })
-                .count(),
+                .count();
         }
+        acc
     })
 }
 
-/// A kube-sim for `cluster`: the EC2 bridge and Fargate read the emulator, and the agent's
-/// image runs as the built binary.
-fn kube_sim(moto: &MotoServer, cluster: &str, agent: &Path) -> kube_sim::KubeSim {
+/// A kube-sim for `cluster`: the EC2 bridge and Fargate read the emulator in `region`, and
+/// the agent's image runs as the built binary.
+fn kube_sim(moto: &MotoServer, (cluster, region): (&str, &str), agent: &Path) -> kube_sim::KubeSim {
     kube_sim::KubeSim::start(kube_sim::Options {
         cluster_name: cluster.into(),
         aws_endpoint: Some(moto.endpoint()),
+        aws_region: region.into(),
         images: vec![(
             AGENT_IMAGE.into(),
             kube_sim::ImageSource::Binary(agent.to_path_buf()),
@@ -219,10 +240,17 @@ fn kube_sim(moto: &MotoServer, cluster: &str, agent: &Path) -> kube_sim::KubeSim
     .expect("start kube-sim")
 }
 
-/// A workspace holding `example` as is, its modules beside it.
-fn example_workspace(moto: &MotoServer, example: &str, kubeconfig: &Path) -> Workspace {
+/// A workspace holding `example` as is, its modules beside it, its `region` input set in a
+/// `terraform.tfvars`.
+fn example_workspace(
+    moto: &MotoServer,
+    example: &str,
+    region: &str,
+    kubeconfig: &Path,
+) -> Workspace {
     let mut tf = Workspace::new(moto);
     tf.set_timeout(Duration::from_secs(600));
+    tf.write_file("terraform.tfvars", &format!("region = \"{region}\"\n"));
     // The example declares its own required_providers.
     tf.write_file("versions.tf", "");
     let main = std::fs::read_to_string(root().join(example).join("main.tf")).expect("read example");
@@ -272,7 +300,9 @@ fn identities(tf: &Workspace) -> BTreeSet<String> {
         // Not `name`: a Fargate profile's, NodeClass's or namespace's name is unique only
         // within its cluster (both clusters have a `default` NodeClass); their ids are
         // `<cluster>:<name>`, and account-wide objects' names are in their ids and ARNs.
-        for key in ["id", "arn", "url"] {
+        // The cluster's OIDC provider ARN too: a cluster that found another's provider for
+        // its issuer would adopt it, and only this attribute would show it.
+        for key in ["id", "arn", "url", "oidc_provider_arn"] {
             if let Some(s) = v[key].as_str() {
                 out.insert(s.to_string());
             }
@@ -333,20 +363,19 @@ fn node_pools(sim: &kube_sim::KubeSim) -> Vec<(String, Vec<String>, String)> {
 }
 
 #[test]
-#[ignore = "moto 5.2.5 gives every EKS cluster the same OIDC issuer URL (its ISSUER_TEMPLATE is drawn once at import), so dev and prod get one IAM OIDC provider, not two; both applies and the agents on Fargate work; run with --ignored"]
 fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
     let moto = MotoServer::start();
     let aws = Aws::new(&moto);
-    let dev_subnets = network(&aws, "dev", 10);
-    let prod_subnets = network(&aws, "prod", 20);
+    let dev_subnets = network(&aws, DEV, 10);
+    let prod_subnets = network(&aws, PROD, 20);
     assert!(dev_subnets.is_disjoint(&prod_subnets));
     let before = account(&aws);
 
     let agent = agent_bin();
-    let dev_sim = kube_sim(&moto, "dev", &agent);
-    let prod_sim = kube_sim(&moto, "prod", &agent);
-    let dev = example_workspace(&moto, "examples/dev", dev_sim.kubeconfig_path());
-    let prod = example_workspace(&moto, "examples/prod", prod_sim.kubeconfig_path());
+    let dev_sim = kube_sim(&moto, DEV, &agent);
+    let prod_sim = kube_sim(&moto, PROD, &agent);
+    let dev = example_workspace(&moto, "examples/dev", DEV.1, dev_sim.kubeconfig_path());
+    let prod = example_workspace(&moto, "examples/prod", PROD.1, prod_sim.kubeconfig_path());
 
     // 1. Both apply into the same account.
     dev.apply();
@@ -362,10 +391,28 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
     let after = account(&aws);
     assert_eq!(
         after.clusters,
-        BTreeSet::from(["dev".into(), "prod".into()])
+        BTreeSet::from([
+            format!("{}/{}", DEV.1, DEV.0),
+            format!("{}/{}", PROD.1, PROD.0)
+        ])
     );
-    assert_eq!(after.oidc_providers, before.oidc_providers + 2);
-    for name in ["dev", "prod"] {
+    let new_oidc: BTreeSet<_> = after
+        .oidc_providers
+        .difference(&before.oidc_providers)
+        .cloned()
+        .collect();
+    let oidc_of = |tf: &Workspace| {
+        tf.attr("module.cluster.joiner_cluster.this", "oidc_provider_arn")
+            .as_str()
+            .expect("oidc_provider_arn")
+            .to_string()
+    };
+    assert_eq!(
+        new_oidc,
+        BTreeSet::from([oidc_of(&dev), oidc_of(&prod)]),
+        "one IAM OIDC provider per cluster, each the one its cluster's state names"
+    );
+    for (name, region) in [DEV, PROD] {
         for role in ["cluster", "fargate", "node", "agent"] {
             assert!(
                 after.roles.contains(&format!("{name}-{role}")),
@@ -377,20 +424,26 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
             after
                 .queues
                 .iter()
-                .any(|q| q.ends_with(&format!("/{name}-interruptions"))),
+                .any(|q| q.starts_with(region) && q.ends_with(&format!("/{name}-interruptions"))),
             "{:?}",
             after.queues
         );
         assert_eq!(
-            after.rules.iter().filter(|r| r.contains(name)).count(),
+            after
+                .rules
+                .iter()
+                .filter(|r| r.starts_with(region) && r.contains(name))
+                .count(),
             5,
             "five interruption rules for {name}: {:?}",
             after.rules
         );
         assert!(after
             .fargate_profiles
-            .contains(&format!("{name}:kube-system")));
-        assert!(after.fargate_profiles.contains(&format!("{name}:joiner")));
+            .contains(&format!("{region}/{name}:kube-system")));
+        assert!(after
+            .fargate_profiles
+            .contains(&format!("{region}/{name}:joiner")));
     }
 
     // Each cluster holds its own NodePools, shaped by its own inputs.
