@@ -98,14 +98,14 @@ pub fn render(samples: &[Sample], markers: &[Marker], title: &str, note: &str) -
         legend(&mut s, ly, colour, label);
     }
 
-    // Panel 2: nodes stacked by (capacity type, zone).
-    let series: Vec<(String, String)> = samples
+    // Panel 2: nodes stacked by (capacity type, zone), Spot at the bottom, zones in order.
+    let mut series: Vec<(String, String)> = samples
         .iter()
         .flat_map(|p| p.nodes.keys().cloned())
         .collect::<BTreeSet<_>>()
         .into_iter()
-        .rev() // spot before on-demand
         .collect();
+    series.sort_by_key(|(ct, zone)| (ct != "spot", ct.clone(), zone.clone()));
     let node_max = samples.iter().map(Sample::node_count).max().unwrap_or(1) as f64;
     let (nmax, nstep) = axis(node_max);
     let y2 = |v: f64| BOTTOM2 - (BOTTOM2 - TOP2) * v / nmax;
@@ -144,9 +144,10 @@ pub fn render(samples: &[Sample], markers: &[Marker], title: &str, note: &str) -
             r##"<polygon fill="{c}" stroke="none" points="{}"/>"##,
             pts.join(" ")
         );
+        // The legend reads top-down as the stack does: the last series drawn is on top.
         legend(
             &mut s,
-            TOP2 + 10.0 + 18.0 * k as f64,
+            TOP2 + 10.0 + 18.0 * (series.len() - 1 - k) as f64,
             c,
             &format!("{ct} {zone}"),
         );
@@ -171,19 +172,76 @@ pub fn render(samples: &[Sample], markers: &[Marker], title: &str, note: &str) -
         LEFT + (W - LEFT - RIGHT) / 2.0,
         BOTTOM2 + 40.0
     );
-    for (i, m) in markers.iter().enumerate() {
+    for m in markers {
         let mx = x(m.t);
         let _ = writeln!(
             s,
-            r##"<line x1="{mx:.1}" y1="{TOP1}" x2="{mx:.1}" y2="{BOTTOM2}" stroke="#000" stroke-dasharray="4 3" stroke-width="1"/>
-<text x="{:.1}" y="{:.1}" font-size="11" fill="#000">{}</text>"##,
-            mx + 3.0,
-            TOP1 - 6.0 + if i % 2 == 0 { 0.0 } else { 230.0 - 5.0 },
+            r##"<line x1="{mx:.1}" y1="{TOP1}" x2="{mx:.1}" y2="{BOTTOM2}" stroke="#000" stroke-dasharray="4 3" stroke-width="1"/>"##
+        );
+    }
+    // Labels after every line, on a white ground: a label may cross a later marker's line.
+    for (m, (lx, ly, anchor_end)) in markers.iter().zip(label_places(markers, &x)) {
+        let w = label_width(&m.label);
+        let rx = if anchor_end { lx - w } else { lx };
+        let _ = writeln!(
+            s,
+            r##"<rect x="{rx:.1}" y="{:.1}" width="{w:.1}" height="13" fill="white" fill-opacity="0.85"/>
+<text x="{lx:.1}" y="{ly:.1}" font-size="11" fill="#000"{}>{}</text>"##,
+            ly - 10.0,
+            if anchor_end {
+                r#" text-anchor="end""#
+            } else {
+                ""
+            },
             esc(&m.label)
         );
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Rows a marker label may take: just above the pods panel, then in the gap between the
+/// panels, lowest first.
+const LABEL_ROWS: [f64; 4] = [TOP1 - 6.0, TOP2 - 6.0, TOP2 - 20.0, TOP2 - 34.0];
+
+/// Width of a label at 11 px sans-serif: about 6.2 px a character, a little margin. An
+/// estimate (there is no font metrics here), generous so that neighbours do not touch.
+fn label_width(label: &str) -> f64 {
+    label.chars().count() as f64 * 6.2 + 6.0
+}
+
+/// Where each marker's label goes: `(x, baseline y, anchored at its end)`. Markers seconds
+/// apart (the storm, the review plan and the scale-in come within a few seconds of each
+/// other) would print over each other on one line, so each label takes the first row
+/// where it overlaps no label already placed; a label that would run past the plot's right
+/// edge ends at its line instead of starting there. When every row is taken, the row whose
+/// last label ends first is reused (a readable overlap beats a lost label).
+fn label_places(markers: &[Marker], x: &dyn Fn(f64) -> f64) -> Vec<(f64, f64, bool)> {
+    let mut row_end = [f64::NEG_INFINITY; LABEL_ROWS.len()];
+    let mut order: Vec<usize> = (0..markers.len()).collect();
+    order.sort_by(|a, b| markers[*a].t.total_cmp(&markers[*b].t));
+    let mut out = vec![(0.0, 0.0, false); markers.len()];
+    for i in order {
+        let mx = x(markers[i].t);
+        let w = label_width(&markers[i].label);
+        let anchor_end = mx + 3.0 + w > W - RIGHT;
+        let (start, end) = if anchor_end {
+            (mx - 3.0 - w, mx - 3.0)
+        } else {
+            (mx + 3.0, mx + 3.0 + w)
+        };
+        let row = (0..LABEL_ROWS.len())
+            .find(|r| row_end[*r] <= start)
+            .unwrap_or_else(|| {
+                (0..LABEL_ROWS.len())
+                    .min_by(|a, b| row_end[*a].total_cmp(&row_end[*b]))
+                    .unwrap_or(0)
+            });
+        row_end[row] = end;
+        let lx = if anchor_end { mx - 3.0 } else { mx + 3.0 };
+        out[i] = (lx, LABEL_ROWS[row], anchor_end);
+    }
+    out
 }
 
 fn grid(
@@ -278,5 +336,87 @@ mod tests {
         assert!(svg.contains("on-demand us-east-1b"));
         assert!(svg.contains("boot delay 2 s"));
         assert_eq!(svg.matches("<polygon").count(), 2);
+    }
+
+    #[test]
+    fn close_markers_get_separate_rows_and_labels_stay_inside_the_plot() {
+        let x = |t: f64| LEFT + (W - LEFT - RIGHT) * t / 100.0;
+        let m = |t: f64, label: &str| Marker {
+            t,
+            label: label.into(),
+        };
+        let markers = [
+            m(10.0, "apply"),
+            m(40.0, "storm: 6 Spot warnings"),
+            m(45.0, "plan review"),
+            m(47.0, "scale to 4"),
+            m(99.0, "destroy"),
+        ];
+        let places = label_places(&markers, &x);
+        // The three markers within 7 s of each other: three different rows.
+        let rows: BTreeSet<u64> = places[1..4].iter().map(|p| p.1 as u64).collect();
+        assert_eq!(rows.len(), 3, "{places:?}");
+        // No two labels in one row overlap.
+        for (i, a) in places.iter().enumerate() {
+            for (j, b) in places.iter().enumerate().skip(i + 1) {
+                if a.1 != b.1 {
+                    continue;
+                }
+                let span = |p: &(f64, f64, bool), label: &str| {
+                    let w = label_width(label);
+                    if p.2 {
+                        (p.0 - w, p.0)
+                    } else {
+                        (p.0, p.0 + w)
+                    }
+                };
+                let (a0, a1) = span(a, &markers[i].label);
+                let (b0, b1) = span(b, &markers[j].label);
+                assert!(a1 <= b0 || b1 <= a0, "{i} and {j} overlap: {places:?}");
+            }
+        }
+        // The last marker sits at the right edge: its label ends at its line.
+        assert!(places[4].2);
+        assert!(places[4].0 <= W - RIGHT);
+    }
+
+    #[test]
+    fn legend_lists_the_stack_top_down() {
+        let mut nodes = std::collections::BTreeMap::new();
+        for (ct, zone) in [
+            ("spot", "us-east-1a"),
+            ("spot", "us-east-1b"),
+            ("on-demand", "us-east-1a"),
+        ] {
+            nodes.insert((ct.to_string(), zone.to_string()), 1);
+        }
+        let samples = vec![Sample {
+            t: 1.0,
+            pending: 0,
+            running: 3,
+            nodes,
+            dollars_per_hour: 0.0,
+        }];
+        let svg = render(&samples, &[], "t", "n");
+        let at = |label: &str| svg.find(&format!(">{label}</text>")).unwrap();
+        // Drawn bottom-up: spot a, spot b, on-demand a ...
+        let polys: Vec<usize> = svg.match_indices("<polygon").map(|(i, _)| i).collect();
+        assert_eq!(polys.len(), 3);
+        assert!(polys[0] < at("spot us-east-1a") && at("spot us-east-1a") < polys[1]);
+        // ... and the legend's rows, by their y, top-down: on-demand a, spot b, spot a.
+        let y_of = |label: &str| {
+            let i = at(label);
+            let text = &svg[svg[..i].rfind("<text").unwrap()..i];
+            let y = text
+                .split("y=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap();
+            y.parse::<f64>().unwrap()
+        };
+        assert!(y_of("on-demand us-east-1a") < y_of("spot us-east-1b"));
+        assert!(y_of("spot us-east-1b") < y_of("spot us-east-1a"));
     }
 }
