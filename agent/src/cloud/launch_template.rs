@@ -406,7 +406,9 @@ impl Ec2Cloud {
                 }
             }
         }
-        tracing::info!(listed, deleting = doomed.len(), "pruning launch templates");
+        if !doomed.is_empty() {
+            tracing::info!(listed, deleting = doomed.len(), "pruning launch templates");
+        }
         let gone: HashSet<String> = doomed.iter().cloned().collect();
         for id in &doomed {
             match self
