@@ -4,7 +4,9 @@
 //!   bound (`workloads::lower_bound`);
 //! - reaction: last pending pod of a batch observed → launch request sent (the agent's
 //!   `joiner_reaction_seconds` histogram), against the batch idle window;
-//! - the agent process's peak RSS and its CPU use while steady (no pending pods).
+//! - 1,000 pods scaled out 0 -> 1,000 (Karpenter's perf-suite shape) beside the seed's 100:
+//!   first NodeClaim, all bound, all Running, and the agent's CPU over the scale-out;
+//! - the agent process's peak and P95 RSS and its CPU use while steady (no pending pods).
 //!
 //! The agent runs as a real `joiner-agent run` process with default batch windows
 //! (1 s idle / 10 s max). `cargo bench -p joiner-agent --bench agent_e2e`.
@@ -21,6 +23,10 @@ use kube::api::Api;
 use kube::ResourceExt;
 
 const BOOT_DELAY: Duration = Duration::from_secs(2);
+/// Karpenter's e2e perf suite: 1,000 pods scaled out in under 2 minutes.
+const PERF_PODS: usize = 1_000;
+/// Clock ticks per second in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
 
 fn proc_status(pid: u32, key: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -72,11 +78,6 @@ async fn run() {
     w.node_class("default").await;
     w.node_pool("default", World::general_pool_spec("default"))
         .await;
-    let args = w.args(&[]);
-    let metrics_addr: std::net::SocketAddr = args
-        [args.iter().position(|a| a == "--metrics-addr").unwrap() + 1]
-        .parse()
-        .unwrap();
     let mut child = w.agent_process(&[
         "--batch-idle",
         "1s",
@@ -86,9 +87,7 @@ async fn run() {
         "warn",
     ]);
     let pid = child.id();
-    // The flags above come after the defaults in `args`, so they win; the metrics address
-    // is the one `agent_process` was given.
-    let _ = metrics_addr;
+    // `agent_process` draws its own free metrics port: it is read back from /proc below.
 
     w.deployment("seed", 4, "250m", "512Mi").await;
     wait_for("4 pods Running", Duration::from_secs(120), || async {
@@ -138,21 +137,84 @@ async fn run() {
         cost / bound
     );
 
+    // 1,000 pods scaled out (Karpenter's perf-suite shape: one Deployment, 0 -> 1,000),
+    // on top of the seed's 100. Sampled every 250 ms: the first new NodeClaim, every pod
+    // bound, every pod Running; the agent's RSS at each sample and its CPU over the phase.
+    let claims_before = w.claims().await.len();
+    w.deployment("perf", 0, "250m", "512Mi").await;
+    let cpu0 = cpu_ticks(pid).unwrap_or(0);
+    let start = Instant::now();
+    w.scale("perf", PERF_PODS as i32).await;
+    let mut first_claim = None;
+    let mut all_bound = None;
+    let mut rss_samples = Vec::new();
+    let all_running = loop {
+        let pods = w.pods("perf").await;
+        let bound = pods
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .count();
+        let running = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        if first_claim.is_none() && w.claims().await.len() > claims_before {
+            first_claim = Some(start.elapsed());
+        }
+        if all_bound.is_none() && bound == PERF_PODS {
+            all_bound = Some(start.elapsed());
+        }
+        if let Some(kb) = proc_status(pid, "VmRSS:") {
+            rss_samples.push(kb);
+        }
+        if running == PERF_PODS {
+            break start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(900),
+            "{PERF_PODS} pods not Running after 900 s: {bound} bound, {running} Running"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let scale_cpu =
+        (cpu_ticks(pid).unwrap_or(0) - cpu0) as f64 / USER_HZ / all_running.as_secs_f64();
+    let secs = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
+    println!(
+        "agent_e2e {PERF_PODS} pods scaled out 0->{PERF_PODS} (250m/512Mi, beside the seed's 100; kube-sim boot delay {:?}, batch 1s/10s, sampled every 250 ms): first NodeClaim {:.1}s, all bound {:.1}s, all Running {:.1}s; {} new NodeClaims; agent CPU {:.3} core over the scale-out  [nproc={cores}]",
+        BOOT_DELAY,
+        secs(first_claim),
+        secs(all_bound),
+        all_running.as_secs_f64(),
+        w.claims().await.len() - claims_before,
+        scale_cpu
+    );
+
     // Steady state: nothing pending; measure the agent's CPU over 20 s.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let hz = 100.0; // USER_HZ on Linux
     let t0 = cpu_ticks(pid).unwrap_or(0);
     let wall = Instant::now();
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    for _ in 0..80 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if let Some(kb) = proc_status(pid, "VmRSS:") {
+            rss_samples.push(kb);
+        }
+    }
     let t1 = cpu_ticks(pid).unwrap_or(0);
-    let cores_used = (t1 - t0) as f64 / hz / wall.elapsed().as_secs_f64();
+    let cores_used = (t1 - t0) as f64 / USER_HZ / wall.elapsed().as_secs_f64();
     let hwm = proc_status(pid, "VmHWM:").unwrap_or(0);
     let rss = proc_status(pid, "VmRSS:").unwrap_or(0);
+    rss_samples.sort_unstable();
+    let p95 = rss_samples
+        .get((rss_samples.len() * 95 / 100).min(rss_samples.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0);
     println!(
-        "agent_e2e agent process with {} pods on {} nodes: peak RSS {:.1} MB, RSS now {:.1} MB, steady CPU {:.4} core  [nproc={cores}]",
-        w.pods("seed").await.len(),
+        "agent_e2e agent process with {} pods on {} nodes: peak RSS {:.1} MB, P95 RSS {:.1} MB over {} samples (scale-out and steady), RSS now {:.1} MB, steady CPU {:.4} core over 20 s  [nproc={cores}]",
+        w.pods("seed").await.len() + w.pods("perf").await.len(),
         w.nodes().await.len(),
         hwm as f64 / 1024.0,
+        p95 as f64 / 1024.0,
+        rss_samples.len(),
         rss as f64 / 1024.0,
         cores_used
     );
