@@ -47,12 +47,14 @@ fi
 #   JOINER_REAL_CLUSTER=0  skips the control plane (kube-apiserver, -controller-manager,
 #                          -scheduler, etcd) and KWOK: about 25 min of a cold build on 2 cores.
 #   JOINER_OPENTOFU=0      skips OpenTofu.
+#   JOINER_TERRAFORM_CURRENT=0  skips current Terraform (tools/go/terraform, ~7 min cold).
 cache="${JOINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joiner-tools}"
 mkdir -p "$cache"
 summary=()
 built_dir=
 
-# go_tools NAME BIN... [-- LDFLAGS]: builds every `tool` of tools/go/NAME into the cache once.
+# go_tools NAME BIN[:LINK]... [-- LDFLAGS]: builds every `tool` of tools/go/NAME into the
+# cache once, and links each BIN into .tools/bin (as LINK when given).
 go_tools() {
   built_dir=
   local name=$1; shift
@@ -63,10 +65,11 @@ go_tools() {
   done
   local mod="$root/tools/go/$name"
   local key
-  key=$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-16)
+  # Local replacement modules (tools/go/NAME/stubs) are part of what is built.
+  key=$(cat "$mod/go.mod" "$mod/go.sum" $(find "$mod/stubs" -type f 2>/dev/null | sort) | sha256sum | cut -c1-16)
   local dir="$cache/$name-$key"
   local have=1 b
-  for b in "${bins[@]}"; do [ -x "$dir/$b" ] || have=0; done
+  for b in "${bins[@]}"; do [ -x "$dir/${b%%:*}" ] || have=0; done
   if [ "$have" = 0 ]; then
     if ! command -v go >/dev/null 2>&1; then
       echo "install-tools: WARNING: 'go' is not on PATH: cannot build ${bins[*]}; the tests that need them will skip" >&2
@@ -80,13 +83,18 @@ go_tools() {
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
     echo "install-tools: built ${bins[*]} in $((SECONDS - t0))s" >&2
   fi
-  for b in "${bins[@]}"; do ln -sfn "$dir/$b" "$tools/bin/$b"; done
-  summary+=("${bins[*]} ($name)")
+  for b in "${bins[@]}"; do ln -sfn "$dir/${b%%:*}" "$tools/bin/${b##*:}"; done
+  summary+=("${bins[*]##*:} ($name)")
   built_dir=$dir
 }
 
 if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
   go_tools opentofu tofu -- -X github.com/opentofu/opentofu/version.dev=no
+fi
+
+# Terraform of a current release, next to 1.0.3 (.tools/bin/terraform) as terraform-current.
+if [ "${JOINER_TERRAFORM_CURRENT:-1}" != 0 ]; then
+  go_tools terraform terraform:terraform-current -- -X github.com/hashicorp/terraform/version.dev=no
 fi
 
 if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
