@@ -197,6 +197,7 @@ pub async fn run(
     }
     let _ = ready_tx.send(true);
     tracing::info!("caches synced");
+    let _warm = AbortOnDrop(tokio::spawn(provisioning::warm::run(ctx.clone())));
 
     let (leader_tx, mut leader_rx) = watch::channel(!config.leader_elect);
     let (stop_elector_tx, stop_elector) = watch::channel(false);

@@ -6,6 +6,7 @@
 pub mod batcher;
 pub mod input;
 pub mod nodeclaims;
+pub mod warm;
 
 use std::sync::Arc;
 use std::time::Instant;
