@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod fields;
+pub mod interruption_queue;
 pub mod node_class;
 pub mod node_pool;
 pub mod paths;

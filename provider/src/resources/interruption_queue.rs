@@ -8,7 +8,9 @@
 
 use crate::aws::error::AwsError;
 use crate::aws::retry::{classify, RetryPolicy, Transience};
-use crate::aws::sqs::{self, Encryption, NewQueue, QueueUpdate};
+use crate::aws::sqs::{self, NewQueue, QueueUpdate};
+use crate::model::interruption_queue::{InterruptionQueueModel, DEFAULT_RETENTION_SECONDS};
+use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::protocol::timeouts::Timeouts;
 use crate::provider::ProviderContext;
@@ -23,42 +25,35 @@ fn name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
 
-fn encryption(v: &Value) -> Encryption {
-    match v.get("kms_key_id").as_str() {
-        Some(key) => Encryption::Kms(key.to_string()),
-        None => Encryption::SqsManaged,
-    }
-}
-
-fn retention(v: &Value) -> i64 {
-    v.get("message_retention_seconds").as_i64().unwrap_or(300)
-}
-
 /// SQS reports "no tags" as an empty map; keep whichever of null or `{}` the configuration
 /// used, so that an untagged queue does not show a diff forever.
-fn tags_value(remote: &BTreeMap<String, String>, like: &Value) -> Value {
-    if remote.is_empty() && !matches!(like, Value::Map(_)) {
-        Value::Null
+fn tags_like(
+    remote: BTreeMap<String, String>,
+    like: &Option<BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    if remote.is_empty() && like.is_none() {
+        None
     } else {
-        Value::string_map(remote.clone())
+        Some(remote)
     }
 }
 
 /// SQS stores the policy re-serialized (key order, spacing vary between calls); keep the
 /// string Terraform already has when it means the same, so only real changes show.
-fn policy_value(remote: Option<String>, like: &Value) -> Value {
-    match (remote, like.as_str()) {
-        (Some(r), Some(l)) if sqs::same_policy(&r, l) => Value::string(l),
-        (r, _) => Value::opt_string(r),
+fn policy_like(remote: Option<String>, like: Option<&str>) -> Option<String> {
+    match (remote, like) {
+        (Some(r), Some(l)) if sqs::same_policy(&r, l) => Some(l.to_string()),
+        (r, _) => r,
     }
 }
 
-/// Reads the queue at `url` into a state; `None` when it no longer exists.
+/// Reads the queue at `url` into a state shaped like `like` (see `tags_like` and
+/// `policy_like`); `None` when it no longer exists.
 async fn read_queue(
     ctx: &ProviderContext,
     url: &str,
-    like: &Value,
-) -> Result<Option<Value>, AwsError> {
+    like: &InterruptionQueueModel,
+) -> Result<Option<InterruptionQueueModel>, AwsError> {
     let client = ctx.aws.sqs();
     let Some(attrs) = sqs::queue_attributes(&client, url).await? else {
         return Ok(None);
@@ -72,18 +67,16 @@ async fn read_queue(
         .map(str::to_string)
         .or_else(|| sqs::parse_queue_url(url).map(|(_, n)| n.to_string()))
         .unwrap_or_default();
-    Ok(Some(Value::object([
-        ("name", Value::string(name)),
-        (
-            "message_retention_seconds",
-            Value::int(attrs.message_retention_seconds),
-        ),
-        ("kms_key_id", Value::opt_string(attrs.kms_key_id)),
-        ("tags", tags_value(&tags, like.get("tags"))),
-        ("arn", Value::string(attrs.arn)),
-        ("url", Value::string(url)),
-        ("policy", policy_value(attrs.policy, like.get("policy"))),
-    ])))
+    Ok(Some(InterruptionQueueModel {
+        name: Some(name),
+        message_retention_seconds: Some(attrs.message_retention_seconds),
+        kms_key_id: attrs.kms_key_id,
+        tags: tags_like(tags, &like.tags),
+        arn: Some(attrs.arn),
+        url: Some(url.to_string()),
+        policy: policy_like(attrs.policy, like.policy.as_deref()),
+        timeouts: Value::Null,
+    }))
 }
 
 /// SQS refuses a queue name for 60 s after a queue of that name was deleted (a replaced or
@@ -119,7 +112,7 @@ impl Resource<ProviderContext> for InterruptionQueue {
             )
             .attribute(
                 Attribute::number("message_retention_seconds")
-                    .default(300)
+                    .default(DEFAULT_RETENTION_SECONDS)
                     .description("How long SQS keeps an unread message, 60 to 1209600 seconds (default 300).")
                     .validate(validators::int_between(60, 1_209_600)),
             )
@@ -151,10 +144,12 @@ impl Resource<ProviderContext> for InterruptionQueue {
         if plan.is_create() || plan.is_replace() {
             return Ok(());
         }
-        if let Some(arn) = plan.prior.get("arn").as_str() {
+        let prior = InterruptionQueueModel::from_value(&plan.prior);
+        if let Some(arn) = &prior.arn {
             let want = sqs::interruption_policy(arn);
-            let have = plan.prior.get("policy").as_str().unwrap_or_default();
+            let have = prior.policy.as_deref().unwrap_or_default();
             if !sqs::same_policy(have, &want) {
+                // Edited in place: a model round trip would drop unknown planned inputs.
                 plan.planned.set_attr("policy", Value::string(want));
             }
         }
@@ -163,14 +158,14 @@ impl Resource<ProviderContext> for InterruptionQueue {
     }
 
     async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        let p = &change.planned;
-        let name = p.get("name").as_str().unwrap_or_default().to_string();
+        let p = InterruptionQueueModel::from_value(&change.planned);
+        let name = p.name.clone().unwrap_or_default();
         let arn = ctx.arn("sqs", &name).await?;
-        let tags = p.get("tags").as_string_map();
+        let tags = p.tag_map();
         let q = NewQueue {
             name: &name,
-            message_retention_seconds: retention(p),
-            encryption: encryption(p),
+            message_retention_seconds: p.retention(),
+            encryption: p.encryption(),
             policy: sqs::interruption_policy(&arn),
             tags: &tags,
         };
@@ -184,8 +179,8 @@ impl Resource<ProviderContext> for InterruptionQueue {
         let url = policy
             .run(deadline, || sqs::create_queue(&client, &q))
             .await?;
-        match read_queue(ctx, &url, p).await? {
-            Some(state) => Ok(Applied::new(state)),
+        match read_queue(ctx, &url, &p).await? {
+            Some(state) => Ok(Applied::new(state.to_value())),
             None => Err(Diagnostic::error(
                 "Queue vanished after creation",
                 format!(
@@ -201,40 +196,43 @@ impl Resource<ProviderContext> for InterruptionQueue {
         ctx: &ProviderContext,
         req: ReadRequest,
     ) -> Result<Option<Applied>, Diagnostics> {
-        let Some(url) = req.state.get("url").as_str() else {
+        let state = InterruptionQueueModel::from_value(&req.state);
+        let Some(url) = &state.url else {
             return Ok(None);
         };
-        Ok(read_queue(ctx, url, &req.state).await?.map(Applied::new))
+        Ok(read_queue(ctx, url, &state)
+            .await?
+            .map(|q| Applied::new(q.to_value())))
     }
 
     async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        let (prior, planned) = (&change.prior, &change.planned);
-        let url = prior.get("url").as_str().unwrap_or_default().to_string();
+        let prior = InterruptionQueueModel::from_value(&change.prior);
+        let planned = InterruptionQueueModel::from_value(&change.planned);
+        let url = prior.url.clone().unwrap_or_default();
         let client = ctx.aws.sqs();
         let mut u = QueueUpdate::default();
-        if retention(prior) != retention(planned) {
-            u.message_retention_seconds = Some(retention(planned));
+        if prior.retention() != planned.retention() {
+            u.message_retention_seconds = Some(planned.retention());
         }
-        if prior.get("kms_key_id") != planned.get("kms_key_id") {
-            u.encryption = Some(encryption(planned));
+        if prior.kms_key_id != planned.kms_key_id {
+            u.encryption = Some(planned.encryption());
         }
         // The policy goes with every attribute change: it is idempotent, and some SQS
         // implementations (the emulator) drop a policy not restated in the same call.
         let policy = planned
-            .get("policy")
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| prior.get("arn").as_str().map(sqs::interruption_policy));
-        if u != QueueUpdate::default() || prior.get("policy") != planned.get("policy") {
+            .policy
+            .clone()
+            .or_else(|| prior.arn.as_deref().map(sqs::interruption_policy));
+        if u != QueueUpdate::default() || prior.policy != planned.policy {
             u.policy = policy;
         }
         sqs::update_queue(&client, &url, &u).await?;
-        if prior.get("tags") != planned.get("tags") {
+        if prior.tags != planned.tags {
             let have = sqs::tags(&client, &url).await?;
-            sqs::set_tags(&client, &url, &have, &planned.get("tags").as_string_map()).await?;
+            sqs::set_tags(&client, &url, &have, &planned.tag_map()).await?;
         }
-        match read_queue(ctx, &url, planned).await? {
-            Some(state) => Ok(Applied::new(state)),
+        match read_queue(ctx, &url, &planned).await? {
+            Some(state) => Ok(Applied::new(state.to_value())),
             None => Err(Diagnostic::error(
                 "Queue deleted during update",
                 format!("{url} disappeared while it was being updated; run terraform apply again to recreate it"),
@@ -244,8 +242,8 @@ impl Resource<ProviderContext> for InterruptionQueue {
     }
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
-        if let Some(url) = change.prior.get("url").as_str() {
-            sqs::delete_queue(&ctx.aws.sqs(), url).await?;
+        if let Some(url) = InterruptionQueueModel::from_value(&change.prior).url {
+            sqs::delete_queue(&ctx.aws.sqs(), &url).await?;
         }
         Ok(())
     }
@@ -265,10 +263,14 @@ impl Resource<ProviderContext> for InterruptionQueue {
             }
         };
         match sqs::queue_url(&client, name, owner).await? {
-            Some(url) => Ok(Applied::new(Value::object([
-                ("name", Value::string(name)),
-                ("url", Value::string(url)),
-            ]))),
+            Some(url) => Ok(Applied::new(
+                InterruptionQueueModel {
+                    name: Some(name.to_string()),
+                    url: Some(url),
+                    ..Default::default()
+                }
+                .to_value(),
+            )),
             None => Err(Diagnostic::error(
                 "Queue not found",
                 format!(
@@ -287,6 +289,7 @@ impl Resource<ProviderContext> for InterruptionQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws::sqs::Encryption;
     use crate::protocol::schema::run_validators;
 
     fn errors_for(config: Value) -> Vec<String> {
@@ -331,16 +334,37 @@ mod tests {
     #[test]
     fn untagged_queues_keep_null_tags() {
         let none = BTreeMap::new();
-        assert_eq!(tags_value(&none, &Value::Null), Value::Null);
-        assert_eq!(
-            tags_value(&none, &Value::Map(BTreeMap::new())),
-            Value::Map(BTreeMap::new())
-        );
+        assert_eq!(tags_like(none.clone(), &None), None);
+        assert_eq!(tags_like(none.clone(), &Some(none.clone())), Some(none));
         let some: BTreeMap<_, _> = [("a".to_string(), "b".to_string())].into();
-        assert_eq!(
-            tags_value(&some, &Value::Null),
-            Value::string_map([("a", "b")])
-        );
+        assert_eq!(tags_like(some.clone(), &None), Some(some));
+    }
+
+    /// Every attribute the model writes is in the schema and every schema attribute is
+    /// mapped; null and `{}` tags survive the round trip as they are.
+    #[test]
+    fn model_matches_schema() {
+        let r = InterruptionQueue;
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        let full = InterruptionQueueModel {
+            name: Some("q".into()),
+            message_retention_seconds: Some(600),
+            kms_key_id: Some("alias/k".into()),
+            tags: Some([("a".to_string(), "b".to_string())].into()),
+            arn: Some("arn:aws:sqs:us-east-1:1:q".into()),
+            url: Some("https://sqs.us-east-1.amazonaws.com/1/q".into()),
+            policy: Some("{}".into()),
+            timeouts: Value::object([("create", Value::string("2m"))]),
+        };
+        crate::model::conforms(&full.to_value(), &schema.implied_type()).unwrap();
+        assert_eq!(InterruptionQueueModel::from_value(&full.to_value()), full);
+        for tags in [None, Some(BTreeMap::new())] {
+            let m = InterruptionQueueModel {
+                tags,
+                ..Default::default()
+            };
+            assert_eq!(InterruptionQueueModel::from_value(&m.to_value()), m);
+        }
     }
 
     #[test]
@@ -351,26 +375,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            policy_value(Some(reformatted), &Value::string(&ours)),
-            Value::string(&ours)
+            policy_like(Some(reformatted), Some(&ours)),
+            Some(ours.clone())
         );
         let other = sqs::interruption_policy("arn:aws:sqs:us-east-1:1:other");
-        assert_eq!(
-            policy_value(Some(other.clone()), &Value::string(&ours)),
-            Value::string(other)
-        );
-        assert_eq!(policy_value(None, &Value::string(&ours)), Value::Null);
+        assert_eq!(policy_like(Some(other.clone()), Some(&ours)), Some(other));
+        assert_eq!(policy_like(None, Some(&ours)), None);
     }
 
     #[test]
     fn encryption_defaults_to_sse_sqs() {
+        let from =
+            |v: Value| InterruptionQueueModel::from_value(&Value::object([("kms_key_id", v)]));
+        assert_eq!(from(Value::Null).encryption(), Encryption::SqsManaged);
         assert_eq!(
-            encryption(&Value::object([("kms_key_id", Value::Null)])),
-            Encryption::SqsManaged
-        );
-        assert_eq!(
-            encryption(&Value::object([("kms_key_id", Value::string("alias/k"))])),
+            from(Value::string("alias/k")).encryption(),
             Encryption::Kms("alias/k".into())
         );
+        assert_eq!(from(Value::Null).retention(), 300);
     }
 }
