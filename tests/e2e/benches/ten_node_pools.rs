@@ -5,8 +5,8 @@
 //! `cargo bench -p joiner-e2e --bench ten_node_pools`
 //!
 //! Prints wall time of each command and the provider processes' CPU seconds and peak RSS,
-//! with `nproc`. The provider is the debug build the e2e harness uses unless
-//! `JOINER_PROVIDER_BIN` points at a release build.
+//! with `nproc`. The provider is built in the bench's own profile (release, as
+//! `cargo bench` builds), or is `JOINER_PROVIDER_BIN` when set.
 
 use joiner_e2e::{measure_provider, take_usage, MotoServer, Workspace};
 
