@@ -191,6 +191,11 @@ struct Timeline {
     /// registered: the agent's readiness for a claim).
     claims_ready: HashMap<String, Instant>,
     cordoned: HashMap<String, Instant>,
+    /// The resourceVersions of a claim's first sight and of a Node's first cordoned sight.
+    /// Both servers (kube-sim, etcd) number every write from one global counter, so these
+    /// order a create and a cordon exactly, where two watches' arrival times may not.
+    claims_added_rv: HashMap<String, u64>,
+    cordoned_rv: HashMap<String, u64>,
     /// When a Node object was deleted (drained, instance gone).
     nodes_gone: HashMap<String, Instant>,
 }
@@ -208,6 +213,9 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
                 t.claims_added
                     .entry(c.name_any())
                     .or_insert_with(Instant::now);
+                if let Some(rv) = c.resource_version().and_then(|v| v.parse().ok()) {
+                    t.claims_added_rv.entry(c.name_any()).or_insert(rv);
+                }
                 let ready = c.status.as_ref().is_some_and(|s| {
                     s.conditions
                         .iter()
@@ -228,11 +236,11 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
         while let Some(Ok(ev)) = s.next().await {
             match ev {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) if cordoned(&n) => {
-                    t2.lock()
-                        .unwrap()
-                        .cordoned
-                        .entry(n.name_any())
-                        .or_insert_with(Instant::now);
+                    let mut t = t2.lock().unwrap();
+                    t.cordoned.entry(n.name_any()).or_insert_with(Instant::now);
+                    if let Some(rv) = n.resource_version().and_then(|v| v.parse().ok()) {
+                        t.cordoned_rv.entry(n.name_any()).or_insert(rv);
+                    }
                 }
                 watcher::Event::Delete(n) => {
                     t2.lock()
@@ -383,7 +391,13 @@ async fn spot_storm(target: Target) {
                         .claims_added
                         .get(claim)
                         .unwrap_or_else(|| panic!("{claim} never seen"));
-                    assert!(*added <= cordon, "{claim} created after {n} was cordoned");
+                    match (t.claims_added_rv.get(claim), t.cordoned_rv.get(n)) {
+                        (Some(created), Some(cordoned)) => assert!(
+                            created < cordoned,
+                            "{claim} created (resourceVersion {created}) after {n} was cordoned ({cordoned})"
+                        ),
+                        _ => assert!(*added <= cordon, "{claim} created after {n} was cordoned"),
+                    }
                     replacements += 1;
                     if let Some(r) = t.claims_ready.get(claim) {
                         to_ready = to_ready.max(r.duration_since(started));

@@ -98,8 +98,8 @@ fn zones(claim: &NodeClaim, catalog: &Catalog) -> Vec<String> {
 /// zone, capacity type), nor the claim's name: these labels go into the user data, which
 /// names the launch template, so each of them would multiply the templates (one per node
 /// for the name, per type and zone for the rest; EC2 allows 5,000 a region). The node
-/// registers with the unregistered startup taint, so nothing schedules on it before
-/// registration copies the claim's labels, those included, onto it.
+/// registers with the unregistered taint ([`startup_taints`]), so nothing schedules on it
+/// before registration copies the claim's labels, those included, onto it.
 fn kubelet_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
     claim
         .labels()
@@ -115,6 +115,20 @@ fn kubelet_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// The NodePool's startup taints plus `joiner.dev/unregistered:NoExecute`, which keeps every
+/// pod off the node until registration has put the claim's labels and taints on it (a pod
+/// selecting `capacity-type NotIn [spot]` would otherwise fit a Spot node that does not
+/// carry the label yet). Registration removes it.
+fn startup_taints(claim: &NodeClaim) -> Vec<crate::taints::Taint> {
+    let mut taints = crate::api::convert_taints(&claim.spec.startup_taints).unwrap_or_default();
+    taints.push(crate::taints::Taint::new(
+        labels::JOINER_UNREGISTERED_TAINT,
+        "",
+        crate::taints::Effect::NoExecute,
+    ));
+    taints
 }
 
 async fn fail(ctx: &Context, claim: &NodeClaim, reason: &str, message: &str) {
@@ -217,7 +231,7 @@ async fn launch(
         zones: zones(claim, catalog),
         labels: kubelet_labels(claim),
         taints: crate::api::convert_taints(&claim.spec.taints).unwrap_or_default(),
-        startup_taints: crate::api::convert_taints(&claim.spec.startup_taints).unwrap_or_default(),
+        startup_taints: startup_taints(claim),
     };
     let result = if request.candidates.is_empty() {
         Err(CloudError {
