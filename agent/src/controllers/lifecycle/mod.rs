@@ -20,8 +20,10 @@ use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crate::controllers::state::Change;
 use crate::controllers::{termination, AbortOnDrop, Context, TERMINATION_FINALIZER};
 
-/// How many claims are reconciled at once (launches are network-bound).
-const WORKERS: usize = 16;
+/// How many claims are reconciled at once. Launches are network-bound and a scale-out
+/// round can plan dozens of claims: with 16 workers, 67 claims queued for up to four
+/// CreateFleet round trips (mean pending → launch 2.9 s in `agent_e2e`).
+const WORKERS: usize = 64;
 const RESYNC: Duration = Duration::from_secs(30);
 
 pub async fn run(ctx: Arc<Context>) {
