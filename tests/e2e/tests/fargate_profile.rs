@@ -3,65 +3,16 @@
 //! `cluster:profile`; replacement (EKS cannot change a profile in place); drift; destroy;
 //! and the inputs refused at plan time.
 
+mod common;
+
+use common::{eks_with_fargate_role, EksFixture};
 use joiner_e2e::{Aws, MotoServer, Workspace};
 use serde_json::json;
 
 const SYSTEM: &str = "joiner_fargate_profile.system";
 const AGENT: &str = "joiner_fargate_profile.agent";
 
-struct Fixture {
-    role_arn: String,
-    subnets: Vec<String>,
-}
-
-/// An EKS cluster made directly with the SDK (this test is about profiles), a pod
-/// execution role and two private subnets.
-fn fixture(aws: &Aws) -> Fixture {
-    aws.block_on(async {
-        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
-        let ec2 = aws_sdk_ec2::Client::new(aws.sdk_config());
-        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
-        let role = iam
-            .create_role()
-            .role_name("e2e-fargate")
-            .assume_role_policy_document(
-                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks-fargate-pods.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
-            )
-            .send()
-            .await
-            .expect("iam:CreateRole");
-        let role_arn = role.role().unwrap().arn().to_string();
-        let vpc = ec2.create_vpc().cidr_block("10.30.0.0/16").send().await.unwrap();
-        let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
-        let mut subnets = Vec::new();
-        for (i, az) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
-            let s = ec2
-                .create_subnet()
-                .vpc_id(&vpc_id)
-                .cidr_block(format!("10.30.{i}.0/24"))
-                .availability_zone(*az)
-                .send()
-                .await
-                .unwrap();
-            subnets.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
-        }
-        subnets.sort();
-        eks.create_cluster()
-            .name("fg")
-            .role_arn(&role_arn)
-            .resources_vpc_config(
-                aws_sdk_eks::types::VpcConfigRequest::builder()
-                    .set_subnet_ids(Some(subnets.clone()))
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("eks:CreateCluster");
-        Fixture { role_arn, subnets }
-    })
-}
-
-fn profiles(f: &Fixture, agent_labels: &str, extra: &str) -> String {
+fn profiles(f: &EksFixture, agent_labels: &str, extra: &str) -> String {
     let subnets = format!(
         "[{}]",
         f.subnets
@@ -132,7 +83,7 @@ fn describe(aws: &Aws, name: &str) -> aws_sdk_eks::types::FargateProfile {
 fn lifecycle_create_import_replace_drift_destroy() {
     let moto = MotoServer::start();
     let aws = Aws::new(&moto);
-    let f = fixture(&aws);
+    let f = eks_with_fargate_role(&aws, "fg", "e2e-fargate", 30);
     let tf = Workspace::new(&moto);
     let labels = r#"{ "app.kubernetes.io/name" = "joiner-agent" }"#;
     tf.write_config(&profiles(&f, labels, r#"  tags = { team = "platform" }"#));

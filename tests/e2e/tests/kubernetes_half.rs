@@ -12,6 +12,9 @@
 //! agent pod a Fargate node. kube-sim's process runner is not used: the container is
 //! simulated, while the provider's rollout wait is exercised for real.
 
+mod common;
+
+use common::{eks_with_fargate_role, EksFixture};
 use joiner_e2e::{Aws, MotoServer, Workspace};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -38,68 +41,9 @@ PEM
     )
 }
 
-/// The EKS cluster in the emulator (made with the SDK: this test is about the Kubernetes
-/// half) with what a Fargate profile needs: a pod execution role and two subnets.
-struct Fargate {
-    role_arn: String,
-    subnets: Vec<String>,
-}
-
-fn eks_fixture(aws: &Aws) -> Fargate {
-    aws.block_on(async {
-        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
-        let ec2 = aws_sdk_ec2::Client::new(aws.sdk_config());
-        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
-        let role_arn = iam
-            .create_role()
-            .role_name(format!("{CLUSTER}-fargate"))
-            .assume_role_policy_document(
-                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks-fargate-pods.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
-            )
-            .send()
-            .await
-            .expect("iam:CreateRole")
-            .role()
-            .unwrap()
-            .arn()
-            .to_string();
-        let vpc = ec2
-            .create_vpc()
-            .cidr_block("10.40.0.0/16")
-            .send()
-            .await
-            .expect("ec2:CreateVpc");
-        let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
-        let mut subnets = Vec::new();
-        for (i, az) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
-            let s = ec2
-                .create_subnet()
-                .vpc_id(&vpc_id)
-                .cidr_block(format!("10.40.{i}.0/24"))
-                .availability_zone(*az)
-                .send()
-                .await
-                .expect("ec2:CreateSubnet");
-            subnets.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
-        }
-        eks.create_cluster()
-            .name(CLUSTER)
-            .role_arn(&role_arn)
-            .resources_vpc_config(
-                aws_sdk_eks::types::VpcConfigRequest::builder()
-                    .set_subnet_ids(Some(subnets.clone()))
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("eks:CreateCluster");
-        Fargate { role_arn, subnets }
-    })
-}
-
 fn config(
     sim: &kube_sim::KubeSim,
-    fargate: &Fargate,
+    fargate: &EksFixture,
     general_capacity: &str,
     extra: &str,
 ) -> String {
@@ -232,7 +176,7 @@ fn price(v: &serde_json::Value) -> f64 {
 fn kubernetes_half_lifecycle() {
     let moto = MotoServer::start();
     let aws = Aws::new(&moto);
-    let fargate = eks_fixture(&aws);
+    let fargate = eks_with_fargate_role(&aws, CLUSTER, &format!("{CLUSTER}-fargate"), 40);
     // kube-sim reads the cluster's Fargate profiles from the emulator.
     let sim = kube_sim::KubeSim::start(kube_sim::Options {
         cluster_name: CLUSTER.into(),
