@@ -108,7 +108,19 @@ async fn templates_are_shared_by_claims_and_deleted_with_their_node_class() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The agent has looked at the deleted class and decided to wait for its claims.
+    wait_for(
+        "the NodeClass waits on its NodeClaims",
+        Duration::from_secs(30),
+        || async {
+            w.events_for("default", "default")
+                .await
+                .iter()
+                .any(|e| e.starts_with("WaitingOnNodeClaimTermination"))
+                .then_some(())
+        },
+    )
+    .await;
     let held = classes.get("default").await.expect("class still there");
     assert!(held.metadata.deletion_timestamp.is_some());
     assert!(
