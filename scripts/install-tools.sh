@@ -53,6 +53,50 @@ mkdir -p "$cache"
 summary=()
 built_dir=
 
+# Go itself. A non-interactive shell (CI's `bash .ci/run`) does not read ~/.bashrc, which is
+# where this machine kind puts /usr/local/go/bin on PATH: without this lookup every Go tool
+# was silently skipped in CI. Last resort: the pinned toolchain from the module proxy, the
+# same zip `GOTOOLCHAIN` fetches (about 70 MB, unpacked once into the cache).
+GO_TOOLCHAIN_VERSION="1.26.8"
+find_go() {
+  local g
+  for g in "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go /usr/lib/go/bin/go "$HOME/go/bin/go" \
+           "$HOME/sdk/go$GO_TOOLCHAIN_VERSION/bin/go" "$cache/go-$GO_TOOLCHAIN_VERSION/bin/go"; do
+    if [ -n "$g" ] && [ -x "$g" ]; then echo "$g"; return 0; fi
+  done
+  local proxy=${GOPROXY:-https://proxy.golang.org}
+  proxy=${proxy%%,*}
+  [ "$proxy" = direct ] || [ "$proxy" = off ] && proxy=https://proxy.golang.org
+  local arch
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) return 1 ;; esac
+  local v="v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-$arch" tmp
+  echo "install-tools: go not found: fetching golang.org/toolchain@$v from $proxy" >&2
+  tmp=$(mktemp -d)
+  curl -sSfL --retry 3 -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/$v.zip" || { rm -rf "$tmp"; return 1; }
+  (cd "$tmp" && "$python" -m zipfile -e go.zip x) || { rm -rf "$tmp"; return 1; }
+  chmod -R u+x "$tmp/x/golang.org/toolchain@$v/bin" "$tmp/x/golang.org/toolchain@$v/pkg/tool"
+  rm -rf "$cache/go-$GO_TOOLCHAIN_VERSION" && mv "$tmp/x/golang.org/toolchain@$v" "$cache/go-$GO_TOOLCHAIN_VERSION"
+  rm -rf "$tmp"
+  echo "$cache/go-$GO_TOOLCHAIN_VERSION/bin/go"
+}
+go_bin=
+
+# Go's module and build caches: throwaway by default, under the tools cache, removed once the
+# binaries are built. A cold Kubernetes build fills several GB of them, and CI machines have
+# been seen with only a few GB free; the binaries themselves are cached by key above, so the
+# caches would only speed up a pin change. JOINER_GO_CACHES=keep uses Go's own caches instead.
+go_scratch="$cache/go-scratch"
+go_env=(GOFLAGS="${GOFLAGS:-} -mod=readonly")
+if [ "${JOINER_GO_CACHES:-throwaway}" != keep ]; then
+  go_env=(GOCACHE="$go_scratch/build" GOMODCACHE="$go_scratch/mod" GOFLAGS="${GOFLAGS:-} -mod=readonly -modcacherw")
+fi
+go_scratch_clean() {
+  if [ "${JOINER_GO_CACHES:-throwaway}" != keep ] && [ -d "$go_scratch" ]; then
+    chmod -R u+w "$go_scratch" 2>/dev/null || true
+    rm -rf "$go_scratch"
+  fi
+}
+
 # go_tools NAME BIN[:LINK]... [-- LDFLAGS]: builds every `tool` of tools/go/NAME into the
 # cache once, and links each BIN into .tools/bin (as LINK when given).
 go_tools() {
@@ -71,15 +115,15 @@ go_tools() {
   local have=1 b
   for b in "${bins[@]}"; do [ -x "$dir/${b%%:*}" ] || have=0; done
   if [ "$have" = 0 ]; then
-    if ! command -v go >/dev/null 2>&1; then
-      echo "install-tools: WARNING: 'go' is not on PATH: cannot build ${bins[*]}; the tests that need them will skip" >&2
-      return 0
+    if [ -z "$go_bin" ] && ! go_bin=$(find_go); then
+      echo "install-tools: ERROR: no Go toolchain (not on PATH, not in /usr/local/go, and the module proxy refused it): cannot build ${bins[*]}" >&2
+      exit 1
     fi
-    echo "install-tools: building ${bins[*]} from tools/go/$name (cold: minutes; cached in $dir)" >&2
+    echo "install-tools: building ${bins[*]} from tools/go/$name with $("$go_bin" version | awk '{print $3}') (cold: minutes; cached in $dir)" >&2
     local t0=$SECONDS
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
     # `tool` builds every tool the go.mod declares; nice keeps the machine usable meanwhile.
-    (cd "$mod" && GOFLAGS="${GOFLAGS:-} -mod=readonly" nice -n 19 go build -trimpath -ldflags "$ldflags" -o "$dir.tmp/" tool)
+    (cd "$mod" && env "${go_env[@]}" nice -n 19 "$go_bin" build -trimpath -ldflags "$ldflags" -o "$dir.tmp/" tool)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
     echo "install-tools: built ${bins[*]} in $((SECONDS - t0))s" >&2
   fi
@@ -97,6 +141,9 @@ if [ "${JOINER_TERRAFORM_CURRENT:-1}" != 0 ]; then
   go_tools terraform terraform:terraform-current -- -X github.com/hashicorp/terraform/version.dev=no
 fi
 
+# OpenTofu and Terraform share most of their modules: their scratch caches go together.
+go_scratch_clean
+
 if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   # The control plane's version is stamped the way its release build does: the apiserver
   # derives its binary/emulation version from it, and clients print it.
@@ -109,7 +156,8 @@ if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   # The kwok binary has no built-in stages: it takes them as config files. These are the
   # "fast" node and pod lifecycles its module ships (and kwokctl embeds), next to the binary.
   if [ -n "${built_dir:-}" ] && [ ! -f "$built_dir/stages/pod-ready.yaml" ]; then
-    kwok_src=$(cd "$root/tools/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    [ -n "$go_bin" ] || go_bin=$(find_go)
+    kwok_src=$(cd "$root/tools/go/kwok" && env "${go_env[@]}" "$go_bin" list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
     mkdir -p "$built_dir/stages.tmp"
     for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
              pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
@@ -134,6 +182,8 @@ if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   ln -sfn "$etcd_dir/usr/bin/etcd" "$tools/bin/etcd"
   summary+=("etcd $ETCD_DEB_VERSION")
 fi
+
+go_scratch_clean
 
 echo "install-tools: terraform $("$tools/bin/terraform" version | head -n 1 | awk '{print $2}'), moto $("$tools/venv/bin/python" -c 'import moto; print(moto.__version__)')" >&2
 for s in "${summary[@]}"; do echo "install-tools: $s" >&2; done

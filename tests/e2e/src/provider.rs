@@ -12,27 +12,40 @@ pub(crate) const BINARY_NAME: &str = "terraform-provider-joiner";
 
 /// The provider binary the tests drive.
 ///
-/// `$JOINER_PROVIDER_BIN` wins (to test a release build). Otherwise the binary is the one in
-/// the same target directory and profile as the running test executable, and `cargo build`
-/// runs once per test process first: cargo knows better than we do whether it is stale, and
-/// `cargo test -p joiner-e2e` alone would not build another package's binary.
+/// `$JOINER_PROVIDER_BIN` wins (scripts/test points it at the binary its build step made; a
+/// release build can be tested the same way). Otherwise see [`workspace_bin`].
 pub fn provider_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| match std::env::var_os("JOINER_PROVIDER_BIN") {
-        Some(p) if !p.is_empty() => {
-            let p = PathBuf::from(p);
-            assert!(
-                p.is_file(),
-                "JOINER_PROVIDER_BIN={} does not exist",
-                p.display()
-            );
-            p
-        }
-        _ => build_next_to_test_executable(),
-    })
+    BIN.get_or_init(|| workspace_bin("JOINER_PROVIDER_BIN", BINARY_NAME, BINARY_NAME))
 }
 
-fn build_next_to_test_executable() -> PathBuf {
+/// The `joiner-agent` binary, for tests that run the agent as kube-sim pods.
+/// `$JOINER_AGENT_BIN` wins; otherwise see [`workspace_bin`].
+pub fn agent_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| workspace_bin("JOINER_AGENT_BIN", "joiner-agent", "joiner-agent"))
+}
+
+/// A binary of another workspace package: `$env_var` when set, else the one in the same
+/// target directory and profile as the running test executable, after `cargo build` has run
+/// once per test process (cargo knows better than we do whether it is stale, and
+/// `cargo test -p joiner-e2e` alone would not build another package's binary).
+///
+/// scripts/test sets the variables: a lone `cargo build -p <package>` resolves features
+/// differently from the workspace's test build, so it would rebuild the dependency tree a
+/// second time, minutes on 2 cores and gigabytes of disk.
+fn workspace_bin(env_var: &str, package: &str, bin: &str) -> PathBuf {
+    match std::env::var_os(env_var) {
+        Some(p) if !p.is_empty() => {
+            let p = PathBuf::from(p);
+            assert!(p.is_file(), "{env_var}={} does not exist", p.display());
+            p
+        }
+        _ => build_next_to_test_executable(package, bin),
+    }
+}
+
+fn build_next_to_test_executable(package: &str, bin_name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current test executable");
     // <target>/<profile>/deps/<test>-<hash>
     let profile_dir = exe
@@ -47,7 +60,7 @@ fn build_next_to_test_executable() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(joiner_test_support::workspace_root())
-        .args(["build", "--quiet", "-p", BINARY_NAME, "--bin", BINARY_NAME]);
+        .args(["build", "--quiet", "-p", package, "--bin", bin_name]);
     match profile.as_str() {
         "debug" => {}
         "release" => {
@@ -64,14 +77,14 @@ fn build_next_to_test_executable() -> PathBuf {
     }
     let out = cmd
         .output()
-        .unwrap_or_else(|e| panic!("run cargo build for {BINARY_NAME}: {e}"));
+        .unwrap_or_else(|e| panic!("run cargo build for {bin_name}: {e}"));
     assert!(
         out.status.success(),
-        "cargo build -p {BINARY_NAME} failed ({}):\n{}",
+        "cargo build -p {package} failed ({}):\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let bin = profile_dir.join(BINARY_NAME);
+    let bin = profile_dir.join(bin_name);
     assert!(
         bin.is_file(),
         "cargo build succeeded but {} is missing",

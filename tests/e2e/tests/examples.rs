@@ -48,39 +48,6 @@ fn root() -> PathBuf {
     joiner_test_support::workspace_root()
 }
 
-/// The agent binary next to the test executable, built first (as the provider is).
-fn agent_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("<target>/<profile>/deps")
-        .to_path_buf();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(root()).args([
-        "build",
-        "--quiet",
-        "-p",
-        "joiner-agent",
-        "--bin",
-        "joiner-agent",
-    ]);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    if let Some(t) = profile_dir.parent() {
-        cmd.arg("--target-dir").arg(t);
-    }
-    let out = cmd.output().expect("run cargo build -p joiner-agent");
-    assert!(
-        out.status.success(),
-        "cargo build -p joiner-agent failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    profile_dir.join("joiner-agent")
-}
-
 /// A VPC in `region` with a subnet per zone and a node security group, tagged for `cluster`.
 fn network(aws: &Aws, (cluster, region): (&str, &str), octet: u8) -> BTreeSet<String> {
     use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
@@ -371,7 +338,7 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
     assert!(dev_subnets.is_disjoint(&prod_subnets));
     let before = account(&aws);
 
-    let agent = agent_bin();
+    let agent = joiner_e2e::agent_bin().to_path_buf();
     let dev_sim = kube_sim(&moto, DEV, &agent);
     let prod_sim = kube_sim(&moto, PROD, &agent);
     let dev = example_workspace(&moto, "examples/dev", DEV.1, dev_sim.kubeconfig_path());
