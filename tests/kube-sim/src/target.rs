@@ -63,12 +63,23 @@ impl TargetCluster {
 
     /// Every target a test should run on: a kube-sim, plus the cluster `KUBECONFIG` names,
     /// or else the real control plane when installed.
+    ///
+    /// `JOINER_REAL_CLUSTER=only` leaves kube-sim out: scripts/test runs the kube-sim half
+    /// while the control plane is still building, and the real half once it is there.
     pub fn all(opts: Options) -> anyhow::Result<Vec<TargetCluster>> {
-        let mut v = vec![Self::sim_with(opts)?];
+        let only_real = std::env::var("JOINER_REAL_CLUSTER").as_deref() == Ok("only");
+        let mut v = Vec::new();
+        if !only_real {
+            v.push(Self::sim_with(opts)?);
+        }
         match Self::real() {
             Some(r) => v.push(r),
             None => v.extend(Self::control_plane()?),
         }
+        anyhow::ensure!(
+            !v.is_empty(),
+            "JOINER_REAL_CLUSTER=only, but no real control plane is installed (scripts/install-tools.sh)"
+        );
         Ok(v)
     }
 
