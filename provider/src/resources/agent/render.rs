@@ -39,10 +39,15 @@ fn meta(name: &str, namespace: Option<&str>) -> Json {
 
 /// What the agent does in the cluster, and nothing more: it reads the workload it schedules
 /// for, manages nodes and its own CRDs, evicts pods to drain, and records events.
+///
+/// Nodes: patched (registration labels and finalizer, cordon, finalizer release) and
+/// deleted, never created or replaced: kubelets register Nodes, and a credential that can
+/// create them can invent capacity that attracts any workload. `agent_rbac` in the e2e suite
+/// runs the agent on a real API server with exactly these rules.
 fn cluster_rules() -> Json {
     json!([
         {"apiGroups": [""], "resources": ["pods", "namespaces", "persistentvolumeclaims", "persistentvolumes", "services", "replicationcontrollers"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "replicasets", "statefulsets"], "verbs": ["get", "list", "watch"]},
