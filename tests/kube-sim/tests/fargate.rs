@@ -224,7 +224,9 @@ async fn a_pod_created_between_a_profile_and_kube_sims_next_read_still_lands_on_
         cluster_name: CLUSTER.into(),
         aws_endpoint: Some(moto.endpoint()),
         aws_region: "us-east-1".into(),
-        fargate_poll: Duration::from_secs(5),
+        // Long enough that the steps below (four kubectl runs and two EKS calls, seconds on a
+        // loaded 2-core CI machine) surely fall between two reads.
+        fargate_poll: Duration::from_secs(15),
         ..Default::default()
     })
     .unwrap();
@@ -278,7 +280,7 @@ async fn a_pod_created_between_a_profile_and_kube_sims_next_read_still_lands_on_
     );
     assert_eq!(admitted_now["spec"]["schedulerName"], "default-scheduler");
 
-    let after = wait_for("late pod on Fargate", Duration::from_secs(30), || {
+    let after = wait_for("late pod on Fargate", Duration::from_secs(45), || {
         let p = kubectl_json(
             &target,
             &["get", "pod", "after", "-n", "joiner", "-o", "json"],
