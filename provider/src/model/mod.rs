@@ -12,10 +12,12 @@
 //! [`Value::is_fully_known`] before trusting a model built at plan time.
 
 pub mod agent;
+pub mod cluster;
 pub mod fields;
 pub mod interruption_queue;
 pub mod node_class;
 pub mod node_pool;
+pub mod nullable;
 pub mod paths;
 
 use crate::protocol::prelude::*;

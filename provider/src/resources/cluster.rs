@@ -22,6 +22,8 @@ use tokio::time::Instant;
 use crate::aws::eks::cluster::{self as eks_cluster, ClusterInfo, ClusterSpec};
 use crate::aws::eks::wait::PollInterval;
 use crate::aws::eks::{addon, oidc, EksError};
+use crate::model::cluster::ClusterModel;
+use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
 
@@ -70,141 +72,116 @@ async fn unless_stopped<T>(
     }
 }
 
-fn string_set(v: &Value) -> BTreeSet<String> {
-    v.as_string_list().into_iter().collect()
-}
-
-fn set_value<I: IntoIterator<Item = String>>(items: I) -> Value {
-    let sorted: BTreeSet<String> = items.into_iter().collect();
-    Value::Set(sorted.into_iter().map(Value::String).collect())
-}
-
 /// `tags` plus the discovery tag: what the cluster really carries on AWS.
-fn all_tags(v: &Value) -> Option<BTreeMap<String, String>> {
-    let tags = v.get("tags");
-    let name = v.get("name");
-    let discovery = v.get("discovery_tag_value");
-    if !tags.is_fully_known() || name.is_unknown() || discovery.is_unknown() {
-        return None;
-    }
-    let mut all = tags.as_string_map();
-    let value = discovery.as_str().or(name.as_str()).unwrap_or_default();
+fn all_tags(m: &ClusterModel) -> BTreeMap<String, String> {
+    let mut all = m.tags.clone().unwrap_or_default();
+    let value = m
+        .discovery_tag_value
+        .as_deref()
+        .or(m.name.as_deref())
+        .unwrap_or_default();
     if !value.is_empty() {
         all.entry(DISCOVERY_TAG.to_string())
             .or_insert_with(|| value.to_string());
     }
-    Some(all)
+    all
 }
 
-fn spec_from(v: &Value) -> ClusterSpec {
+/// [`all_tags`] of a planned value, `None` while one of its inputs is unknown.
+fn planned_tags(planned: &Value) -> Option<BTreeMap<String, String>> {
+    ClusterModel::tag_inputs_known(planned).then(|| all_tags(&ClusterModel::from_value(planned)))
+}
+
+fn spec_from(m: &ClusterModel) -> ClusterSpec {
+    let strings =
+        |s: &Option<BTreeSet<String>>| -> Vec<String> { s.iter().flatten().cloned().collect() };
     ClusterSpec {
-        name: v.get("name").as_str().unwrap_or_default().to_string(),
-        version: v.get("version").as_str().map(str::to_string),
-        role_arn: v.get("role_arn").as_str().unwrap_or_default().to_string(),
-        subnet_ids: string_set(v.get("subnet_ids")).into_iter().collect(),
-        security_group_ids: string_set(v.get("security_group_ids"))
-            .into_iter()
-            .collect(),
-        endpoint_public_access: v.get("endpoint_public_access").as_bool().unwrap_or(true),
-        endpoint_private_access: v.get("endpoint_private_access").as_bool().unwrap_or(true),
-        public_access_cidrs: string_set(v.get("public_access_cidrs"))
-            .into_iter()
-            .collect(),
-        kms_key_arn: v.get("kms_key_arn").as_str().map(str::to_string),
-        log_types: string_set(v.get("enabled_log_types")),
-        tags: all_tags(v).unwrap_or_default(),
+        name: m.name_or_default(),
+        version: m.version.clone(),
+        role_arn: m.role_arn.clone().unwrap_or_default(),
+        subnet_ids: strings(&m.subnet_ids),
+        security_group_ids: strings(&m.security_group_ids),
+        endpoint_public_access: m.endpoint_public_access.unwrap_or(true),
+        endpoint_private_access: m.endpoint_private_access.unwrap_or(true),
+        public_access_cidrs: strings(&m.public_access_cidrs),
+        kms_key_arn: m.kms_key_arn.clone(),
+        log_types: m.enabled_log_types.clone().unwrap_or_default(),
+        tags: all_tags(m),
     }
 }
 
-fn thumbprints(v: &Value) -> Vec<String> {
-    match v.get("oidc_thumbprints") {
-        Value::Null => vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()],
-        t => t.as_string_list(),
-    }
+fn thumbprints(m: &ClusterModel) -> Vec<String> {
+    m.oidc_thumbprints
+        .clone()
+        .unwrap_or_else(|| vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()])
+}
+
+fn set_of(items: &[String]) -> Option<BTreeSet<String>> {
+    Some(items.iter().cloned().collect())
 }
 
 /// Writes what EKS reports into `state`, keeping the inputs EKS cannot tell us.
-fn apply_remote(state: &mut Value, info: &ClusterInfo) {
-    state.set_attr("id", Value::string(&info.name));
-    state.set_attr("name", Value::string(&info.name));
-    state.set_attr("arn", Value::string(&info.arn));
-    state.set_attr("status", Value::string(&info.status));
-    state.set_attr("version", Value::opt_string(info.version.clone()));
-    state.set_attr(
-        "platform_version",
-        Value::opt_string(info.platform_version.clone()),
-    );
-    state.set_attr("endpoint", Value::opt_string(info.endpoint.clone()));
-    state.set_attr(
-        "certificate_authority",
-        Value::opt_string(info.certificate_authority.clone()),
-    );
-    state.set_attr("oidc_issuer", Value::opt_string(info.oidc_issuer.clone()));
-    state.set_attr(
-        "cluster_security_group_id",
-        Value::opt_string(info.cluster_security_group_id.clone()),
-    );
-    state.set_attr("vpc_id", Value::opt_string(info.vpc_id.clone()));
+fn apply_remote(state: &mut ClusterModel, info: &ClusterInfo) {
+    state.id = Some(info.name.clone());
+    state.name = Some(info.name.clone());
+    state.arn = Some(info.arn.clone());
+    state.status = Some(info.status.clone());
+    state.version = info.version.clone();
+    state.platform_version = info.platform_version.clone();
+    state.endpoint = info.endpoint.clone();
+    state.certificate_authority = info.certificate_authority.clone();
+    state.oidc_issuer = info.oidc_issuer.clone();
+    state.cluster_security_group_id = info.cluster_security_group_id.clone();
+    state.vpc_id = info.vpc_id.clone();
     if let Some(role) = &info.role_arn {
-        state.set_attr("role_arn", Value::string(role));
+        state.role_arn = Some(role.clone());
     }
-    state.set_attr("subnet_ids", set_value(info.subnet_ids.clone()));
-    state.set_attr(
-        "security_group_ids",
-        set_value(info.security_group_ids.clone()),
-    );
+    state.subnet_ids = set_of(&info.subnet_ids);
+    state.security_group_ids = set_of(&info.security_group_ids);
     if let Some(public) = info.endpoint_public_access {
-        state.set_attr("endpoint_public_access", Value::Bool(public));
+        state.endpoint_public_access = Some(public);
         // EKS keeps reporting CIDRs for a private-only endpoint, where they mean nothing:
         // only a public endpoint's CIDRs are compared.
         if public {
-            state.set_attr(
-                "public_access_cidrs",
-                set_value(info.public_access_cidrs.clone()),
-            );
+            state.public_access_cidrs = set_of(&info.public_access_cidrs);
         }
     }
-    if state.get("public_access_cidrs").is_null() {
-        state.set_attr("public_access_cidrs", set_value(["0.0.0.0/0".to_string()]));
+    if state.public_access_cidrs.is_none() {
+        state.public_access_cidrs = set_of(&["0.0.0.0/0".to_string()]);
     }
     if let Some(private) = info.endpoint_private_access {
-        state.set_attr("endpoint_private_access", Value::Bool(private));
+        state.endpoint_private_access = Some(private);
     }
-    state.set_attr("kms_key_arn", Value::opt_string(info.kms_key_arn.clone()));
-    state.set_attr("enabled_log_types", set_value(info.log_types.clone()));
+    state.kms_key_arn = info.kms_key_arn.clone();
+    state.enabled_log_types = Some(info.log_types.iter().cloned().collect());
 
     // `tags` is what the user wrote: the remote tags minus the discovery tag we add.
     let user_has_discovery_key = state
-        .get("tags")
-        .as_string_map()
-        .contains_key(DISCOVERY_TAG);
+        .tags
+        .as_ref()
+        .is_some_and(|t| t.contains_key(DISCOVERY_TAG));
     let mut user_tags = info.tags.clone();
     if !user_has_discovery_key {
         user_tags.remove(DISCOVERY_TAG);
     }
-    let tags = if user_tags.is_empty() && state.get("tags").is_null() {
-        Value::Null
+    state.tags = if user_tags.is_empty() && state.tags.is_none() {
+        None
     } else {
-        Value::string_map(user_tags)
+        Some(user_tags)
     };
-    state.set_attr("tags", tags);
-    state.set_attr("tags_all", Value::string_map(info.tags.clone()));
+    state.tags_all = Some(info.tags.clone());
 }
 
 /// Fills the inputs EKS does not report with their defaults (after import).
-fn fill_local_defaults(state: &mut Value) {
-    if state.get("enable_irsa").is_null() {
-        let on = !state.get("oidc_provider_arn").is_null();
-        state.set_attr("enable_irsa", Value::Bool(on));
+fn fill_local_defaults(state: &mut ClusterModel) {
+    if state.enable_irsa.is_none() {
+        state.enable_irsa = Some(state.oidc_provider_arn.is_some());
     }
-    if state.get("coredns_on_fargate").is_null() {
-        state.set_attr("coredns_on_fargate", Value::Bool(true));
+    if state.coredns_on_fargate.is_none() {
+        state.coredns_on_fargate = Some(true);
     }
-    if state.get("oidc_thumbprints").is_null() {
-        state.set_attr(
-            "oidc_thumbprints",
-            Value::List(vec![Value::string(oidc::EKS_OIDC_ROOT_CA_THUMBPRINT)]),
-        );
+    if state.oidc_thumbprints.is_none() {
+        state.oidc_thumbprints = Some(vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()]);
     }
 }
 
@@ -361,8 +338,9 @@ impl Resource<ProviderContext> for Cluster {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
-        let public = config.get("endpoint_public_access").as_bool();
-        let private = config.get("endpoint_private_access").as_bool();
+        let m = ClusterModel::from_value(config);
+        let public = m.endpoint_public_access;
+        let private = m.endpoint_private_access;
         if public == Some(false) && private == Some(false) {
             d.error_at(
                 "endpoint_private_access",
@@ -370,6 +348,8 @@ impl Resource<ProviderContext> for Cluster {
                 "endpoint_public_access and endpoint_private_access cannot both be false; keep the private endpoint so nodes can join",
             );
         }
+        // Read raw, not through the model: a value set from another resource's output is
+        // unknown here, which the model reads as absent, yet the user did set it.
         if public == Some(false) && !config.get("public_access_cidrs").is_null() {
             d.error_at(
                 "public_access_cidrs",
@@ -377,9 +357,8 @@ impl Resource<ProviderContext> for Cluster {
                 "public_access_cidrs only applies when endpoint_public_access = true",
             );
         }
-        if config.get("enable_irsa").as_bool() == Some(false)
-            && !config.get("oidc_thumbprints").is_null()
-        {
+        // Raw for the same reason as public_access_cidrs above.
+        if m.enable_irsa == Some(false) && !config.get("oidc_thumbprints").is_null() {
             d.push(Diagnostic::warning_at(
                 "oidc_thumbprints",
                 "Thumbprints without IRSA",
@@ -389,6 +368,9 @@ impl Resource<ProviderContext> for Cluster {
         d
     }
 
+    /// Reads through models, but edits `plan.planned` in place: a model round trip would
+    /// turn the unknown values Terraform planned into nulls. `plan.changed` stays on the raw
+    /// values too, since "unknown now" is a change a model cannot see.
     async fn modify_plan(
         &self,
         _ctx: &ProviderContext,
@@ -398,13 +380,12 @@ impl Resource<ProviderContext> for Cluster {
             return Ok(());
         }
         let replacing = plan.is_create() || plan.is_replace();
+        let prior = ClusterModel::from_value(&plan.prior);
+        let planned = ClusterModel::from_value(&plan.planned);
 
         // Version: in place, forward only, one minor at a time (EKS's rules).
         if !replacing && plan.changed("version") {
-            if let (Some(old), Some(new)) = (
-                plan.prior.get("version").as_str(),
-                plan.planned.get("version").as_str(),
-            ) {
+            if let (Some(old), Some(new)) = (prior.version.as_deref(), planned.version.as_deref()) {
                 if let (Some(o), Some(n)) = (inputs::parse_version(old), inputs::parse_version(new))
                 {
                     if n < o {
@@ -434,21 +415,18 @@ impl Resource<ProviderContext> for Cluster {
         }
 
         // The discovery tag is part of the plan, so reviewers see it.
-        let tags_all = all_tags(&plan.planned)
+        let tags_all = planned_tags(&plan.planned)
             .map(Value::string_map)
             .unwrap_or(Value::Unknown);
         plan.planned.set_attr("tags_all", tags_all);
 
-        let irsa = plan.planned.get("enable_irsa").as_bool();
-        let arn = if irsa == Some(false) {
+        let arn = if planned.enable_irsa == Some(false) {
             Value::Null
-        } else if replacing
-            || plan.prior.get("oidc_provider_arn").is_null()
-            || plan.changed("oidc_thumbprints")
+        } else if replacing || prior.oidc_provider_arn.is_none() || plan.changed("oidc_thumbprints")
         {
             Value::Unknown
         } else {
-            plan.prior.get("oidc_provider_arn").clone()
+            Value::opt_string(prior.oidc_provider_arn.clone())
         };
         plan.planned.set_attr("oidc_provider_arn", arn);
         Ok(())
@@ -456,14 +434,16 @@ impl Resource<ProviderContext> for Cluster {
 
     async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = deadline(change.timeout, CREATE_TIMEOUT);
-        let planned = change.planned;
+        // The computed attributes are unknown in `planned`; the model reads them as None,
+        // which is what a partial state must hold for them.
+        let planned = ClusterModel::from_value(&change.planned);
         let spec = spec_from(&planned);
         let eks = ctx.aws.eks();
         eks_cluster::create(&eks, &spec, deadline).await?;
         tracing::info!(cluster = %spec.name, "CreateCluster accepted; waiting for ACTIVE");
 
         let mut state = planned.clone();
-        state.set_attr("oidc_provider_arn", Value::Null);
+        state.oidc_provider_arn = None;
         let waited = unless_stopped(
             ctx,
             "waiting for the cluster to become ACTIVE",
@@ -474,32 +454,14 @@ impl Resource<ProviderContext> for Cluster {
             Ok(info) => info,
             Err(d) => {
                 // The cluster exists: keep it in state (tainted) rather than orphan it.
-                state.set_attr("id", Value::string(&spec.name));
-                for k in [
-                    "arn",
-                    "status",
-                    "endpoint",
-                    "certificate_authority",
-                    "oidc_issuer",
-                    "cluster_security_group_id",
-                    "vpc_id",
-                    "platform_version",
-                    "tags_all",
-                ] {
-                    if state.get(k).is_unknown() {
-                        state.set_attr(k, Value::Null);
-                    }
-                }
-                if state.get("version").is_unknown() {
-                    state.set_attr("version", Value::Null);
-                }
-                return Err(d.with_partial_state(state));
+                state.id = Some(spec.name.clone());
+                return Err(d.with_partial_state(state.to_value()));
             }
         };
         apply_remote(&mut state, &info);
 
         let mut warnings = Vec::new();
-        if planned.get("enable_irsa").as_bool() == Some(true) {
+        if planned.enable_irsa == Some(true) {
             let issuer = info.oidc_issuer.clone().unwrap_or_default();
             match oidc::ensure_provider(
                 &ctx.aws.iam(),
@@ -510,17 +472,17 @@ impl Resource<ProviderContext> for Cluster {
             )
             .await
             {
-                Ok(arn) => state.set_attr("oidc_provider_arn", Value::string(arn)),
-                Err(e) => return Err(Diagnostics::from(e).with_partial_state(state)),
+                Ok(arn) => state.oidc_provider_arn = Some(arn),
+                Err(e) => return Err(Diagnostics::from(e).with_partial_state(state.to_value())),
             }
         }
-        if planned.get("coredns_on_fargate").as_bool() == Some(true) {
+        if planned.coredns_on_fargate == Some(true) {
             match addon::ensure_coredns_on_fargate(&eks, &spec.name, deadline).await {
                 Ok(outcome) => warnings.extend(addon_warning(&outcome, &spec.name)),
-                Err(e) => return Err(Diagnostics::from(e).with_partial_state(state)),
+                Err(e) => return Err(Diagnostics::from(e).with_partial_state(state.to_value())),
             }
         }
-        let mut applied = Applied::new(state);
+        let mut applied = Applied::new(state.to_value());
         for w in warnings {
             applied = applied.with_warning(w);
         }
@@ -533,43 +495,42 @@ impl Resource<ProviderContext> for Cluster {
         req: ReadRequest,
     ) -> Result<Option<Applied>, Diagnostics> {
         let deadline = Instant::now() + READ_TIMEOUT;
-        let mut state = req.state;
-        let name = state.get("name").as_str().unwrap_or_default().to_string();
+        let mut state = ClusterModel::from_value(&req.state);
+        let name = state.name_or_default();
         let Some(info) = eks_cluster::describe(&ctx.aws.eks(), &name, deadline).await? else {
             return Ok(None);
         };
         apply_remote(&mut state, &info);
         // The OIDC provider: deleted out of band → null, and the next plan recreates it.
         let iam = ctx.aws.iam();
-        match state.get("oidc_provider_arn").as_str().map(str::to_string) {
-            Some(arn) => {
-                if !oidc::exists(&iam, &arn, deadline).await? {
-                    state.set_attr("oidc_provider_arn", Value::Null);
-                }
+        if let Some(arn) = state.oidc_provider_arn.clone() {
+            if !oidc::exists(&iam, &arn, deadline).await? {
+                state.oidc_provider_arn = None;
             }
-            None if state.get("enable_irsa").is_null() => {
-                // Import: adopt the provider registered for this issuer, if any.
-                if let Some(issuer) = &info.oidc_issuer {
-                    let found = oidc::find_provider(&iam, issuer, deadline).await?;
-                    state.set_attr("oidc_provider_arn", Value::opt_string(found));
-                }
+        } else if state.enable_irsa.is_none() {
+            // Import: adopt the provider registered for this issuer, if any.
+            if let Some(issuer) = &info.oidc_issuer {
+                state.oidc_provider_arn = oidc::find_provider(&iam, issuer, deadline).await?;
             }
-            None => state.set_attr("oidc_provider_arn", Value::Null),
         }
         fill_local_defaults(&mut state);
-        Ok(Some(Applied::new(state).with_private(req.private)))
+        Ok(Some(
+            Applied::new(state.to_value()).with_private(req.private),
+        ))
     }
 
     async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = deadline(change.timeout, UPDATE_TIMEOUT);
-        let (prior, planned) = (&change.prior, &change.planned);
-        let name = planned.get("name").as_str().unwrap_or_default().to_string();
+        let prior = ClusterModel::from_value(&change.prior);
+        let planned = ClusterModel::from_value(&change.planned);
+        let name = planned.name_or_default();
         let eks = ctx.aws.eks();
         let mut state = prior.clone();
-        let progress = |d: Diagnostics, state: &Value| d.with_partial_state(state.clone());
+        let progress =
+            |d: Diagnostics, state: &ClusterModel| d.with_partial_state(state.to_value());
 
-        if planned.get("version") != prior.get("version") {
-            if let Some(v) = planned.get("version").as_str() {
+        if planned.version != prior.version {
+            if let Some(v) = &planned.version {
                 let info = unless_stopped(
                     ctx,
                     "upgrading the cluster",
@@ -580,8 +541,8 @@ impl Resource<ProviderContext> for Cluster {
                 apply_remote(&mut state, &info);
             }
         }
-        if planned.get("enabled_log_types") != prior.get("enabled_log_types") {
-            let types = string_set(planned.get("enabled_log_types"));
+        if planned.enabled_log_types != prior.enabled_log_types {
+            let types = planned.enabled_log_types.clone().unwrap_or_default();
             let info = unless_stopped(
                 ctx,
                 "updating control-plane logging",
@@ -591,13 +552,11 @@ impl Resource<ProviderContext> for Cluster {
             .map_err(|d| progress(d, &state))?;
             apply_remote(&mut state, &info);
         }
-        let access = [
-            "endpoint_public_access",
-            "endpoint_private_access",
-            "public_access_cidrs",
-        ];
-        if access.iter().any(|a| planned.get(a) != prior.get(a)) {
-            let spec = spec_from(planned);
+        if planned.endpoint_public_access != prior.endpoint_public_access
+            || planned.endpoint_private_access != prior.endpoint_private_access
+            || planned.public_access_cidrs != prior.public_access_cidrs
+        {
+            let spec = spec_from(&planned);
             let info = unless_stopped(
                 ctx,
                 "updating endpoint access",
@@ -607,15 +566,12 @@ impl Resource<ProviderContext> for Cluster {
             .map_err(|d| progress(d, &state))?;
             apply_remote(&mut state, &info);
             // Keep the configured CIDRs when the public endpoint is off (see apply_remote).
-            state.set_attr(
-                "public_access_cidrs",
-                planned.get("public_access_cidrs").clone(),
-            );
+            state.public_access_cidrs = planned.public_access_cidrs.clone();
         }
-        let want_tags = all_tags(planned).unwrap_or_default();
-        let have_tags = prior.get("tags_all").as_string_map();
+        let want_tags = all_tags(&planned);
+        let have_tags = prior.tags_all.clone().unwrap_or_default();
         if want_tags != have_tags {
-            let arn = prior.get("arn").as_str().unwrap_or_default().to_string();
+            let arn = prior.arn.clone().unwrap_or_default();
             eks_cluster::sync_tags(&eks, &arn, &have_tags, &want_tags, deadline)
                 .await
                 .map_err(|e| progress(e.into(), &state))?;
@@ -623,36 +579,30 @@ impl Resource<ProviderContext> for Cluster {
 
         // IRSA's OIDC provider.
         let iam = ctx.aws.iam();
-        let irsa = planned.get("enable_irsa").as_bool() == Some(true);
-        let prior_arn = prior.get("oidc_provider_arn").as_str().map(str::to_string);
+        let irsa = planned.enable_irsa == Some(true);
         if irsa
-            && (prior_arn.is_none()
-                || planned.get("oidc_thumbprints") != prior.get("oidc_thumbprints"))
+            && (prior.oidc_provider_arn.is_none()
+                || planned.oidc_thumbprints != prior.oidc_thumbprints)
         {
-            let issuer = prior
-                .get("oidc_issuer")
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let issuer = prior.oidc_issuer.clone().unwrap_or_default();
             let arn =
-                oidc::ensure_provider(&iam, &issuer, &thumbprints(planned), &want_tags, deadline)
+                oidc::ensure_provider(&iam, &issuer, &thumbprints(&planned), &want_tags, deadline)
                     .await
                     .map_err(|e| progress(e.into(), &state))?;
-            state.set_attr("oidc_provider_arn", Value::string(arn));
+            state.oidc_provider_arn = Some(arn);
         } else if !irsa {
-            if let Some(arn) = prior_arn {
-                oidc::delete(&iam, &arn, deadline)
+            if let Some(arn) = &prior.oidc_provider_arn {
+                oidc::delete(&iam, arn, deadline)
                     .await
                     .map_err(|e| progress(e.into(), &state))?;
             }
-            state.set_attr("oidc_provider_arn", Value::Null);
+            state.oidc_provider_arn = None;
         }
 
         // CoreDNS on Fargate.
         let mut warning = None;
-        let coredns = planned.get("coredns_on_fargate").as_bool() == Some(true);
-        if planned.get("coredns_on_fargate") != prior.get("coredns_on_fargate") {
-            let outcome = if coredns {
+        if planned.coredns_on_fargate != prior.coredns_on_fargate {
+            let outcome = if planned.coredns_on_fargate == Some(true) {
                 addon::ensure_coredns_on_fargate(&eks, &name, deadline).await
             } else {
                 addon::release_coredns(&eks, &name, deadline).await
@@ -670,15 +620,12 @@ impl Resource<ProviderContext> for Cluster {
                     format!("EKS cluster {name:?} vanished during the update"),
                 )
             })?;
-        let oidc_arn = state.get("oidc_provider_arn").clone();
+        let oidc_arn = state.oidc_provider_arn.clone();
         let mut state = planned.clone();
         apply_remote(&mut state, &info);
-        state.set_attr(
-            "public_access_cidrs",
-            planned.get("public_access_cidrs").clone(),
-        );
-        state.set_attr("oidc_provider_arn", oidc_arn);
-        let mut applied = Applied::new(state);
+        state.public_access_cidrs = planned.public_access_cidrs.clone();
+        state.oidc_provider_arn = oidc_arn;
+        let mut applied = Applied::new(state.to_value());
         if let Some(w) = warning {
             applied = applied.with_warning(w);
         }
@@ -687,9 +634,9 @@ impl Resource<ProviderContext> for Cluster {
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
         let deadline = deadline(change.timeout, DELETE_TIMEOUT);
-        let prior = change.prior;
-        let name = prior.get("name").as_str().unwrap_or_default().to_string();
-        if let Some(arn) = prior.get("oidc_provider_arn").as_str() {
+        let prior = ClusterModel::from_value(&change.prior);
+        let name = prior.name_or_default();
+        if let Some(arn) = &prior.oidc_provider_arn {
             oidc::delete(&ctx.aws.iam(), arn, deadline).await?;
         }
         // The add-on goes with the cluster.
@@ -708,16 +655,21 @@ impl Resource<ProviderContext> for Cluster {
                 format!("expected the EKS cluster name: {e}"),
             )
         })?;
-        Ok(Applied::new(Value::object([
-            ("id", Value::string(id)),
-            ("name", Value::string(id)),
-        ])))
+        Ok(Applied::new(
+            ClusterModel {
+                id: Some(id.to_string()),
+                name: Some(id.to_string()),
+                ..Default::default()
+            }
+            .to_value(),
+        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::conforms;
 
     #[test]
     fn discovery_tag_defaults_to_the_name_and_can_be_turned_off() {
@@ -725,14 +677,114 @@ mod tests {
             ("name", Value::string("prod")),
             ("tags", Value::string_map([("team", "platform")])),
         ]);
-        let all = all_tags(&v).unwrap();
+        let all = planned_tags(&v).unwrap();
         assert_eq!(all.get(DISCOVERY_TAG).map(String::as_str), Some("prod"));
         assert_eq!(all.get("team").map(String::as_str), Some("platform"));
         let mut off = v.clone();
         off.set_attr("discovery_tag_value", Value::string(""));
-        assert!(!all_tags(&off).unwrap().contains_key(DISCOVERY_TAG));
+        assert!(!planned_tags(&off).unwrap().contains_key(DISCOVERY_TAG));
         let mut unknown = v;
         unknown.set_attr("tags", Value::Unknown);
-        assert!(all_tags(&unknown).is_none());
+        assert!(planned_tags(&unknown).is_none());
+    }
+
+    fn set(xs: &[&str]) -> Option<BTreeSet<String>> {
+        Some(xs.iter().map(|x| x.to_string()).collect())
+    }
+
+    fn full() -> ClusterModel {
+        ClusterModel {
+            id: Some("prod".into()),
+            name: Some("prod".into()),
+            version: Some("1.31".into()),
+            role_arn: Some("arn:aws:iam::123456789012:role/eks".into()),
+            subnet_ids: set(&["subnet-0123abcd", "subnet-4567abcd"]),
+            security_group_ids: set(&["sg-0123abcd"]),
+            endpoint_public_access: Some(true),
+            endpoint_private_access: Some(false),
+            public_access_cidrs: set(&["203.0.113.0/24"]),
+            kms_key_arn: Some("arn:aws:kms:us-east-1:123456789012:key/k".into()),
+            enabled_log_types: set(&["api", "audit"]),
+            tags: Some([("team".to_string(), "platform".to_string())].into()),
+            discovery_tag_value: Some("prod".into()),
+            tags_all: Some([(DISCOVERY_TAG.to_string(), "prod".to_string())].into()),
+            enable_irsa: Some(true),
+            oidc_thumbprints: Some(vec!["9e99a48a9960b14926bb7f3b02e22da2b0ab7280".into()]),
+            coredns_on_fargate: Some(false),
+            arn: Some("arn:aws:eks:us-east-1:123456789012:cluster/prod".into()),
+            status: Some("ACTIVE".into()),
+            endpoint: Some("https://example.eks.amazonaws.com".into()),
+            certificate_authority: Some("LS0t".into()),
+            oidc_issuer: Some("https://oidc.eks.us-east-1.amazonaws.com/id/A".into()),
+            oidc_provider_arn: Some("arn:aws:iam::123456789012:oidc-provider/x".into()),
+            cluster_security_group_id: Some("sg-89abcdef".into()),
+            vpc_id: Some("vpc-0123abcd".into()),
+            platform_version: Some("eks.3".into()),
+            timeouts: Value::object([
+                ("create", Value::string("40m")),
+                ("update", Value::string("1h")),
+                ("delete", Value::string("20m")),
+            ]),
+        }
+    }
+
+    /// Every attribute the model writes is in the schema, every schema attribute is mapped,
+    /// and what it writes reads back unchanged, null and empty collections alike.
+    #[test]
+    fn model_matches_schema() {
+        let r = Cluster;
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        conforms(&full().to_value(), &schema.implied_type()).unwrap();
+        assert_eq!(ClusterModel::from_value(&full().to_value()), full());
+        let empty = ClusterModel {
+            subnet_ids: Some(BTreeSet::new()),
+            tags: Some(BTreeMap::new()),
+            oidc_thumbprints: Some(vec![]),
+            ..Default::default()
+        };
+        for m in [ClusterModel::default(), empty] {
+            conforms(&m.to_value(), &schema.implied_type()).unwrap();
+            assert_eq!(ClusterModel::from_value(&m.to_value()), m);
+        }
+    }
+
+    /// Import then read: `tags` holds the user's tags without the discovery tag joiner
+    /// adds, and the inputs EKS cannot report get their defaults.
+    #[test]
+    fn remote_state_keeps_the_users_tags_apart_from_the_discovery_tag() {
+        let info = ClusterInfo {
+            name: "prod".into(),
+            arn: "arn:aws:eks:us-east-1:1:cluster/prod".into(),
+            status: "ACTIVE".into(),
+            tags: [
+                (DISCOVERY_TAG.to_string(), "prod".to_string()),
+                ("team".to_string(), "platform".to_string()),
+            ]
+            .into(),
+            endpoint_public_access: Some(false),
+            public_access_cidrs: vec!["0.0.0.0/0".into()],
+            ..ClusterInfo::default()
+        };
+        let mut imported = ClusterModel {
+            name: Some("prod".into()),
+            ..Default::default()
+        };
+        apply_remote(&mut imported, &info);
+        fill_local_defaults(&mut imported);
+        assert_eq!(
+            imported.tags,
+            Some([("team".to_string(), "platform".to_string())].into())
+        );
+        assert_eq!(imported.tags_all.as_ref().map(|t| t.len()), Some(2));
+        assert_eq!(imported.public_access_cidrs, set(&["0.0.0.0/0"]));
+        assert_eq!(imported.enable_irsa, Some(false));
+        assert_eq!(imported.coredns_on_fargate, Some(true));
+        let untagged = ClusterInfo {
+            tags: [(DISCOVERY_TAG.to_string(), "prod".to_string())].into(),
+            ..info
+        };
+        let mut state = ClusterModel::default();
+        apply_remote(&mut state, &untagged);
+        assert_eq!(state.tags, None, "no user tags stay null");
     }
 }
