@@ -19,6 +19,7 @@ pub mod node_class;
 pub mod node_pool;
 pub mod nullable;
 pub mod paths;
+pub mod role;
 
 use crate::protocol::prelude::*;
 

@@ -4,6 +4,7 @@
 //! [`crate::policy::agent`], scoped to this cluster's tag, queue, node role and cluster.
 
 use crate::aws::iam::RemoteRole;
+use crate::model::role::AgentRoleInputs;
 use crate::policy::agent::{agent_policy, AgentScope};
 use crate::policy::arn::Arn;
 use crate::policy::trust::{self, AgentTrust};
@@ -12,6 +13,7 @@ use crate::protocol::prelude::*;
 use super::fargate_role::cluster_name_attribute;
 use super::iam_role::{arn_of, input, Documents, Env, RoleFlavor, RoleResource};
 
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgentRoleFlavor;
 
 pub type AgentRole = RoleResource<AgentRoleFlavor>;
@@ -64,6 +66,8 @@ impl RoleFlavor for AgentRoleFlavor {
     const SUMMARY: &'static str = "IAM role for joiner-agent: IRSA (default) or EKS Pod Identity trust for one service account, and a least-privilege inline policy scoped to this cluster.";
     const DEFAULT_DESCRIPTION: &'static str = "joiner: in-cluster agent";
     const INLINE_POLICY_NAME: Option<&'static str> = Some(INLINE_POLICY);
+
+    type Inputs = AgentRoleInputs;
 
     fn attributes() -> Vec<Attribute> {
         vec![
@@ -169,8 +173,7 @@ impl RoleFlavor for AgentRoleFlavor {
     /// Every input is written in the documents: the cluster in the `Cluster` statement,
     /// the queue and node role in theirs, and the trust route, OIDC provider, issuer,
     /// namespace and service account in the trust policy.
-    fn recover_inputs(role: &RemoteRole) -> Vec<(&'static str, Value)> {
-        let mut out = Vec::new();
+    fn recover_inputs(role: &RemoteRole, inputs: &mut AgentRoleInputs) {
         let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s).ok();
         let statements = |doc: &serde_json::Value| match &doc["Statement"] {
             serde_json::Value::Array(a) => a.clone(),
@@ -188,15 +191,11 @@ impl RoleFlavor for AgentRoleFlavor {
                 match (st["Sid"].as_str(), resource) {
                     (Some("Cluster"), Some(r)) => {
                         if let Ok(arn) = Arn::parse(&r) {
-                            out.push(("cluster_name", Value::string(arn.resource_name())));
+                            inputs.cluster_name = Some(arn.resource_name().to_string());
                         }
                     }
-                    (Some("InterruptionQueue"), Some(r)) => {
-                        out.push(("queue_arn", Value::string(r)))
-                    }
-                    (Some("PassNodeRole"), Some(r)) => {
-                        out.push(("node_role_arn", Value::string(r)))
-                    }
+                    (Some("InterruptionQueue"), Some(r)) => inputs.queue_arn = Some(r),
+                    (Some("PassNodeRole"), Some(r)) => inputs.node_role_arn = Some(r),
                     _ => {}
                 }
             }
@@ -204,19 +203,16 @@ impl RoleFlavor for AgentRoleFlavor {
         if let Some(trust) = parse(&role.trust_policy) {
             for st in statements(&trust) {
                 if let Some(fed) = first(&st["Principal"]["Federated"]) {
-                    out.push(("trust", Value::string("irsa")));
-                    out.push(("oidc_provider_arn", Value::string(fed)));
+                    inputs.trust = Some("irsa".to_string());
+                    inputs.oidc_provider_arn = Some(fed);
                     if let Some(conds) = st["Condition"]["StringEquals"].as_object() {
                         for (k, v) in conds {
                             if let (Some(issuer), Some(sub)) = (k.strip_suffix(":sub"), first(v)) {
-                                out.push((
-                                    "oidc_issuer_url",
-                                    Value::string(format!("https://{issuer}")),
-                                ));
+                                inputs.oidc_issuer_url = Some(format!("https://{issuer}"));
                                 if let Some(rest) = sub.strip_prefix("system:serviceaccount:") {
                                     if let Some((ns, sa)) = rest.split_once(':') {
-                                        out.push(("namespace", Value::string(ns)));
-                                        out.push(("service_account", Value::string(sa)));
+                                        inputs.namespace = Some(ns.to_string());
+                                        inputs.service_account = Some(sa.to_string());
                                     }
                                 }
                             }
@@ -225,17 +221,17 @@ impl RoleFlavor for AgentRoleFlavor {
                 } else if first(&st["Principal"]["Service"])
                     .is_some_and(|s| s.starts_with("pods.eks."))
                 {
-                    out.push(("trust", Value::string("pod_identity")));
+                    inputs.trust = Some("pod_identity".to_string());
                 }
             }
         }
-        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Model;
 
     fn env() -> Env {
         Env {
@@ -282,12 +278,9 @@ mod tests {
             inline_policies: [(INLINE_POLICY.to_string(), docs.inline.unwrap())].into(),
             ..RemoteRole::default()
         };
-        let recovered: std::collections::BTreeMap<_, _> =
-            AgentRoleFlavor::recover_inputs(&role).into_iter().collect();
-        for (k, v) in recovered.iter() {
-            assert_eq!(&config().get(k).clone(), v, "{k}");
-        }
-        assert_eq!(recovered.len(), 8, "{recovered:?}");
+        let mut recovered = AgentRoleInputs::default();
+        AgentRoleFlavor::recover_inputs(&role, &mut recovered);
+        assert_eq!(recovered, AgentRoleInputs::from_value(&config()));
     }
 
     #[test]

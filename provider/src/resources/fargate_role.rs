@@ -2,12 +2,14 @@
 //! logs for the system pods (kube-system, the agent), trusted only by this cluster's
 //! Fargate profiles.
 
+use crate::model::role::FargateRoleInputs;
 use crate::policy::{managed, trust};
 use crate::protocol::prelude::*;
 
 use super::iam_role::{input, Documents, Env, RoleFlavor, RoleResource};
 use crate::aws::iam::RemoteRole;
 
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FargateRoleFlavor;
 
 pub type FargateRole = RoleResource<FargateRoleFlavor>;
@@ -47,6 +49,8 @@ impl RoleFlavor for FargateRoleFlavor {
     const SUMMARY: &'static str = "IAM pod execution role for Fargate: trusted by eks-fargate-pods.amazonaws.com for this cluster's Fargate profiles only, with AmazonEKSFargatePodExecutionRolePolicy.";
     const DEFAULT_DESCRIPTION: &'static str = "joiner: Fargate pod execution";
 
+    type Inputs = FargateRoleInputs;
+
     fn attributes() -> Vec<Attribute> {
         vec![cluster_name_attribute(
             "The EKS cluster whose Fargate profiles may use the role (aws:SourceArn condition); updated in place.",
@@ -69,9 +73,9 @@ impl RoleFlavor for FargateRoleFlavor {
 
     /// The cluster name is the `<cluster>` in the SourceArn condition
     /// `arn:...:fargateprofile/<cluster>/*`.
-    fn recover_inputs(role: &RemoteRole) -> Vec<(&'static str, Value)> {
+    fn recover_inputs(role: &RemoteRole, inputs: &mut FargateRoleInputs) {
         let Ok(doc) = serde_json::from_str::<serde_json::Value>(&role.trust_policy) else {
-            return Vec::new();
+            return;
         };
         let statements = match &doc["Statement"] {
             serde_json::Value::Array(a) => a.clone(),
@@ -84,10 +88,10 @@ impl RoleFlavor for FargateRoleFlavor {
                 .and_then(|s| s.split_once(":fargateprofile/"))
                 .and_then(|(_, rest)| rest.split('/').next())
             {
-                return vec![("cluster_name", Value::string(cluster))];
+                inputs.cluster_name = Some(cluster.to_string());
+                return;
             }
         }
-        Vec::new()
     }
 }
 
@@ -118,9 +122,8 @@ mod tests {
             trust_policy: docs.trust.unwrap(),
             ..RemoteRole::default()
         };
-        assert_eq!(
-            FargateRoleFlavor::recover_inputs(&role),
-            vec![("cluster_name", Value::string("prod"))]
-        );
+        let mut inputs = FargateRoleInputs::default();
+        FargateRoleFlavor::recover_inputs(&role, &mut inputs);
+        assert_eq!(inputs.cluster_name.as_deref(), Some("prod"));
     }
 }

@@ -19,6 +19,8 @@ use tokio::time::Instant;
 
 use crate::aws::error::AwsError;
 use crate::aws::iam::{self, RemoteRole, RoleSpec};
+use crate::model::role::RoleModel;
+use crate::model::Model;
 use crate::policy::arn::{partition_for_region, Arn};
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
@@ -52,7 +54,11 @@ pub fn input<'a>(config: &'a Value, name: &str) -> Option<Option<&'a str>> {
 }
 
 /// One kind of joiner role.
-pub trait RoleFlavor: Send + Sync + 'static {
+///
+/// The `Clone`/`Debug`/`Default`/`PartialEq` bounds let [`RoleModel`] derive them.
+pub trait RoleFlavor:
+    Send + Sync + 'static + Clone + std::fmt::Debug + Default + PartialEq
+{
     const TYPE_NAME: &'static str;
     /// What the resource is, for the schema description.
     const SUMMARY: &'static str;
@@ -62,18 +68,19 @@ pub trait RoleFlavor: Send + Sync + 'static {
     /// Whether the role also gets an instance profile (EC2 nodes).
     const INSTANCE_PROFILE: bool = false;
 
-    /// The flavour's own inputs.
+    /// The flavour's own inputs, as attributes and as the model that reads them.
     fn attributes() -> Vec<Attribute>;
+    type Inputs: Model + Clone + std::fmt::Debug + Default + PartialEq + Send + Sync;
     /// Cross-attribute checks; `config` may contain unknowns.
     fn validate(_config: &Value) -> Diagnostics {
         Diagnostics::new()
     }
     /// The documents for a configuration (which may hold unknowns, see [`Documents`]).
+    /// Takes the raw value rather than [`Self::Inputs`]: "unknown until apply" must stay
+    /// apart from null here, and a model reads both as absent.
     fn documents(config: &Value, env: &Env) -> Documents;
-    /// Inputs recovered from an existing role's documents, for import.
-    fn recover_inputs(_role: &RemoteRole) -> Vec<(&'static str, Value)> {
-        Vec::new()
-    }
+    /// Writes into `inputs` what an existing role's documents say about them, for import.
+    fn recover_inputs(_role: &RemoteRole, _inputs: &mut Self::Inputs) {}
 }
 
 pub struct RoleResource<F>(PhantomData<F>);
@@ -176,45 +183,30 @@ pub async fn env(ctx: &ProviderContext) -> Result<Env, Diagnostics> {
 }
 
 impl<F: RoleFlavor> RoleResource<F> {
-    /// The full spec from a planned/config value whose documents are known.
-    fn spec(planned: &Value) -> RoleSpec {
-        let docs_inline = match F::INLINE_POLICY_NAME {
-            Some(n) => planned
-                .get("policy")
-                .as_str()
-                .map(|p| BTreeMap::from([(n.to_string(), p.to_string())]))
-                .unwrap_or_default(),
-            None => BTreeMap::new(),
+    /// The full spec from a planned value whose documents are known.
+    fn spec(m: &RoleModel<F>) -> RoleSpec {
+        let inline = match (F::INLINE_POLICY_NAME, &m.policy) {
+            (Some(n), Some(p)) => BTreeMap::from([(n.to_string(), p.clone())]),
+            _ => BTreeMap::new(),
         };
         RoleSpec {
-            name: planned.get("name").as_str().unwrap_or_default().to_string(),
-            path: planned.get("path").as_str().unwrap_or("/").to_string(),
-            description: planned
-                .get("description")
-                .as_str()
-                .filter(|d| !d.is_empty())
-                .map(str::to_string),
-            trust_policy: planned
-                .get("assume_role_policy")
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            permissions_boundary: planned
-                .get("permissions_boundary")
-                .as_str()
-                .map(str::to_string),
-            managed_policy_arns: planned
-                .get("policy_arns")
-                .as_string_list()
-                .into_iter()
-                .collect(),
-            inline_policies: docs_inline,
-            tags: planned.get("tags").as_string_map(),
+            name: m.name_or_default(),
+            path: m.path.clone().unwrap_or_else(|| "/".to_string()),
+            description: m.description.clone().filter(|d| !d.is_empty()),
+            trust_policy: m.assume_role_policy.clone().unwrap_or_default(),
+            permissions_boundary: m.permissions_boundary.clone(),
+            managed_policy_arns: m.policy_arns.clone().unwrap_or_default(),
+            inline_policies: inline,
+            tags: m.tags.clone().unwrap_or_default(),
         }
     }
 
     /// Fills the derived attributes (`assume_role_policy`, `policy_arns`, `policy`) of
     /// `value` from its inputs; unknown where an input is unknown.
+    ///
+    /// Works on the raw value, not on a [`RoleModel`]: at plan time "unknown" is the answer
+    /// for a document whose input comes from a resource not created yet, and a model reads
+    /// unknown as absent (which would render a document from a null input).
     fn derive(value: &mut Value, env: &Env) {
         let docs = F::documents(value, env);
         value.set_attr(
@@ -238,71 +230,64 @@ impl<F: RoleFlavor> RoleResource<F> {
         }
     }
 
+    /// The planned role, its documents derived now if the plan left them unknown (an input
+    /// came from a resource created in the same apply). Asks the raw value, since a model
+    /// cannot tell unknown from null.
+    async fn planned(ctx: &ProviderContext, planned: &Value) -> Result<RoleModel<F>, Diagnostics> {
+        let mut v = planned.clone();
+        if !v.get("assume_role_policy").is_known()
+            || !v.get("policy_arns").is_known()
+            || !v.get("policy").is_known()
+        {
+            let env = env(ctx).await?;
+            Self::derive(&mut v, &env);
+        }
+        Ok(RoleModel::from_value(&v))
+    }
+
     /// Writes the remote role into `state`, keeping our rendering of a document when IAM's
     /// copy means the same (so an unchanged role refreshes to an empty plan).
-    fn apply_remote(state: &mut Value, remote: &RemoteRole) {
-        state.set_attr("id", Value::string(&remote.name));
-        state.set_attr("name", Value::string(&remote.name));
-        state.set_attr("arn", Value::string(&remote.arn));
-        state.set_attr("unique_id", Value::string(&remote.unique_id));
-        state.set_attr("path", Value::string(&remote.path));
-        state.set_attr("description", Value::opt_string(remote.description.clone()));
-        state.set_attr(
-            "permissions_boundary",
-            Value::opt_string(remote.permissions_boundary.clone()),
-        );
-        let keep_or = |state: &Value, attr: &str, actual: &str| -> Value {
-            match state.get(attr).as_str() {
-                Some(ours) if iam::same_policy(ours, actual) => Value::string(ours),
-                _ => Value::string(actual),
-            }
+    fn apply_remote(state: &mut RoleModel<F>, remote: &RemoteRole) {
+        state.id = Some(remote.name.clone());
+        state.name = Some(remote.name.clone());
+        state.arn = Some(remote.arn.clone());
+        state.unique_id = Some(remote.unique_id.clone());
+        state.path = Some(remote.path.clone());
+        state.description = remote.description.clone();
+        state.permissions_boundary = remote.permissions_boundary.clone();
+        let keep_or = |ours: &Option<String>, actual: &str| match ours {
+            Some(ours) if iam::same_policy(ours, actual) => ours.clone(),
+            _ => actual.to_string(),
         };
-        let trust = keep_or(state, "assume_role_policy", &remote.trust_policy);
-        state.set_attr("assume_role_policy", trust);
-        state.set_attr(
-            "policy_arns",
-            Value::Set(
-                remote
-                    .managed_policy_arns
-                    .iter()
-                    .cloned()
-                    .map(Value::String)
-                    .collect(),
-            ),
-        );
+        state.assume_role_policy = Some(keep_or(&state.assume_role_policy, &remote.trust_policy));
+        state.policy_arns = Some(remote.managed_policy_arns.clone());
         if let Some(name) = F::INLINE_POLICY_NAME {
-            let v = match remote.inline_policies.get(name) {
-                Some(actual) => keep_or(state, "policy", actual),
-                None => Value::Null,
-            };
-            state.set_attr("policy", v);
+            state.policy = remote
+                .inline_policies
+                .get(name)
+                .map(|actual| keep_or(&state.policy, actual));
         }
-        let tags = if remote.tags.is_empty() && state.get("tags").is_null() {
-            Value::Null
+        state.tags = if remote.tags.is_empty() && state.tags.is_none() {
+            None
         } else {
-            Value::string_map(remote.tags.clone())
+            Some(remote.tags.clone())
         };
-        state.set_attr("tags", tags);
     }
 
     async fn ensure_profile(
         ctx: &ProviderContext,
-        state: &mut Value,
+        state: &mut RoleModel<F>,
         deadline: Instant,
     ) -> Result<(), AwsError> {
-        let role = state.get("name").as_str().unwrap_or_default().to_string();
-        let profile = state
-            .get("instance_profile_name")
-            .as_str()
-            .unwrap_or(&role)
-            .to_string();
-        let path = state.get("path").as_str().unwrap_or("/").to_string();
-        let tags = state.get("tags").as_string_map();
+        let role = state.name_or_default();
+        let profile = state.profile_name();
+        let path = state.path.clone().unwrap_or_else(|| "/".to_string());
+        let tags = state.tags.clone().unwrap_or_default();
         let p =
             iam::ensure_instance_profile(&ctx.aws.iam(), &profile, &path, &role, &tags, deadline)
                 .await?;
-        state.set_attr("instance_profile_name", Value::string(p.name));
-        state.set_attr("instance_profile_arn", Value::string(p.arn));
+        state.instance_profile_name = Some(p.name);
+        state.instance_profile_arn = Some(p.arn);
         Ok(())
     }
 }
@@ -407,14 +392,18 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
         F::validate(config)
     }
 
+    /// Edits `plan.planned` in place (a model round trip would turn planned unknowns into
+    /// nulls); reads through models where unknown and null mean the same.
     async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
         if plan.planned.is_null() {
             return Ok(()); // destroy
         }
         let env = env(ctx).await?;
         Self::derive(&mut plan.planned, &env);
-        if let Some(name) = plan.planned.get("name").as_str().map(str::to_string) {
+        if let Some(name) = RoleModel::<F>::from_value(&plan.planned).name {
             plan.planned.set_attr("id", Value::string(&name));
+            // Raw: an instance_profile_name set from another resource's output is unknown
+            // here, and must not be replaced by the default.
             if F::INSTANCE_PROFILE && plan.planned.get("instance_profile_name").is_null() {
                 plan.planned
                     .set_attr("instance_profile_name", Value::string(name));
@@ -422,7 +411,9 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
         }
         if F::INSTANCE_PROFILE
             && !plan.is_create()
-            && plan.prior.get("instance_profile_arn").is_null()
+            && RoleModel::<F>::from_value(&plan.prior)
+                .instance_profile_arn
+                .is_none()
         {
             // The profile was deleted out of band: update re-creates it.
             plan.set_unknown("instance_profile_arn");
@@ -432,14 +423,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
 
     async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = deadline(change.timeout);
-        let mut state = change.planned.clone();
-        if !state.get("assume_role_policy").is_known()
-            || !state.get("policy_arns").is_known()
-            || !state.get("policy").is_known()
-        {
-            let env = env(ctx).await?;
-            Self::derive(&mut state, &env);
-        }
+        let mut state = Self::planned(ctx, &change.planned).await?;
         let spec = Self::spec(&state);
         let iam_client = ctx.aws.iam();
         let remote = match iam::create_role(&iam_client, &spec, deadline).await {
@@ -450,7 +434,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
                     Some(left) => {
                         let mut partial = state.clone();
                         Self::apply_remote(&mut partial, &left);
-                        diags.with_partial_state(partial)
+                        diags.with_partial_state(partial.to_value())
                     }
                     None => diags,
                 });
@@ -463,11 +447,11 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
                 let name = spec.name.clone();
                 return Err(match iam::delete_role(&iam_client, &name, deadline).await {
                     Ok(()) => e.into(),
-                    Err(_) => Diagnostics::from(e).with_partial_state(state),
+                    Err(_) => Diagnostics::from(e).with_partial_state(state.to_value()),
                 });
             }
         }
-        Ok(Applied::new(state))
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn read(
@@ -476,82 +460,58 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
         req: ReadRequest,
     ) -> Result<Option<Applied>, Diagnostics> {
         let deadline = deadline(None);
-        let name = req
-            .state
-            .get("name")
-            .as_str()
-            .or(req.state.get("id").as_str())
-            .unwrap_or_default()
-            .to_string();
+        let mut state = RoleModel::<F>::from_value(&req.state);
+        let name = state
+            .name
+            .clone()
+            .or_else(|| state.id.clone())
+            .unwrap_or_default();
         let iam_client = ctx.aws.iam();
         let Some(remote) = iam::read_role(&iam_client, &name, deadline).await? else {
             return Ok(None);
         };
-        let mut state = req.state.clone();
-        let importing = state.get("assume_role_policy").is_null();
+        let importing = state.assume_role_policy.is_none();
         if importing {
-            for (attr, v) in F::recover_inputs(&remote) {
-                state.set_attr(attr, v);
-            }
+            F::recover_inputs(&remote, &mut state.inputs);
         }
         Self::apply_remote(&mut state, &remote);
         if importing {
             // Split attached policies into joiner's own and the user's additional ones.
             if let Ok(env) = env(ctx).await {
-                let mut derived = state.clone();
-                derived.set_attr("additional_policy_arns", Value::Null);
-                Self::derive(&mut derived, &env);
-                let own: BTreeSet<String> = derived
-                    .get("policy_arns")
-                    .as_string_list()
+                let own: BTreeSet<String> = F::documents(&state.to_value(), &env)
+                    .managed_policy_arns
                     .into_iter()
                     .collect();
-                let extra: Vec<Value> = remote
+                let extra: BTreeSet<String> = remote
                     .managed_policy_arns
                     .difference(&own)
                     .cloned()
-                    .map(Value::String)
                     .collect();
-                state.set_attr(
-                    "additional_policy_arns",
-                    if extra.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::Set(extra)
-                    },
-                );
+                state.additional_policy_arns = (!extra.is_empty()).then_some(extra);
             }
         }
         if F::INSTANCE_PROFILE {
             let profile_name = state
-                .get("instance_profile_name")
-                .as_str()
-                .unwrap_or(&name)
-                .to_string();
+                .instance_profile_name
+                .clone()
+                .unwrap_or_else(|| name.clone());
             match iam::read_instance_profile(&iam_client, &profile_name, deadline).await? {
                 Some(p) if p.roles.iter().any(|r| r == &name) => {
-                    state.set_attr("instance_profile_name", Value::string(p.name));
-                    state.set_attr("instance_profile_arn", Value::string(p.arn));
+                    state.instance_profile_name = Some(p.name);
+                    state.instance_profile_arn = Some(p.arn);
                 }
                 _ => {
-                    state.set_attr("instance_profile_name", Value::string(profile_name));
-                    state.set_attr("instance_profile_arn", Value::Null);
+                    state.instance_profile_name = Some(profile_name);
+                    state.instance_profile_arn = None;
                 }
             }
         }
-        Ok(Some(Applied::new(state)))
+        Ok(Some(Applied::new(state.to_value())))
     }
 
     async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = deadline(change.timeout);
-        let mut state = change.planned.clone();
-        if !state.get("assume_role_policy").is_known()
-            || !state.get("policy_arns").is_known()
-            || !state.get("policy").is_known()
-        {
-            let env = env(ctx).await?;
-            Self::derive(&mut state, &env);
-        }
+        let mut state = Self::planned(ctx, &change.planned).await?;
         let spec = Self::spec(&state);
         let iam_client = ctx.aws.iam();
         let current = iam::read_role(&iam_client, &spec.name, deadline)
@@ -566,33 +526,22 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
         let remote = iam::read_role(&iam_client, &spec.name, deadline)
             .await?
             .unwrap_or(current);
+        // Keeps the planned renderings where IAM's copy means the same.
         Self::apply_remote(&mut state, &remote);
-        // Keep the planned renderings (apply_remote keeps ours when equivalent).
         if F::INSTANCE_PROFILE {
             Self::ensure_profile(ctx, &mut state, deadline).await?;
         }
-        Ok(Applied::new(state))
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
         let deadline = deadline(change.timeout);
         let iam_client = ctx.aws.iam();
-        let name = change
-            .prior
-            .get("name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let prior = RoleModel::<F>::from_value(&change.prior);
         if F::INSTANCE_PROFILE {
-            let profile = change
-                .prior
-                .get("instance_profile_name")
-                .as_str()
-                .unwrap_or(&name)
-                .to_string();
-            iam::delete_instance_profile(&iam_client, &profile, deadline).await?;
+            iam::delete_instance_profile(&iam_client, &prior.profile_name(), deadline).await?;
         }
-        iam::delete_role(&iam_client, &name, deadline).await?;
+        iam::delete_role(&iam_client, &prior.name_or_default(), deadline).await?;
         Ok(())
     }
 
@@ -607,16 +556,128 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
             )
             .into());
         }
-        Ok(Applied::new(Value::object([
-            ("id", Value::string(id)),
-            ("name", Value::string(id)),
-        ])))
+        Ok(Applied::new(
+            RoleModel::<F> {
+                id: Some(id.to_string()),
+                name: Some(id.to_string()),
+                ..Default::default()
+            }
+            .to_value(),
+        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::conforms;
+    use crate::model::role::{AgentRoleInputs, FargateRoleInputs, NoInputs};
+    use crate::resources::agent_role::AgentRoleFlavor;
+    use crate::resources::cluster_role::ClusterRoleFlavor;
+    use crate::resources::fargate_role::FargateRoleFlavor;
+    use crate::resources::node_role::NodeRoleFlavor;
+
+    fn some(s: &str) -> Option<String> {
+        Some(s.to_string())
+    }
+
+    /// A role with every attribute of flavour `F` set.
+    fn full<F: RoleFlavor>(inputs: F::Inputs) -> RoleModel<F> {
+        RoleModel {
+            id: some("r"),
+            name: some("r"),
+            path: some("/eks/"),
+            description: some("d"),
+            permissions_boundary: some("arn:aws:iam::123456789012:policy/b"),
+            additional_policy_arns: Some(["arn:aws:iam::aws:policy/X".to_string()].into()),
+            tags: Some([("team".to_string(), "platform".to_string())].into()),
+            arn: some("arn:aws:iam::123456789012:role/r"),
+            unique_id: some("AROAEXAMPLE"),
+            assume_role_policy: some("{}"),
+            policy_arns: Some(["arn:aws:iam::aws:policy/Y".to_string()].into()),
+            policy: F::INLINE_POLICY_NAME.map(|_| "{}".to_string()),
+            instance_profile_name: F::INSTANCE_PROFILE.then(|| "r".to_string()),
+            instance_profile_arn: F::INSTANCE_PROFILE
+                .then(|| "arn:aws:iam::123456789012:instance-profile/r".to_string()),
+            inputs,
+            timeouts: Value::object([
+                ("create", Value::string("40m")),
+                ("update", Value::string("1h")),
+                ("delete", Value::string("20m")),
+            ]),
+            flavor: PhantomData,
+        }
+    }
+
+    /// Checks flavour `F`'s model against its schema: every attribute it writes exists,
+    /// every schema attribute (the flavour's own inputs included) is written, and both a
+    /// full and an empty role read back unchanged (null and `{}` tags apart).
+    fn check_model<F: RoleFlavor>(inputs: F::Inputs) {
+        let r = RoleResource::<F>::new();
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        let full = full::<F>(inputs);
+        conforms(&full.to_value(), &schema.implied_type())
+            .unwrap_or_else(|e| panic!("{}: {e}", F::TYPE_NAME));
+        assert_eq!(RoleModel::<F>::from_value(&full.to_value()), full);
+        let untagged = RoleModel::<F> {
+            tags: Some(BTreeMap::new()),
+            ..Default::default()
+        };
+        for m in [RoleModel::<F>::default(), untagged] {
+            conforms(&m.to_value(), &schema.implied_type()).unwrap();
+            assert_eq!(RoleModel::<F>::from_value(&m.to_value()), m);
+        }
+    }
+
+    #[test]
+    fn models_match_every_flavours_schema() {
+        check_model::<ClusterRoleFlavor>(NoInputs);
+        check_model::<NodeRoleFlavor>(NoInputs);
+        check_model::<FargateRoleFlavor>(FargateRoleInputs {
+            cluster_name: some("prod"),
+        });
+        check_model::<AgentRoleFlavor>(AgentRoleInputs {
+            cluster_name: some("prod"),
+            trust: some("irsa"),
+            oidc_provider_arn: some("arn:aws:iam::123456789012:oidc-provider/x"),
+            oidc_issuer_url: some("https://x"),
+            namespace: some("joiner"),
+            service_account: some("joiner-agent"),
+            node_role_arn: some("arn:aws:iam::123456789012:role/nodes"),
+            queue_arn: some("arn:aws:sqs:us-east-1:123456789012:q"),
+        });
+    }
+
+    /// Refresh keeps our rendering of an equivalent document and null tags for an
+    /// untagged role, so an unchanged role plans nothing.
+    #[test]
+    fn remote_role_keeps_equivalent_documents_and_null_tags() {
+        let ours = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"a:B","Resource":"*"}]}"#;
+        let mut state = RoleModel::<AgentRoleFlavor> {
+            assume_role_policy: some(ours),
+            policy: some(ours),
+            ..Default::default()
+        };
+        let remote = RemoteRole {
+            name: "r".into(),
+            path: "/".into(),
+            trust_policy: r#"{"Statement": [{"Resource": ["*"], "Action": ["a:B"], "Effect": "Allow"}], "Version": "2012-10-17"}"#.into(),
+            inline_policies: [(
+                crate::resources::agent_role::INLINE_POLICY.to_string(),
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"a:C","Resource":"*"}]}"#.to_string(),
+            )]
+            .into(),
+            ..RemoteRole::default()
+        };
+        RoleResource::<AgentRoleFlavor>::apply_remote(&mut state, &remote);
+        assert_eq!(state.assume_role_policy.as_deref(), Some(ours));
+        assert!(
+            state.policy.unwrap().contains("a:C"),
+            "a changed policy is drift"
+        );
+        assert_eq!(state.tags, None);
+        assert_eq!(state.id, some("r"));
+    }
 
     #[test]
     fn role_names() {
