@@ -15,6 +15,7 @@ pub mod agent;
 pub mod cluster;
 pub mod fields;
 pub mod interruption_queue;
+pub mod interruption_rules;
 pub mod node_class;
 pub mod node_pool;
 pub mod nullable;

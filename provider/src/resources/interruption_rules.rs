@@ -18,6 +18,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::aws::eventbridge::{self, RuleSpec};
+use crate::model::interruption_rules::InterruptionRulesModel;
+use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
 
@@ -39,43 +41,28 @@ fn validate_rule_tags(v: &Value) -> Result<(), String> {
     validate_tags(v)
 }
 
-fn enabled_kinds(v: &Value) -> Vec<RuleKind> {
-    RuleKind::ALL
-        .into_iter()
-        .filter(|k| v.get(k.attribute()).as_bool().unwrap_or(true))
-        .collect()
-}
-
-fn spec(state: &Value, kind: RuleKind) -> RuleSpec {
-    let cluster = state.get("cluster_name").as_str().unwrap_or_default();
+fn spec(state: &InterruptionRulesModel, kind: RuleKind) -> RuleSpec {
     RuleSpec {
-        name: rule_name(cluster, kind),
+        name: rule_name(&state.cluster(), kind),
         description: kind.description().to_string(),
         event_pattern: kind.pattern().to_string(),
-        target_arn: state
-            .get("queue_arn")
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        tags: state.get("tags").as_string_map(),
+        target_arn: state.queue_arn.clone().unwrap_or_default(),
+        tags: state.tags.clone().unwrap_or_default(),
     }
 }
 
 impl InterruptionRules {
-    /// Puts every enabled rule and deletes the disabled ones; fills `rule_arns`.
+    /// Puts every enabled rule and deletes the disabled ones (when there were rules
+    /// before: `prior`); fills `rule_arns`.
     async fn converge(
         ctx: &ProviderContext,
-        state: &mut Value,
-        prior: Option<&Value>,
+        state: &mut InterruptionRulesModel,
+        prior: Option<&InterruptionRulesModel>,
         deadline: Instant,
     ) -> Result<(), Diagnostics> {
         let eb = ctx.aws.eventbridge();
-        let cluster = state
-            .get("cluster_name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let enabled = enabled_kinds(state);
+        let cluster = state.cluster();
+        let enabled = state.enabled_kinds();
         let mut names = BTreeMap::new();
         let mut arns = BTreeMap::new();
         for kind in RuleKind::ALL {
@@ -88,9 +75,9 @@ impl InterruptionRules {
                 eventbridge::delete_rule(&eb, &rule_name(&cluster, kind), deadline).await?;
             }
         }
-        state.set_attr("id", Value::string(&cluster));
-        state.set_attr("rule_names", Value::string_map(names));
-        state.set_attr("rule_arns", Value::string_map(arns));
+        state.id = Some(cluster);
+        state.rule_names = Some(names);
+        state.rule_arns = Some(arns);
         Ok(())
     }
 
@@ -170,9 +157,10 @@ impl Resource<ProviderContext> for InterruptionRules {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
+        let switches = InterruptionRulesModel::from_value(config).switches;
         let all_off = RuleKind::ALL
             .iter()
-            .all(|k| config.get(k.attribute()).as_bool() == Some(false));
+            .all(|k| switches.get(k) == Some(&false));
         if all_off {
             d.error_at(
                 "spot_interruption",
@@ -183,21 +171,20 @@ impl Resource<ProviderContext> for InterruptionRules {
         d
     }
 
+    /// Edits `plan.planned` in place: a model round trip would turn planned unknowns into
+    /// nulls.
     async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
         if plan.planned.is_null() {
             return Ok(());
         }
-        let Some(cluster) = plan
-            .planned
-            .get("cluster_name")
-            .as_str()
-            .map(str::to_string)
-        else {
+        let planned = InterruptionRulesModel::from_value(&plan.planned);
+        let Some(cluster) = planned.cluster_name.clone() else {
             return Ok(());
         };
         plan.planned.set_attr("id", Value::string(&cluster));
         // Every kind attribute is known at plan time (literal booleans in practice); when
-        // one is not, the outputs wait for apply.
+        // one is not, the outputs wait for apply. Asked of the raw value: the model reads
+        // an unknown switch as null, which means "on".
         let kinds_known = RuleKind::ALL
             .iter()
             .all(|k| plan.planned.get(k.attribute()).is_known());
@@ -206,7 +193,7 @@ impl Resource<ProviderContext> for InterruptionRules {
             plan.set_unknown("rule_arns");
             return Ok(());
         }
-        let enabled = enabled_kinds(&plan.planned);
+        let enabled = planned.enabled_kinds();
         let names: BTreeMap<String, String> = enabled
             .iter()
             .map(|k| (k.attribute().to_string(), rule_name(&cluster, *k)))
@@ -226,23 +213,19 @@ impl Resource<ProviderContext> for InterruptionRules {
 
     async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = deadline(change.timeout);
-        let mut state = change.planned.clone();
+        let mut state = InterruptionRulesModel::from_value(&change.planned);
         if let Err(e) = Self::converge(ctx, &mut state, None, deadline).await {
             // Leave nothing behind: remove whichever rules were created before the failure.
-            let cluster = state
-                .get("cluster_name")
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let cluster = state.cluster();
             if let Err(cleanup) = Self::delete_all(ctx, &cluster, deadline).await {
                 tracing::error!(%cluster, error = %cleanup, "could not remove partially created rules");
                 let mut partial = state.clone();
-                partial.set_attr("id", Value::string(&cluster));
-                return Err(e.with_partial_state(partial));
+                partial.id = Some(cluster);
+                return Err(e.with_partial_state(partial.to_value()));
             }
             return Err(e);
         }
-        Ok(Applied::new(state))
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn read(
@@ -252,13 +235,12 @@ impl Resource<ProviderContext> for InterruptionRules {
     ) -> Result<Option<Applied>, Diagnostics> {
         let deadline = deadline(None);
         let eb = ctx.aws.eventbridge();
-        let mut state = req.state.clone();
+        let mut state = InterruptionRulesModel::from_value(&req.state);
         let cluster = state
-            .get("cluster_name")
-            .as_str()
-            .or(state.get("id").as_str())
-            .unwrap_or_default()
-            .to_string();
+            .cluster_name
+            .clone()
+            .or_else(|| state.id.clone())
+            .unwrap_or_default();
         let mut names = BTreeMap::new();
         let mut arns = BTreeMap::new();
         let mut queue: Option<String> = None;
@@ -272,13 +254,13 @@ impl Resource<ProviderContext> for InterruptionRules {
                 r.enabled
                     && crate::aws::iam::same_policy(&r.event_pattern, &kind.pattern().to_string())
             });
-            state.set_attr(kind.attribute(), Value::Bool(healthy));
+            state.switches.insert(kind, healthy);
             if let Some(r) = remote {
                 if healthy {
                     names.insert(kind.attribute().to_string(), r.name.clone());
                     arns.insert(kind.attribute().to_string(), r.arn.clone());
                 }
-                if queue.is_none() || r.target_arn.as_deref() != state.get("queue_arn").as_str() {
+                if queue.is_none() || r.target_arn != state.queue_arn {
                     queue = Some(r.target_arn.clone().unwrap_or_default());
                 }
                 tags.get_or_insert(r.tags);
@@ -287,37 +269,30 @@ impl Resource<ProviderContext> for InterruptionRules {
         if names.is_empty() {
             return Ok(None);
         }
-        state.set_attr("id", Value::string(&cluster));
-        state.set_attr("cluster_name", Value::string(&cluster));
-        state.set_attr("queue_arn", Value::opt_string(queue));
+        state.id = Some(cluster.clone());
+        state.cluster_name = Some(cluster);
+        state.queue_arn = queue;
         let tags = tags.unwrap_or_default();
-        state.set_attr(
-            "tags",
-            if tags.is_empty() && state.get("tags").is_null() {
-                Value::Null
-            } else {
-                Value::string_map(tags)
-            },
-        );
-        state.set_attr("rule_names", Value::string_map(names));
-        state.set_attr("rule_arns", Value::string_map(arns));
-        Ok(Some(Applied::new(state)))
+        state.tags = if tags.is_empty() && state.tags.is_none() {
+            None
+        } else {
+            Some(tags)
+        };
+        state.rule_names = Some(names);
+        state.rule_arns = Some(arns);
+        Ok(Some(Applied::new(state.to_value())))
     }
 
     async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = deadline(change.timeout);
-        let mut state = change.planned.clone();
-        Self::converge(ctx, &mut state, Some(&change.prior), deadline).await?;
-        Ok(Applied::new(state))
+        let mut state = InterruptionRulesModel::from_value(&change.planned);
+        let prior = InterruptionRulesModel::from_value(&change.prior);
+        Self::converge(ctx, &mut state, Some(&prior), deadline).await?;
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
-        let cluster = change
-            .prior
-            .get("cluster_name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let cluster = InterruptionRulesModel::from_value(&change.prior).cluster();
         Self::delete_all(ctx, &cluster, deadline(change.timeout)).await
     }
 
@@ -329,9 +304,83 @@ impl Resource<ProviderContext> for InterruptionRules {
             )
             .into());
         }
-        Ok(Applied::new(Value::object([
-            ("id", Value::string(id)),
-            ("cluster_name", Value::string(id)),
-        ])))
+        Ok(Applied::new(
+            InterruptionRulesModel {
+                id: Some(id.to_string()),
+                cluster_name: Some(id.to_string()),
+                ..Default::default()
+            }
+            .to_value(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::conforms;
+
+    fn full() -> InterruptionRulesModel {
+        let map = |v: &str| -> Option<BTreeMap<String, String>> {
+            Some([("spot_interruption".to_string(), v.to_string())].into())
+        };
+        InterruptionRulesModel {
+            id: Some("prod".into()),
+            cluster_name: Some("prod".into()),
+            queue_arn: Some("arn:aws:sqs:us-east-1:123456789012:q".into()),
+            tags: Some([("team".to_string(), "platform".to_string())].into()),
+            rule_names: map("joiner-prod-spot-interruption"),
+            rule_arns: map(
+                "arn:aws:events:us-east-1:123456789012:rule/joiner-prod-spot-interruption",
+            ),
+            switches: RuleKind::ALL
+                .into_iter()
+                .map(|k| (k, k != RuleKind::Rebalance))
+                .collect(),
+            timeouts: Value::object([
+                ("create", Value::string("40m")),
+                ("update", Value::string("1h")),
+                ("delete", Value::string("20m")),
+            ]),
+        }
+    }
+
+    /// Every attribute the model writes is in the schema (the five switches included),
+    /// every schema attribute is mapped, and what it writes reads back unchanged.
+    #[test]
+    fn model_matches_schema() {
+        let r = InterruptionRules;
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        conforms(&full().to_value(), &schema.implied_type()).unwrap();
+        assert_eq!(
+            InterruptionRulesModel::from_value(&full().to_value()),
+            full()
+        );
+        let untagged = InterruptionRulesModel {
+            tags: Some(BTreeMap::new()),
+            ..Default::default()
+        };
+        for m in [InterruptionRulesModel::default(), untagged] {
+            conforms(&m.to_value(), &schema.implied_type()).unwrap();
+            assert_eq!(InterruptionRulesModel::from_value(&m.to_value()), m);
+        }
+    }
+
+    /// A null switch is on (the default); turning every switch off is refused at the
+    /// first one's path.
+    #[test]
+    fn switches() {
+        assert_eq!(full().enabled_kinds().len(), 4);
+        assert_eq!(InterruptionRulesModel::default().enabled_kinds().len(), 5);
+        let all_off = Value::object(RuleKind::ALL.map(|k| (k.attribute(), Value::Bool(false))));
+        let d = InterruptionRules.validate(&all_off);
+        assert_eq!(d.items.len(), 1);
+        assert_eq!(
+            d.items[0].path,
+            Some(AttributePath::new("spot_interruption"))
+        );
+        assert!(InterruptionRules
+            .validate(&InterruptionRulesModel::default().to_value())
+            .is_empty());
     }
 }
