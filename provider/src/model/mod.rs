@@ -13,6 +13,7 @@
 
 pub mod agent;
 pub mod cluster;
+pub mod fargate_profile;
 pub mod fields;
 pub mod interruption_queue;
 pub mod interruption_rules;

@@ -11,6 +11,8 @@ use tokio::time::Instant;
 use super::cluster::inputs;
 use crate::aws::eks::fargate::{self, ProfileInfo, ProfileSpec, Selector};
 use crate::aws::eks::wait::PollInterval;
+use crate::model::fargate_profile::{FargateProfileModel, SelectorModel};
+use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
 
@@ -27,36 +29,22 @@ fn poll() -> PollInterval {
     PollInterval::from_env_or(Duration::from_secs(5))
 }
 
-fn selectors(v: &Value) -> Vec<Selector> {
-    v.get("selector")
-        .as_list()
-        .unwrap_or_default()
-        .iter()
-        .map(|s| Selector {
-            namespace: s.get("namespace").as_str().unwrap_or_default().to_string(),
-            labels: s.get("labels").as_string_map(),
-        })
-        .collect()
-}
-
-fn spec_from(v: &Value) -> ProfileSpec {
-    let mut subnets = v.get("subnet_ids").as_string_list();
-    subnets.sort();
+fn spec_from(m: &FargateProfileModel) -> ProfileSpec {
     ProfileSpec {
-        cluster_name: v
-            .get("cluster_name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        profile_name: v.get("name").as_str().unwrap_or_default().to_string(),
-        pod_execution_role_arn: v
-            .get("pod_execution_role_arn")
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        subnet_ids: subnets,
-        selectors: selectors(v),
-        tags: v.get("tags").as_string_map(),
+        cluster_name: m.cluster_name.clone().unwrap_or_default(),
+        profile_name: m.name.clone().unwrap_or_default(),
+        pod_execution_role_arn: m.pod_execution_role_arn.clone().unwrap_or_default(),
+        // Sorted: the BTreeSet's order.
+        subnet_ids: m.subnet_ids.iter().flatten().cloned().collect(),
+        selectors: m
+            .selectors
+            .iter()
+            .map(|s| Selector {
+                namespace: s.namespace.clone().unwrap_or_default(),
+                labels: s.labels.clone().unwrap_or_default(),
+            })
+            .collect(),
+        tags: m.tags.clone().unwrap_or_default(),
     }
 }
 
@@ -64,56 +52,38 @@ fn id(cluster: &str, profile: &str) -> String {
     format!("{cluster}:{profile}")
 }
 
-fn apply_remote(state: &mut Value, info: &ProfileInfo) {
+fn apply_remote(state: &mut FargateProfileModel, info: &ProfileInfo) {
     let s = &info.spec;
-    state.set_attr("id", Value::string(id(&s.cluster_name, &s.profile_name)));
-    state.set_attr("cluster_name", Value::string(&s.cluster_name));
-    state.set_attr("name", Value::string(&s.profile_name));
-    state.set_attr(
-        "pod_execution_role_arn",
-        Value::string(&s.pod_execution_role_arn),
-    );
-    let mut subnets = s.subnet_ids.clone();
-    subnets.sort();
-    state.set_attr(
-        "subnet_ids",
-        Value::Set(subnets.into_iter().map(Value::String).collect()),
-    );
-    let prior_selectors = state
-        .get("selector")
-        .as_list()
-        .map(<[Value]>::to_vec)
-        .unwrap_or_default();
-    let selectors = s
+    state.id = Some(id(&s.cluster_name, &s.profile_name));
+    state.cluster_name = Some(s.cluster_name.clone());
+    state.name = Some(s.profile_name.clone());
+    state.pod_execution_role_arn = Some(s.pod_execution_role_arn.clone());
+    state.subnet_ids = Some(s.subnet_ids.iter().cloned().collect());
+    state.selectors = s
         .selectors
         .iter()
         .enumerate()
         .map(|(i, sel)| {
             // An empty label map and an omitted one mean the same; keep what the user wrote.
-            let prior_labels = prior_selectors
-                .get(i)
-                .map(|p| p.get("labels").clone())
-                .unwrap_or_default();
-            let labels = if sel.labels.is_empty() && prior_labels.is_null() {
-                Value::Null
+            let prior_labels = state.selectors.get(i).and_then(|p| p.labels.as_ref());
+            let labels = if sel.labels.is_empty() && prior_labels.is_none() {
+                None
             } else {
-                Value::string_map(sel.labels.clone())
+                Some(sel.labels.clone())
             };
-            Value::object([
-                ("namespace", Value::string(&sel.namespace)),
-                ("labels", labels),
-            ])
+            SelectorModel {
+                namespace: Some(sel.namespace.clone()),
+                labels,
+            }
         })
         .collect();
-    state.set_attr("selector", Value::List(selectors));
-    let tags = if s.tags.is_empty() && state.get("tags").is_null() {
-        Value::Null
+    state.tags = if s.tags.is_empty() && state.tags.is_none() {
+        None
     } else {
-        Value::string_map(s.tags.clone())
+        Some(s.tags.clone())
     };
-    state.set_attr("tags", tags);
-    state.set_attr("arn", Value::string(&info.arn));
-    state.set_attr("status", Value::string(&info.status));
+    state.arn = Some(info.arn.clone());
+    state.status = Some(info.status.clone());
 }
 
 fn validate_labels(v: &Value) -> Result<(), String> {
@@ -215,9 +185,7 @@ impl Resource<ProviderContext> for FargateProfile {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
-        let Some(list) = config.get("selector").as_list() else {
-            return d;
-        };
+        let list = FargateProfileModel::from_value(config).selectors;
         if list.len() as i64 > MAX_SELECTORS {
             d.error_at(
                 "selector",
@@ -245,11 +213,11 @@ impl Resource<ProviderContext> for FargateProfile {
 
     async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = Instant::now() + change.timeout.unwrap_or(CREATE_TIMEOUT);
-        let spec = spec_from(&change.planned);
+        let mut state = FargateProfileModel::from_value(&change.planned);
+        let spec = spec_from(&state);
         let info = fargate::create(&ctx.aws.eks(), &spec, deadline, poll()).await?;
-        let mut state = change.planned;
         apply_remote(&mut state, &info);
-        Ok(Applied::new(state))
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn read(
@@ -258,50 +226,37 @@ impl Resource<ProviderContext> for FargateProfile {
         req: ReadRequest,
     ) -> Result<Option<Applied>, Diagnostics> {
         let deadline = Instant::now() + READ_TIMEOUT;
-        let mut state = req.state;
-        let cluster = state
-            .get("cluster_name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let profile = state.get("name").as_str().unwrap_or_default().to_string();
+        let mut state = FargateProfileModel::from_value(&req.state);
+        let cluster = state.cluster_name.clone().unwrap_or_default();
+        let profile = state.name.clone().unwrap_or_default();
         match fargate::describe(&ctx.aws.eks(), &cluster, &profile, deadline).await? {
             None => Ok(None),
             Some(info) => {
                 apply_remote(&mut state, &info);
-                Ok(Some(Applied::new(state).with_private(req.private)))
+                Ok(Some(
+                    Applied::new(state.to_value()).with_private(req.private),
+                ))
             }
         }
     }
 
     async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
         let deadline = Instant::now() + change.timeout.unwrap_or(CREATE_TIMEOUT);
-        let arn = change
-            .prior
-            .get("arn")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let have = change.prior.get("tags").as_string_map();
-        let want = change.planned.get("tags").as_string_map();
+        // Tags are all EKS can change in place; everything else replaces the profile.
+        let prior = FargateProfileModel::from_value(&change.prior);
+        let planned = FargateProfileModel::from_value(&change.planned);
+        let arn = prior.arn.clone().unwrap_or_default();
+        let have = prior.tags.clone().unwrap_or_default();
+        let want = planned.tags.clone().unwrap_or_default();
         fargate::sync_tags(&ctx.aws.eks(), &arn, &have, &want, deadline).await?;
-        Ok(Applied::new(change.planned))
+        Ok(Applied::new(planned.to_value()))
     }
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
         let deadline = Instant::now() + change.timeout.unwrap_or(DELETE_TIMEOUT);
-        let cluster = change
-            .prior
-            .get("cluster_name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let profile = change
-            .prior
-            .get("name")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let prior = FargateProfileModel::from_value(&change.prior);
+        let cluster = prior.cluster_name.unwrap_or_default();
+        let profile = prior.name.unwrap_or_default();
         fargate::delete(&ctx.aws.eks(), &cluster, &profile, deadline, poll()).await?;
         Ok(())
     }
@@ -326,10 +281,92 @@ impl Resource<ProviderContext> for FargateProfile {
                 )
             })?;
         }
-        Ok(Applied::new(Value::object([
-            ("id", Value::string(id(cluster, profile))),
-            ("cluster_name", Value::string(cluster)),
-            ("name", Value::string(profile)),
-        ])))
+        Ok(Applied::new(
+            FargateProfileModel {
+                id: Some(id(cluster, profile)),
+                cluster_name: Some(cluster.to_string()),
+                name: Some(profile.to_string()),
+                ..Default::default()
+            }
+            .to_value(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::conforms;
+    use std::collections::BTreeMap;
+
+    fn full() -> FargateProfileModel {
+        FargateProfileModel {
+            id: Some("prod:kube-system".into()),
+            cluster_name: Some("prod".into()),
+            name: Some("kube-system".into()),
+            pod_execution_role_arn: Some("arn:aws:iam::123456789012:role/fargate".into()),
+            subnet_ids: Some(["subnet-0123abcd".to_string()].into()),
+            tags: Some([("team".to_string(), "platform".to_string())].into()),
+            arn: Some(
+                "arn:aws:eks:us-east-1:123456789012:fargateprofile/prod/kube-system/x".into(),
+            ),
+            status: Some("ACTIVE".into()),
+            selectors: vec![
+                SelectorModel {
+                    namespace: Some("kube-system".into()),
+                    labels: None,
+                },
+                SelectorModel {
+                    namespace: Some("joiner".into()),
+                    labels: Some([("app".to_string(), "joiner-agent".to_string())].into()),
+                },
+            ],
+            timeouts: Value::object([
+                ("create", Value::string("20m")),
+                ("delete", Value::string("20m")),
+            ]),
+        }
+    }
+
+    /// Every attribute and block the model writes is in the schema, every schema
+    /// attribute is mapped, and what it writes reads back unchanged.
+    #[test]
+    fn model_matches_schema() {
+        let r = FargateProfile;
+        let schema = r.schema().block(r.timeouts().unwrap().block());
+        conforms(&full().to_value(), &schema.implied_type()).unwrap();
+        assert_eq!(FargateProfileModel::from_value(&full().to_value()), full());
+        let empty = FargateProfileModel {
+            tags: Some(BTreeMap::new()),
+            selectors: vec![SelectorModel {
+                namespace: Some("a".into()),
+                labels: Some(BTreeMap::new()),
+            }],
+            ..Default::default()
+        };
+        for m in [FargateProfileModel::default(), empty] {
+            conforms(&m.to_value(), &schema.implied_type()).unwrap();
+            assert_eq!(FargateProfileModel::from_value(&m.to_value()), m);
+        }
+    }
+
+    /// EKS reports no labels as an empty map: state keeps null or `{}` as configured.
+    #[test]
+    fn remote_profile_keeps_the_configured_label_nulls() {
+        let mut state = full();
+        state.selectors[1].labels = Some(BTreeMap::new());
+        let mut remote = spec_from(&state);
+        remote.tags.clear();
+        let info = ProfileInfo {
+            spec: remote,
+            arn: "arn".into(),
+            status: "ACTIVE".into(),
+        };
+        state.tags = None;
+        apply_remote(&mut state, &info);
+        assert_eq!(state.selectors[0].labels, None);
+        assert_eq!(state.selectors[1].labels, Some(BTreeMap::new()));
+        assert_eq!(state.tags, None);
+        assert_eq!(state.id.as_deref(), Some("prod:kube-system"));
     }
 }
