@@ -5,6 +5,7 @@
 
 use crate::aws::iam::RemoteRole;
 use crate::model::role::AgentRoleInputs;
+use crate::model::Model;
 use crate::policy::agent::{agent_policy, AgentScope};
 use crate::policy::arn::Arn;
 use crate::policy::trust::{self, AgentTrust};
@@ -103,9 +104,13 @@ impl RoleFlavor for AgentRoleFlavor {
         ]
     }
 
+    /// Whether the OIDC settings are missing is asked of the raw value: one set from
+    /// `joiner_cluster`'s outputs is unknown here, which is fine, and a model would read it
+    /// as absent.
     fn validate(config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
-        if config.get("trust").as_str().unwrap_or("irsa") == "irsa" {
+        let trust = AgentRoleInputs::from_value(config).trust;
+        if trust.as_deref().unwrap_or("irsa") == "irsa" {
             for attr in ["oidc_provider_arn", "oidc_issuer_url"] {
                 if config.get(attr).is_null() {
                     d.error_at(
@@ -231,7 +236,6 @@ impl RoleFlavor for AgentRoleFlavor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Model;
 
     fn env() -> Env {
         Env {

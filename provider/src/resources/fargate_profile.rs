@@ -196,6 +196,8 @@ impl Resource<ProviderContext> for FargateProfile {
         d
     }
 
+    /// Compares and edits the raw plan: a model round trip would turn the planned
+    /// unknowns into nulls.
     async fn modify_plan(
         &self,
         _ctx: &ProviderContext,
