@@ -77,7 +77,8 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
     // The AWS side the agent discovers: the EKS cluster (eks:DescribeCluster gives it the
     // endpoint for node bootstrap), its subnets, the VPC's default security group, an AMI.
     let eks = eks_with_fargate_role(&aws, CLUSTER, &format!("{CLUSTER}-fargate"), 42);
-    assert!(eks.role_arn.contains(":role/"), "{}", eks.role_arn);
+    // Its Fargate pod execution role goes unused: the KWOK node below plays Fargate.
+    let _ = &eks.role_arn;
     let (security_group, image_id) = aws.block_on(async {
         let ec2 = aws_sdk_ec2::Client::new(aws.sdk_config());
         let subnets = ec2
@@ -237,10 +238,10 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
         ),
         workload(REPLICAS),
     ));
-    let node_pods = api(&admin, "", "v1", "Pod", "pods", Some("default"));
+    let workload_pods = api(&admin, "", "v1", "Pod", "pods", Some("default"));
     let claims_api = api(&admin, "joiner.dev", "v1", "NodeClaim", "nodeclaims", None);
     let all_running = || {
-        let pods = rt.block_on(list(&node_pods, &format!("app={APP}")));
+        let pods = rt.block_on(list(&workload_pods, &format!("app={APP}")));
         (pods.len() == REPLICAS && pods.iter().all(|p| p["status"]["phase"] == "Running"))
             .then_some(pods)
     };
@@ -255,7 +256,7 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
     t(&format!("{REPLICAS} pods Running"));
     // Claims, instances and Nodes agree once the fleet has settled (a claim launched for
     // pods kube-scheduler then placed elsewhere may still be registering, or be removed).
-    let (claims, instances) = wait_for(
+    let (claims, instances, node_names) = wait_for(
         "every claim Registered with one live instance and its Node",
         Duration::from_secs(60),
         || {
@@ -271,7 +272,7 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
                 && registered
                 && live.len() == claims.len()
                 && ours.len() == claims.len())
-            .then_some((claims, live))
+            .then_some((claims, live, ours))
         },
     );
     for c in &claims {
@@ -283,16 +284,24 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
             "{c:#}"
         );
     }
+    let node_names: Vec<&str> = node_names
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .collect();
     let pods = all_running().expect("still Running");
     for p in &pods {
         let node = p["spec"]["nodeName"].as_str().unwrap_or_default();
-        assert_ne!(node, SYSTEM_NODE, "a workload pod on the agent's node");
+        assert!(
+            node_names.contains(&node),
+            "pod {} on {node}, not on a claim's Node {node_names:?}",
+            p["metadata"]["name"]
+        );
     }
     t(&format!(
         "{} NodeClaims, {} instances in moto, {} Nodes",
         claims.len(),
         instances.len(),
-        claims.len()
+        node_names.len()
     ));
 
     // A Spot interruption warning for the node with the most pods, through EventBridge and
@@ -441,6 +450,25 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
     t(&format!(
         "agent metrics: {evicted} evictions, {} Kubernetes errors, none 403",
         metric(&metrics, "joiner_kubernetes_errors_total", &[]) as u64
+    ));
+
+    // Its Events (core/v1 create, in the namespaces of what they are about) got written.
+    let events = rt.block_on(list(&api(&admin, "", "v1", "Event", "events", None), ""));
+    let mut reasons: Vec<&str> = events
+        .iter()
+        .filter(|e| e["reportingInstance"] == identity.as_str())
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    reasons.sort_unstable();
+    reasons.dedup();
+    assert!(
+        !reasons.is_empty(),
+        "no Event from the agent ({identity}) among {} Events",
+        events.len()
+    );
+    t(&format!(
+        "Event reasons the agent wrote: {}",
+        reasons.join(", ")
     ));
 
     let log = agent.stop();
