@@ -37,25 +37,28 @@ fn meta(name: &str, namespace: Option<&str>) -> Json {
     m
 }
 
-/// What the agent does in the cluster, and nothing more: it reads the workload it schedules
-/// for, manages nodes and its own CRDs, evicts pods to drain, and records events.
+/// What the agent does in the cluster, and nothing more: it reads the pods it schedules and
+/// drains, the DaemonSets whose pods every new node must fit and the PDBs that pace a drain;
+/// manages nodes and its own CRDs; evicts pods; records events. Each rule is a call the
+/// agent makes (its only typed and dynamic `Api`s are these kinds): no read of namespaces,
+/// volumes, services or other workload controllers, which it does not look at.
 ///
-/// Nodes: patched (registration labels and finalizer, cordon, finalizer release) and
-/// deleted, never created or replaced: kubelets register Nodes, and a credential that can
-/// create them can invent capacity that attracts any workload. `agent_rbac` in the e2e suite
-/// runs the agent on a real API server with exactly these rules.
+/// Nodes and the joiner.dev objects are patched (registration labels, finalizers, cordon,
+/// status), never replaced, so no `update`. Nodes are never created either: kubelets register
+/// Nodes, and a credential that can create them can invent capacity that attracts any
+/// workload. `agent_rbac` in the e2e suite runs the agent on a real API server with exactly
+/// these rules, and checks what they refuse.
 fn cluster_rules() -> Json {
     json!([
-        {"apiGroups": [""], "resources": ["pods", "namespaces", "persistentvolumeclaims", "persistentvolumes", "services", "replicationcontrollers"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-        {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "replicasets", "statefulsets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes", "volumeattachments"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch", "update"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch", "update"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     ])
 }
 
