@@ -133,8 +133,9 @@ go_tools() {
   done
   local mod="$root/tools/go/$name"
   local key
-  # Local replacement modules (tools/go/NAME/stubs) are part of what is built.
-  key=$( (cat "$mod/go.mod" "$mod/go.sum" $(find "$mod/stubs" -type f 2>/dev/null | sort); echo "$go_gcflags") | sha256sum | cut -c1-16)
+  # Local replacement modules (tools/go/NAME/stubs) are part of what is built, and so are the
+  # flags (a stamped version that changes must rebuild).
+  key=$( (cat "$mod/go.mod" "$mod/go.sum" $(find "$mod/stubs" -type f 2>/dev/null | sort); echo "$go_gcflags $ldflags") | sha256sum | cut -c1-16)
   local dir="$cache/$name-$key"
   local have=1 b
   for b in "${bins[@]}"; do [ -x "$dir/${b%%:*}" ] || have=0; done
@@ -175,7 +176,11 @@ fi # go-terraform
 if want go-cluster && [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   # The control plane's version is stamped the way its release build does: the apiserver
   # derives its binary/emulation version from it, and clients print it.
-  k8s_version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$root/tools/go/kubernetes/go.mod")
+  # The require line, alone (`require k8s.io/kubernetes vX`) or in a block (`\tk8s.io/kubernetes
+  # vX // indirect`). An empty version would stamp "" and the apiserver panics at start.
+  k8s_version=$(sed -n -E 's/^(require)?[[:space:]]*k8s\.io\/kubernetes (v[0-9]+\.[0-9]+\.[0-9]+)([[:space:]].*)?$/\2/p' \
+    "$root/tools/go/kubernetes/go.mod" | head -n 1)
+  [ -n "$k8s_version" ] || { echo "install-tools: no k8s.io/kubernetes version in tools/go/kubernetes/go.mod" >&2; exit 1; }
   k8s_minor=$(echo "$k8s_version" | cut -d. -f2)
   cv=k8s.io/component-base/version
   go_tools kubernetes kube-apiserver kube-controller-manager kube-scheduler -- \
