@@ -59,13 +59,13 @@ fi
 
 # ---------------------------------------------------------------------------------------
 # The real peers, built from pinned Go modules (tools/go/<tool>/go.mod; see tools/go/README.md).
-# A build is keyed by the hash of its go.mod + go.sum, kept outside the clone in
-# $JOINER_TOOLS_CACHE, and linked into .tools/bin: a second run, or a fresh clone on the same
-# machine, costs seconds. Go's own module and build caches make a pin change cheap too.
+# A build is keyed by the hash of its go.mod + go.sum (+ stubs and flags), kept outside the
+# clone in $JOINER_TOOLS_CACHE, and linked into .tools/bin: a second run, or a fresh clone on
+# the same machine, costs seconds.
 #   JOINER_REAL_CLUSTER=0  skips the control plane (kube-apiserver, -controller-manager,
-#                          -scheduler, etcd) and KWOK: about 25 min of a cold build on 2 cores.
+#                          -scheduler, etcd) and KWOK: about 10 min of a cold build on 2 cores.
 #   JOINER_OPENTOFU=0      skips OpenTofu.
-#   JOINER_TERRAFORM_CURRENT=0  skips current Terraform (tools/go/terraform, ~7 min cold).
+#   JOINER_TERRAFORM_CURRENT=0  skips current Terraform (tools/go/terraform, ~3 min cold).
 cache="${JOINER_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/joiner-tools}"
 mkdir -p "$cache"
 summary=()
