@@ -99,14 +99,13 @@ fn spawn(name: &'static str, mut cmd: Command, log: &Path) -> Result<Proc> {
     })
 }
 
-/// moto on `port`, with AWS managed policies loaded (the role resources attach them).
-pub fn start_moto(bin: &Path, port: u16, log: &Path) -> Result<Proc> {
-    if !bin.exists() {
-        bail!("{} is missing: run scripts/install-tools.sh", bin.display());
+/// The local AWS world (moto and its extensions, `joiner_test_support::moto_command`) on
+/// `port`.
+pub fn start_moto(port: u16, log: &Path) -> Result<Proc> {
+    if !joiner_test_support::moto_server_bin().exists() {
+        bail!("the AWS emulator is missing: run scripts/install-tools.sh");
     }
-    let mut cmd = Command::new(bin);
-    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
+    let cmd = joiner_test_support::moto_command(port);
     let mut p = spawn("moto", cmd, log)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -133,11 +133,7 @@ async fn run(w: &mut World) -> Result<()> {
         &format!("starting the AWS emulator (moto) on 127.0.0.1:{port}"),
     );
     let moto_log = w.work.join("moto.log");
-    w.moto = Some(procs::start_moto(
-        &joiner_test_support::moto_server_bin(),
-        port,
-        &moto_log,
-    )?);
+    w.moto = Some(procs::start_moto(port, &moto_log)?);
     let endpoint = format!("http://127.0.0.1:{port}");
     let cloud = Cloud::new(&endpoint);
     let net = cloud.create_network(&w.cluster, 42).await?;

@@ -38,6 +38,30 @@ pub fn moto_server_bin() -> PathBuf {
     tools_dir().join("venv/bin/moto_server")
 }
 
+/// The Python of the emulator's venv.
+pub fn moto_python() -> PathBuf {
+    tools_dir().join("venv/bin/python")
+}
+
+/// The command that starts the local AWS world on `127.0.0.1:port`: moto with the
+/// extensions of `tests/aws-local/joiner_local` applied (the EKS APIs moto lacks, and the
+/// refusals it does not make), with AWS managed policies loaded (attaching
+/// AmazonEKSClusterPolicy and the like fails with NoSuchEntity otherwise; real IAM always
+/// has them). Every test and the sandbox start the emulator through this.
+pub fn moto_command(port: u16) -> Command {
+    let python = moto_python();
+    assert!(
+        python.exists() && moto_server_bin().exists(),
+        "{} is missing: run scripts/install-tools.sh first",
+        moto_server_bin().display()
+    );
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "joiner_local", "-H", "127.0.0.1", "-p", &port.to_string()])
+        .env("PYTHONPATH", workspace_root().join("tests/aws-local"))
+        .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
+    cmd
+}
+
 /// Asks the kernel for a free loopback port. The port is released before returning, so a
 /// race with another process is possible but harmless in tests: the server fails to bind
 /// and the caller sees a clear error.
@@ -60,23 +84,13 @@ pub struct MotoServer {
 impl MotoServer {
     /// Starts the emulator and waits (up to 30 s) until it answers HTTP.
     pub fn start() -> MotoServer {
-        let bin = moto_server_bin();
-        assert!(
-            bin.exists(),
-            "{} is missing: run scripts/install-tools.sh first",
-            bin.display()
-        );
         let port = free_port();
-        let child = Command::new(&bin)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            // Attaching AWS managed policies (AmazonEKSClusterPolicy, ...) fails with
-            // NoSuchEntity unless the emulator loads them; real IAM always has them.
-            .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+        let child = moto_command(port)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+            .unwrap_or_else(|e| panic!("spawn the local AWS world (joiner_local): {e}"));
         let mut server = MotoServer {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),

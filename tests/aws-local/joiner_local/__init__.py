@@ -1,0 +1,16 @@
+"""The local AWS world: the moto emulator plus what it lacks and what it does not refuse.
+
+moto answers most of the calls joiner makes, but it is more lenient than AWS (IAM is not
+enforced unless asked, and then only crudely) and it lacks some EKS APIs. Each module here
+patches one such gap *inside* the moto process, before its server starts, so that every
+client (the provider, the agent, kube-sim, the tests) sees one emulator on one endpoint with
+the wire shapes of the real service:
+
+- `eks_access`: EKS access configuration and access entries (moto 5.2.5 answers 404).
+
+Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONPATH
+(`joiner_test_support::moto_command` does that); the arguments are moto_server's.
+"""
+
+# The extension modules, imported (and so applied) in this order by __main__.
+EXTENSIONS = ["eks_access"]
