@@ -6,6 +6,7 @@ patches one such gap *inside* the moto process, before its server starts, so tha
 client (the provider, the agent, kube-sim, the tests) sees one emulator on one endpoint with
 the wire shapes of the real service:
 
+- `identity`: the default credentials (`testing`) are a real IAM user with admin rights.
 - `eks_access`: EKS access configuration and access entries (moto 5.2.5 answers 404).
 
 Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONPATH
@@ -13,4 +14,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["eks_access"]
+EXTENSIONS = ["identity", "eks_access"]
