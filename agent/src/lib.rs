@@ -16,6 +16,7 @@ pub mod cloud;
 #[cfg(feature = "controllers")]
 pub mod controllers;
 pub mod disruption;
+pub mod fargate;
 pub mod interruption;
 pub mod labels;
 pub mod requirements;

@@ -78,10 +78,8 @@ resource "joiner_cluster" "this" {
 
   enabled_log_types = ["api", "audit", "authenticator"]
 
-  # Defaults, spelled out: IRSA for the agent (Fargate has no Pod Identity), and the
-  # coredns add-on with computeType = Fargate instead of a patching Lambda.
-  enable_irsa        = true
-  coredns_on_fargate = true
+  # The default, spelled out: IRSA for the agent (Fargate has no Pod Identity).
+  enable_irsa = true
 
   timeouts {
     create = "30m"
@@ -94,6 +92,10 @@ resource "joiner_fargate_profile" "kube_system" {
   name                   = "kube-system"
   pod_execution_role_arn = joiner_fargate_role.fargate.arn
   subnet_ids             = data.joiner_subnets.private.ids
+
+  # Once this profile is ACTIVE, the coredns add-on is switched to computeType = Fargate,
+  # which recreates its pods here (instead of a patching Lambda or a manual restart).
+  coredns_on_fargate = true
 
   selector {
     namespace = "kube-system"

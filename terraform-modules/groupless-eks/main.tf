@@ -67,8 +67,7 @@ resource "joiner_cluster" "this" {
   enabled_log_types       = var.enabled_log_types
   discovery_tag_value     = local.discovery
 
-  enable_irsa        = true
-  coredns_on_fargate = true
+  enable_irsa = true
 
   tags = local.tags
 }
@@ -79,6 +78,9 @@ resource "joiner_fargate_profile" "kube_system" {
   pod_execution_role_arn = joiner_fargate_role.fargate.arn
   subnet_ids             = local.subnet_ids
   tags                   = local.tags
+
+  # Switched after this profile is ACTIVE, so the recreated CoreDNS pods land on Fargate.
+  coredns_on_fargate = true
 
   selector {
     namespace = "kube-system"

@@ -192,4 +192,8 @@ impl Cloud for Ec2Cloud {
     async fn prune_launch_templates(&self, in_use: &[NodeClass]) -> Result<(), CloudError> {
         self.prune_templates(in_use).await
     }
+
+    async fn fargate_profiles(&self) -> Result<Vec<crate::fargate::FargateProfile>, CloudError> {
+        self.active_fargate_profiles().await
+    }
 }

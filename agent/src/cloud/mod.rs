@@ -13,6 +13,7 @@ pub mod aws;
 pub mod catalog;
 pub mod discovery;
 pub mod ec2;
+pub mod fargate_profiles;
 pub mod fleet;
 pub mod ice_cache;
 pub mod instances;
@@ -130,4 +131,7 @@ pub trait Cloud: Send + Sync + 'static {
     fn mark_unavailable(&self, capacity_type: CapacityType, instance_type: &str, zone: &str);
     /// Deletes launch templates no NodeClass uses any more.
     async fn prune_launch_templates(&self, in_use: &[NodeClass]) -> Result<(), CloudError>;
+    /// The cluster's ACTIVE Fargate profiles: the pods they select are never given EC2
+    /// capacity (see [`crate::fargate`]).
+    async fn fargate_profiles(&self) -> Result<Vec<crate::fargate::FargateProfile>, CloudError>;
 }

@@ -70,6 +70,8 @@ pub struct Context {
     pub claims: Arc<queue::Queue>,
     /// When the batch that created a claim saw its last pending pod (reaction metric).
     pub batch_seen: Mutex<HashMap<String, Instant>>,
+    /// The cluster's Fargate profiles as last read, and pods already told they are Fargate's.
+    pub fargate: provisioning::fargate::FargateView,
 }
 
 /// A loop the leader runs until it loses leadership or the agent stops.
@@ -189,6 +191,7 @@ pub async fn run(
         config: Arc::new(config.clone()),
         claims: queue::Queue::new(),
         batch_seen: Mutex::new(HashMap::new()),
+        fargate: Default::default(),
     });
 
     tokio::select! {

@@ -19,6 +19,8 @@ pub struct FargateProfileModel {
     pub arn: Option<String>,
     pub status: Option<String>,
     pub selectors: Vec<SelectorModel>,
+    /// Whether this profile switches the `coredns` add-on onto Fargate once it is ACTIVE.
+    pub coredns_on_fargate: Option<bool>,
     pub timeouts: Value,
 }
 
@@ -56,6 +58,7 @@ impl Model for FargateProfileModel {
             arn: string(v, "arn"),
             status: string(v, "status"),
             selectors: blocks(v, "selector"),
+            coredns_on_fargate: boolean(v, "coredns_on_fargate"),
             timeouts: v.get("timeouts").clone(),
         }
     }
@@ -74,6 +77,7 @@ impl Model for FargateProfileModel {
             ("arn", opt_str(&self.arn)),
             ("status", opt_str(&self.status)),
             ("selector", block_list(&self.selectors)),
+            ("coredns_on_fargate", opt_bool(self.coredns_on_fargate)),
             ("timeouts", self.timeouts.clone()),
         ])
     }

@@ -123,8 +123,14 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
                 [service_principal("ec2", p)],
             ),
         Statement::allow("Cluster")
-            .actions(["eks:DescribeCluster"])
+            .actions(["eks:DescribeCluster", "eks:ListFargateProfiles"])
             .resources([c.to_string()]),
+        // Pods a Fargate profile selects are never given EC2 capacity.
+        Statement::allow("FargateProfiles")
+            .actions(["eks:DescribeFargateProfile"])
+            .resources([format!(
+                "arn:{p}:eks:{r}:{a}:fargateprofile/{cluster_name}/*"
+            )]),
         // A NodeClass naming a `role` gets an instance profile the agent creates for it:
         // created tagged for this cluster, then changed or deleted only while so tagged.
         Statement::allow("CreateInstanceProfile")

@@ -4,11 +4,11 @@
 //! people otherwise glue on by hand:
 //! - the IAM OIDC provider for the cluster's issuer (IRSA), on by default, because Fargate
 //!   pods (and so the agent) can only get AWS credentials through IRSA;
-//! - the `coredns` add-on with `computeType: Fargate`, so DNS runs on Fargate without the
-//!   usual Lambda or `kubectl patch`.
+//! - (CoreDNS on Fargate is switched by the kube-system `joiner_fargate_profile`, which must
+//!   exist first; `coredns_on_fargate` here is deprecated and ignored.)
 //!
 //! What EKS can change in place (version, log types, endpoint access, tags, the OIDC
-//! provider, the add-on) is updated in place; the rest (name, role, subnets, security
+//! provider) is updated in place; the rest (name, role, subnets, security
 //! groups, encryption key) is `force_new` and the plan shows the replacement.
 
 pub mod inputs;
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::aws::eks::cluster::{self as eks_cluster, ClusterInfo, ClusterSpec};
 use crate::aws::eks::wait::PollInterval;
-use crate::aws::eks::{addon, oidc, EksError};
+use crate::aws::eks::{oidc, EksError};
 use crate::model::cluster::ClusterModel;
 use crate::model::Model;
 use crate::protocol::prelude::*;
@@ -177,18 +177,9 @@ fn fill_local_defaults(state: &mut ClusterModel) {
     if state.enable_irsa.is_none() {
         state.enable_irsa = Some(state.oidc_provider_arn.is_some());
     }
-    if state.coredns_on_fargate.is_none() {
-        state.coredns_on_fargate = Some(true);
-    }
     if state.oidc_thumbprints.is_none() {
         state.oidc_thumbprints = Some(vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()]);
     }
-}
-
-fn addon_warning(outcome: &addon::AddonOutcome, cluster: &str) -> Option<Diagnostic> {
-    outcome
-        .warning(cluster)
-        .map(|(summary, detail)| Diagnostic::warning_at("coredns_on_fargate", summary, detail))
 }
 
 #[async_trait]
@@ -301,8 +292,9 @@ impl Resource<ProviderContext> for Cluster {
             )
             .attribute(
                 Attribute::bool("coredns_on_fargate")
-                    .default(true)
-                    .description("Manage the `coredns` add-on with `computeType: Fargate`, so DNS runs on Fargate without patching."),
+                    .optional()
+                    .deprecated()
+                    .description("Deprecated and ignored: set `coredns_on_fargate` on the `joiner_fargate_profile` that selects kube-system, which switches CoreDNS once that profile is ACTIVE (created before it, the CoreDNS pods were never admitted to Fargate)."),
             )
             .attribute(Attribute::string("arn").computed().description("Cluster ARN."))
             .attribute(Attribute::string("status").computed().description("Cluster status (ACTIVE once applied)."))
@@ -339,6 +331,16 @@ impl Resource<ProviderContext> for Cluster {
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
         let m = ClusterModel::from_value(config);
+        if m.coredns_on_fargate.is_some() {
+            d.push(Diagnostic::warning_at(
+                "coredns_on_fargate",
+                "coredns_on_fargate moved to joiner_fargate_profile",
+                "This attribute is ignored. Set coredns_on_fargate = true on the joiner_fargate_profile \
+                 that selects kube-system: Fargate admits a pod only if a profile selects it when the \
+                 pod is created, so CoreDNS must be switched after that profile is ACTIVE, which the \
+                 cluster cannot know.",
+            ));
+        }
         let public = m.endpoint_public_access;
         let private = m.endpoint_private_access;
         if public == Some(false) && private == Some(false) {
@@ -460,7 +462,6 @@ impl Resource<ProviderContext> for Cluster {
         };
         apply_remote(&mut state, &info);
 
-        let mut warnings = Vec::new();
         if planned.enable_irsa == Some(true) {
             let issuer = info.oidc_issuer.clone().unwrap_or_default();
             match oidc::ensure_provider(
@@ -476,17 +477,7 @@ impl Resource<ProviderContext> for Cluster {
                 Err(e) => return Err(Diagnostics::from(e).with_partial_state(state.to_value())),
             }
         }
-        if planned.coredns_on_fargate == Some(true) {
-            match addon::ensure_coredns_on_fargate(&eks, &spec.name, deadline).await {
-                Ok(outcome) => warnings.extend(addon_warning(&outcome, &spec.name)),
-                Err(e) => return Err(Diagnostics::from(e).with_partial_state(state.to_value())),
-            }
-        }
-        let mut applied = Applied::new(state.to_value());
-        for w in warnings {
-            applied = applied.with_warning(w);
-        }
-        Ok(applied)
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn read(
@@ -599,18 +590,6 @@ impl Resource<ProviderContext> for Cluster {
             state.oidc_provider_arn = None;
         }
 
-        // CoreDNS on Fargate.
-        let mut warning = None;
-        if planned.coredns_on_fargate != prior.coredns_on_fargate {
-            let outcome = if planned.coredns_on_fargate == Some(true) {
-                addon::ensure_coredns_on_fargate(&eks, &name, deadline).await
-            } else {
-                addon::release_coredns(&eks, &name, deadline).await
-            }
-            .map_err(|e| progress(e.into(), &state))?;
-            warning = addon_warning(&outcome, &name);
-        }
-
         // Settle on what AWS reports now, with the planned local inputs.
         let info = eks_cluster::describe(&eks, &name, deadline)
             .await?
@@ -625,11 +604,7 @@ impl Resource<ProviderContext> for Cluster {
         apply_remote(&mut state, &info);
         state.public_access_cidrs = planned.public_access_cidrs.clone();
         state.oidc_provider_arn = oidc_arn;
-        let mut applied = Applied::new(state.to_value());
-        if let Some(w) = warning {
-            applied = applied.with_warning(w);
-        }
-        Ok(applied)
+        Ok(Applied::new(state.to_value()))
     }
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
@@ -778,7 +753,10 @@ mod tests {
         assert_eq!(imported.tags_all.as_ref().map(|t| t.len()), Some(2));
         assert_eq!(imported.public_access_cidrs, set(&["0.0.0.0/0"]));
         assert_eq!(imported.enable_irsa, Some(false));
-        assert_eq!(imported.coredns_on_fargate, Some(true));
+        assert_eq!(
+            imported.coredns_on_fargate, None,
+            "deprecated: not filled in"
+        );
         let untagged = ClusterInfo {
             tags: [(DISCOVERY_TAG.to_string(), "prod".to_string())].into(),
             ..info

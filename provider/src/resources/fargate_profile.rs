@@ -3,12 +3,18 @@
 //! A groupless cluster needs two: kube-system (CoreDNS) and the agent's namespace, so that
 //! the pods that launch nodes never run on the nodes they launch, nor on Spot. EKS cannot
 //! change a profile after creation except for its tags, so every other input replaces it.
+//!
+//! The kube-system profile also switches CoreDNS onto Fargate (`coredns_on_fargate`). That
+//! switch lives here, not on the cluster, because Fargate admits a pod only if a profile
+//! selects it when the pod is created: the add-on must be updated after this profile is
+//! ACTIVE, so that the CoreDNS pods it recreates are admitted to Fargate within one apply.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::cluster::inputs;
+use crate::aws::eks::addon::{self, AddonOutcome};
 use crate::aws::eks::fargate::{self, ProfileInfo, ProfileSpec, Selector};
 use crate::aws::eks::wait::PollInterval;
 use crate::model::fargate_profile::{FargateProfileModel, SelectorModel};
@@ -105,6 +111,44 @@ fn validate_labels(v: &Value) -> Result<(), String> {
     }
 }
 
+/// The labels EKS's CoreDNS pods carry: a kube-system selector asking for other labels
+/// would not select them.
+const COREDNS_POD_LABELS: [(&str, &str); 2] = [
+    ("k8s-app", "kube-dns"),
+    ("eks.amazonaws.com/component", "coredns"),
+];
+
+/// Whether a selector (namespace with `*`/`?` wildcards, labels) selects CoreDNS's pods.
+fn selects_coredns(sel: &SelectorModel) -> bool {
+    let ns = sel.namespace.as_deref().unwrap_or_default();
+    let labels_match = sel
+        .labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| COREDNS_POD_LABELS.iter().any(|(ck, cv)| ck == k && cv == v));
+    wildcard_match(ns, "kube-system") && labels_match
+}
+
+/// EKS's selector namespaces take `*` (any run) and `?` (one character).
+fn wildcard_match(pattern: &str, s: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match (p.first(), s.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), s.as_bytes())
+}
+
+fn addon_warning(outcome: &AddonOutcome, cluster: &str) -> Option<Diagnostic> {
+    outcome
+        .warning(cluster)
+        .map(|(summary, detail)| Diagnostic::warning_at("coredns_on_fargate", summary, detail))
+}
+
 #[async_trait]
 impl Resource<ProviderContext> for FargateProfile {
     fn type_name(&self) -> &'static str {
@@ -151,6 +195,17 @@ impl Resource<ProviderContext> for FargateProfile {
             )
             .attribute(Attribute::string("arn").computed().description("Profile ARN."))
             .attribute(Attribute::string("status").computed().description("Profile status (ACTIVE once applied)."))
+            .attribute(
+                Attribute::bool("coredns_on_fargate")
+                    .optional()
+                    .description(
+                        "Once this profile is ACTIVE, manage the `coredns` EKS add-on with \
+                         `{\"computeType\":\"Fargate\"}`, so CoreDNS is recreated on Fargate in the \
+                         same apply. The profile must select kube-system. Turning it off stops \
+                         managing the add-on and leaves CoreDNS running (`DeleteAddon` with \
+                         `preserve`).",
+                    ),
+            )
             .block(
                 NestedBlock::list(
                     "selector",
@@ -193,6 +248,22 @@ impl Resource<ProviderContext> for FargateProfile {
                 format!("a Fargate profile takes at most {MAX_SELECTORS} selectors (an EKS limit), got {}", list.len()),
             );
         }
+        let model = FargateProfileModel::from_value(config);
+        // Only judged once every selector is known (a module may compute a namespace).
+        if model.coredns_on_fargate == Some(true)
+            && config.get("selector").is_fully_known()
+            && !model.selectors.iter().any(selects_coredns)
+        {
+            d.error_at(
+                "coredns_on_fargate",
+                "This profile does not select CoreDNS",
+                "coredns_on_fargate needs a selector for namespace \"kube-system\" with no labels, \
+                 or only CoreDNS's own labels (k8s-app = kube-dns, eks.amazonaws.com/component = \
+                 coredns); otherwise the CoreDNS pods the add-on recreates would not be admitted \
+                 to Fargate and would stay Pending."
+                    .to_string(),
+            );
+        }
         d
     }
 
@@ -217,9 +288,27 @@ impl Resource<ProviderContext> for FargateProfile {
         let deadline = Instant::now() + change.timeout.unwrap_or(CREATE_TIMEOUT);
         let mut state = FargateProfileModel::from_value(&change.planned);
         let spec = spec_from(&state);
-        let info = fargate::create(&ctx.aws.eks(), &spec, deadline, poll()).await?;
+        let eks = ctx.aws.eks();
+        let info = fargate::create(&eks, &spec, deadline, poll()).await?;
+        let coredns = state.coredns_on_fargate;
         apply_remote(&mut state, &info);
-        Ok(Applied::new(state.to_value()))
+        let mut applied_warning = None;
+        if coredns == Some(true) {
+            match addon::ensure_coredns_on_fargate(&eks, &spec.cluster_name, deadline).await {
+                Ok(outcome) => applied_warning = addon_warning(&outcome, &spec.cluster_name),
+                Err(e) => {
+                    // The profile exists: keep it in state, with the switch not yet made, so
+                    // the next apply retries only the add-on.
+                    state.coredns_on_fargate = None;
+                    return Err(Diagnostics::from(e).with_partial_state(state.to_value()));
+                }
+            }
+        }
+        let mut applied = Applied::new(state.to_value());
+        if let Some(w) = applied_warning {
+            applied = applied.with_warning(w);
+        }
+        Ok(applied)
     }
 
     async fn read(
@@ -231,10 +320,29 @@ impl Resource<ProviderContext> for FargateProfile {
         let mut state = FargateProfileModel::from_value(&req.state);
         let cluster = state.cluster_name.clone().unwrap_or_default();
         let profile = state.name.clone().unwrap_or_default();
-        match fargate::describe(&ctx.aws.eks(), &cluster, &profile, deadline).await? {
+        let eks = ctx.aws.eks();
+        match fargate::describe(&eks, &cluster, &profile, deadline).await? {
             None => Ok(None),
             Some(info) => {
                 apply_remote(&mut state, &info);
+                // Someone removed or reconfigured the add-on: show it as drift. Without an
+                // add-on API nothing can be said, so the input stands. After an import (the
+                // input unknown), a profile that selects CoreDNS reads as managing it when the
+                // add-on is on Fargate.
+                let selects = state.selectors.iter().any(selects_coredns);
+                if state.coredns_on_fargate == Some(true)
+                    || (state.coredns_on_fargate.is_none() && selects)
+                {
+                    match addon::coredns_is_on_fargate(&eks, &cluster, deadline).await? {
+                        Some(false) if state.coredns_on_fargate == Some(true) => {
+                            state.coredns_on_fargate = Some(false)
+                        }
+                        Some(true) if state.coredns_on_fargate.is_none() => {
+                            state.coredns_on_fargate = Some(true)
+                        }
+                        _ => {}
+                    }
+                }
                 Ok(Some(
                     Applied::new(state.to_value()).with_private(req.private),
                 ))
@@ -250,8 +358,35 @@ impl Resource<ProviderContext> for FargateProfile {
         let arn = prior.arn.clone().unwrap_or_default();
         let have = prior.tags.clone().unwrap_or_default();
         let want = planned.tags.clone().unwrap_or_default();
-        fargate::sync_tags(&ctx.aws.eks(), &arn, &have, &want, deadline).await?;
-        Ok(Applied::new(planned.to_value()))
+        let eks = ctx.aws.eks();
+        fargate::sync_tags(&eks, &arn, &have, &want, deadline).await?;
+        let cluster = planned.cluster_name.clone().unwrap_or_default();
+        let mut warning = None;
+        let (was, now) = (
+            prior.coredns_on_fargate == Some(true),
+            planned.coredns_on_fargate == Some(true),
+        );
+        if was != now || now {
+            let outcome = if now {
+                // Also when it was on: a read found the add-on gone or reconfigured.
+                addon::ensure_coredns_on_fargate(&eks, &cluster, deadline).await
+            } else {
+                addon::release_coredns(&eks, &cluster, deadline).await
+            };
+            match outcome {
+                Ok(o) => warning = addon_warning(&o, &cluster),
+                Err(e) => {
+                    let mut state = planned.clone();
+                    state.coredns_on_fargate = prior.coredns_on_fargate;
+                    return Err(Diagnostics::from(e).with_partial_state(state.to_value()));
+                }
+            }
+        }
+        let mut applied = Applied::new(planned.to_value());
+        if let Some(w) = warning {
+            applied = applied.with_warning(w);
+        }
+        Ok(applied)
     }
 
     async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
@@ -259,7 +394,12 @@ impl Resource<ProviderContext> for FargateProfile {
         let prior = FargateProfileModel::from_value(&change.prior);
         let cluster = prior.cluster_name.unwrap_or_default();
         let profile = prior.name.unwrap_or_default();
-        fargate::delete(&ctx.aws.eks(), &cluster, &profile, deadline, poll()).await?;
+        let eks = ctx.aws.eks();
+        if prior.coredns_on_fargate == Some(true) {
+            // Stop managing CoreDNS first; its running pods stay (preserve).
+            addon::release_coredns(&eks, &cluster, deadline).await?;
+        }
+        fargate::delete(&eks, &cluster, &profile, deadline, poll()).await?;
         Ok(())
     }
 
@@ -313,6 +453,7 @@ mod tests {
                 "arn:aws:eks:us-east-1:123456789012:fargateprofile/prod/kube-system/x".into(),
             ),
             status: Some("ACTIVE".into()),
+            coredns_on_fargate: Some(true),
             selectors: vec![
                 SelectorModel {
                     namespace: Some("kube-system".into()),
@@ -350,6 +491,36 @@ mod tests {
             conforms(&m.to_value(), &schema.implied_type()).unwrap();
             assert_eq!(FargateProfileModel::from_value(&m.to_value()), m);
         }
+    }
+
+    #[test]
+    fn coredns_needs_a_selector_that_selects_it() {
+        let sel = |ns: &str, labels: &[(&str, &str)]| SelectorModel {
+            namespace: Some(ns.into()),
+            labels: (!labels.is_empty()).then(|| {
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+        };
+        assert!(selects_coredns(&sel("kube-system", &[])));
+        assert!(selects_coredns(&sel("kube-*", &[])));
+        assert!(selects_coredns(&sel(
+            "kube-syste?",
+            &[("k8s-app", "kube-dns")]
+        )));
+        assert!(!selects_coredns(&sel("kube-system", &[("app", "x")])));
+        assert!(!selects_coredns(&sel("joiner", &[])));
+        let mut m = full();
+        m.selectors = vec![sel("joiner", &[])];
+        let diags = FargateProfile.validate(&m.to_value());
+        assert!(
+            format!("{diags:?}").contains("does not select CoreDNS"),
+            "{diags:?}"
+        );
+        m.selectors.push(sel("kube-system", &[]));
+        assert!(!FargateProfile.validate(&m.to_value()).has_errors());
     }
 
     /// EKS reports no labels as an empty map: state keeps null or `{}` as configured.

@@ -202,9 +202,68 @@ fn kube_sim(moto: &MotoServer, (cluster, region): (&str, &str), agent: &Path) ->
             AGENT_IMAGE.into(),
             kube_sim::ImageSource::Binary(agent.to_path_buf()),
         )],
+        // EKS's self-managed CoreDNS, which the kube-system profile must move to Fargate.
+        eks_addons: true,
         ..Default::default()
     })
     .expect("start kube-sim")
+}
+
+/// Waits (up to 60 s) until the cluster's CoreDNS pods all run on Fargate nodes, and returns
+/// them as `name@node`. The end state is stable, so reading it until it holds cannot miss it.
+fn coredns_on_fargate(sim: &kube_sim::KubeSim) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = sim.client().await.expect("client");
+        let ar = |kind: &str, plural: &str| ApiResource {
+            group: "".into(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        let pods: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), "kube-system", &ar("Pod", "pods"));
+        let nodes: Api<DynamicObject> = Api::all_with(client, &ar("Node", "nodes"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let list = pods
+                .list(&ListParams::default().labels("k8s-app=kube-dns"))
+                .await
+                .expect("list CoreDNS pods");
+            let mut placed = Vec::new();
+            let mut all_fargate = !list.items.is_empty();
+            for p in &list.items {
+                let node = p.data["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let running = p.data["status"]["phase"] == "Running";
+                let fargate = !node.is_empty()
+                    && nodes.get(&node).await.is_ok_and(|n| {
+                        n.metadata.labels.unwrap_or_default()["eks.amazonaws.com/compute-type"]
+                            == "fargate"
+                    });
+                all_fargate &= running && fargate;
+                placed.push(format!(
+                    "{}@{}",
+                    p.metadata.name.clone().unwrap_or_default(),
+                    if node.is_empty() { "-" } else { &node }
+                ));
+            }
+            if all_fargate && list.items.len() >= 2 {
+                return placed;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "CoreDNS not on Fargate 60 s after the apply: {placed:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
 }
 
 /// A workspace holding `example` as is, its modules beside it, its `region` input set in a
@@ -347,6 +406,26 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
     // 1. Both apply into the same account.
     dev.apply();
     prod.apply();
+
+    // CoreDNS, created with each cluster as EKS creates it (kept off Fargate by its
+    // `compute-type: ec2` annotation), is on Fargate after the one apply, and no EC2 instance
+    // was launched for it (DescribeInstances lists terminated instances too).
+    for sim in [&dev_sim, &prod_sim] {
+        let placed = coredns_on_fargate(sim);
+        eprintln!("CoreDNS: {placed:?}");
+    }
+    for (_, region) in [DEV, PROD] {
+        let ec2 = aws_sdk_ec2::Client::new(&in_region(&aws, region));
+        let reservations = aws
+            .block_on(ec2.describe_instances().send())
+            .expect("ec2:DescribeInstances")
+            .reservations
+            .unwrap_or_default();
+        assert!(
+            reservations.is_empty(),
+            "EC2 capacity was launched in {region} before any workload: {reservations:?}"
+        );
+    }
 
     let (d, p) = (identities(&dev), identities(&prod));
     let shared: Vec<_> = d.intersection(&p).collect();

@@ -86,7 +86,8 @@ fn lifecycle_create_import_replace_drift_destroy() {
     let f = eks_with_fargate_role(&aws, "fg", "e2e-fargate", 30);
     let tf = Workspace::new(&moto);
     let labels = r#"{ "app.kubernetes.io/name" = "joiner-agent" }"#;
-    tf.write_config(&profiles(&f, labels, r#"  tags = { team = "platform" }"#));
+    let system_extra = "  tags = { team = \"platform\" }\n  coredns_on_fargate = true";
+    tf.write_config(&profiles(&f, labels, system_extra));
 
     // Both at once, as Terraform does; both ACTIVE.
     let plan = tf.plan();
@@ -94,6 +95,29 @@ fn lifecycle_create_import_replace_drift_destroy() {
     assert_eq!(plan.actions(AGENT), ["create"]);
     tf.apply();
     assert_eq!(remote_profiles(&aws), ["joiner", "kube-system"]);
+    // The kube-system profile switched CoreDNS to Fargate, once it existed.
+    let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+    let coredns = |aws: &Aws| {
+        aws.block_on(
+            eks.describe_addon()
+                .cluster_name("fg")
+                .addon_name("coredns")
+                .send(),
+        )
+        .ok()
+        .and_then(|o| o.addon)
+    };
+    let addon = coredns(&aws).expect("the coredns add-on");
+    assert_eq!(
+        addon.configuration_values(),
+        Some(r#"{"computeType":"Fargate"}"#)
+    );
+    assert!(
+        addon.created_at().unwrap().secs()
+            >= describe(&aws, "kube-system").created_at().unwrap().secs(),
+        "the add-on was switched before the profile existed"
+    );
+    assert_eq!(tf.values(SYSTEM)["coredns_on_fargate"], true);
     let st = tf.values(AGENT);
     assert_eq!(st["id"], "fg:joiner");
     assert_eq!(st["status"], "ACTIVE");
@@ -143,17 +167,13 @@ fn lifecycle_create_import_replace_drift_destroy() {
     tf.write_config(&profiles(
         &f,
         labels,
-        r#"  tags = { team = "platform", env = "test" }"#,
+        "  tags = { team = \"platform\", env = \"test\" }\n  coredns_on_fargate = true",
     ));
     assert_eq!(tf.plan().actions(SYSTEM), ["update"]);
 
     // Selectors cannot change in place: replacement, and the plan names the selector.
     let new_labels = r#"{ "app.kubernetes.io/name" = "joiner-agent", tier = "system" }"#;
-    tf.write_config(&profiles(
-        &f,
-        new_labels,
-        r#"  tags = { team = "platform" }"#,
-    ));
+    tf.write_config(&profiles(&f, new_labels, system_extra));
     let plan = tf.plan();
     assert!(plan.replaces(AGENT), "{:?}", plan.actions(AGENT));
     assert_eq!(plan.replace_paths(AGENT), [json!(["selector"])]);
@@ -164,6 +184,20 @@ fn lifecycle_create_import_replace_drift_destroy() {
         sel.labels().unwrap().get("tier").map(String::as_str),
         Some("system")
     );
+    tf.refresh_plan_is_empty();
+
+    // Drift of the add-on: removed out of band, the refresh shows it and the apply puts it back.
+    aws.block_on(
+        eks.delete_addon()
+            .cluster_name("fg")
+            .addon_name("coredns")
+            .preserve(true)
+            .send(),
+    )
+    .expect("eks:DeleteAddon");
+    assert_eq!(tf.plan().actions(SYSTEM), ["update"]);
+    tf.apply();
+    assert!(coredns(&aws).is_some(), "the add-on is back");
     tf.refresh_plan_is_empty();
 
     // Drift: deleted out of band, recreated by the next apply.
@@ -181,6 +215,10 @@ fn lifecycle_create_import_replace_drift_destroy() {
     assert_eq!(remote_profiles(&aws), ["joiner", "kube-system"]);
 
     tf.destroy();
+    assert!(
+        coredns(&aws).is_none(),
+        "destroying the profile stops managing CoreDNS (preserve: its pods keep running)"
+    );
     assert!(
         remote_profiles(&aws).is_empty(),
         "{:?}",
@@ -233,6 +271,15 @@ fn bad_inputs_are_refused_at_plan_time_with_their_attribute() {
             ),
             "labels",
             "at most 5 labels",
+        ),
+        (
+            with(
+                "name",
+                r#""ok""#,
+                "  coredns_on_fargate = true\n  selector {\n    namespace = \"joiner\"\n  }",
+            ),
+            "coredns_on_fargate",
+            "does not select CoreDNS",
         ),
     ];
     for (config, attribute, message) in cases {

@@ -196,8 +196,40 @@ fn one_apply_builds_the_aws_half_and_destroy_leaves_nothing() {
     let out = applied.output();
     assert!(out.contains("Apply complete!"), "{out}");
     assert!(
-        out.contains("Warning: CoreDNS was not switched to Fargate"),
-        "the emulator has no add-on API: the apply must say so\n{out}"
+        !out.contains("CoreDNS was not switched")
+            && !out.contains("moved to joiner_fargate_profile"),
+        "the add-on switch happened, with no deprecated attribute in use:\n{out}"
+    );
+    // CoreDNS is switched to Fargate by the kube-system profile, after that profile exists:
+    // the add-on's creation time is not before the profile's.
+    let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+    let addon = aws
+        .block_on(
+            eks.describe_addon()
+                .cluster_name(CLUSTER)
+                .addon_name("coredns")
+                .send(),
+        )
+        .expect("eks:DescribeAddon coredns")
+        .addon
+        .expect("the coredns add-on");
+    assert_eq!(
+        addon.configuration_values(),
+        Some(r#"{"computeType":"Fargate"}"#)
+    );
+    let profile = aws
+        .block_on(
+            eks.describe_fargate_profile()
+                .cluster_name(CLUSTER)
+                .fargate_profile_name("kube-system")
+                .send(),
+        )
+        .expect("eks:DescribeFargateProfile kube-system")
+        .fargate_profile
+        .expect("the kube-system profile");
+    assert!(
+        addon.created_at().unwrap().secs() >= profile.created_at().unwrap().secs(),
+        "the add-on was switched before its Fargate profile existed"
     );
     if let Some(dir) = &usage_dir {
         let (n, wall, cpu, rss) = usage(dir);

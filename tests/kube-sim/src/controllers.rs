@@ -265,6 +265,14 @@ pub fn reconcile_deployments(store: &Store) {
         let (current, old): (Vec<&Arc<Value>>, Vec<&Arc<Value>>) = active
             .into_iter()
             .partition(|p| p["metadata"]["labels"]["pod-template-hash"] == hash.as_str());
+        // Old pods that never got a node go at once: the Deployment controller scales an
+        // old ReplicaSet's unhealthy replicas down first, without waiting for new ones.
+        let (unscheduled_old, old): (Vec<&Arc<Value>>, Vec<&Arc<Value>>) = old
+            .into_iter()
+            .partition(|p| p["spec"]["nodeName"].as_str().is_none_or(str::is_empty));
+        for p in &unscheduled_old {
+            let _ = store.delete(&t.pods, Some(ns), name_of(p), &DeleteOptions::default());
+        }
         let new_ready = current.iter().filter(|p| pod_is_ready(p)).count();
         let surplus_old = (old.len() + new_ready).saturating_sub(want).min(old.len());
         let mut old = old;

@@ -133,6 +133,12 @@ pub fn selector_matches(sel: &Selector, namespace: &str, labels: &Value) -> bool
             .all(|(k, v)| labels[k].as_str().is_some_and(|actual| glob(v, actual)))
 }
 
+/// A pod annotated `eks.amazonaws.com/compute-type: ec2` (EKS's self-managed CoreDNS is)
+/// asks to stay off Fargate whatever the profiles select.
+fn wants_ec2(pod: &Value) -> bool {
+    pod["metadata"]["annotations"][COMPUTE_TYPE_LABEL] == "ec2"
+}
+
 /// The admission step EKS's Fargate webhook performs on a new pod.
 pub fn admit(profiles: &Profiles, rt: &ResourceType, pod: &mut Value) {
     if rt.key() != "/pods" {
@@ -144,7 +150,7 @@ pub fn admit(profiles: &Profiles, rt: &ResourceType, pod: &mut Value) {
     let bound = pod["spec"]["nodeName"]
         .as_str()
         .is_some_and(|n| !n.is_empty());
-    if scheduler != "default-scheduler" || bound {
+    if scheduler != "default-scheduler" || bound || wants_ec2(pod) {
         return;
     }
     let ns = namespace_of(pod).to_string();
@@ -249,7 +255,8 @@ fn readmit_late(store: &Store, profiles: &Profiles, pods_t: &ResourceType, pods:
             .as_str()
             .is_none_or(|s| s == "default-scheduler")
             && pod["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
-            && pod["metadata"].get("deletionTimestamp").is_none();
+            && pod["metadata"].get("deletionTimestamp").is_none()
+            && !wants_ec2(pod);
         if !unadmitted {
             continue;
         }
@@ -394,7 +401,7 @@ pub async fn eks_client(endpoint: &str, region: &str) -> aws_sdk_eks::Client {
 
 /// Whether the emulator knows the cluster (the sandbox starts kube-sim before Terraform
 /// creates it).
-async fn cluster_exists(client: &aws_sdk_eks::Client, cluster: &str) -> anyhow::Result<bool> {
+pub async fn cluster_exists(client: &aws_sdk_eks::Client, cluster: &str) -> anyhow::Result<bool> {
     use aws_sdk_eks::error::ProvideErrorMetadata;
     match client.describe_cluster().name(cluster).send().await {
         Ok(_) => Ok(true),

@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod addons;
 pub mod admission;
 pub mod api;
 pub mod aws;

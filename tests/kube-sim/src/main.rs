@@ -37,6 +37,10 @@ struct Args {
     /// runtime bundle as `umoci unpack` writes it, or a root filesystem). Repeatable.
     #[arg(long = "image", value_name = "NAME=PATH", value_parser = kube_sim::runner::image::parse_image_arg)]
     images: Vec<(String, kube_sim::ImageSource)>,
+    /// Play EKS's CoreDNS (needs --aws-endpoint): the self-managed Deployment, kept in line
+    /// with the cluster's `coredns` add-on.
+    #[arg(long)]
+    eks_addons: bool,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -86,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
         node_grace: args.node_grace,
         controllers,
         images: args.images,
+        eks_addons: args.eks_addons,
         ..Default::default()
     };
     let server = kube_sim::server::serve(opts).await?;

@@ -42,6 +42,9 @@ pub struct Options {
     pub images: Vec<(String, ImageSource)>,
     /// How often the Fargate profiles are re-read from the emulator.
     pub fargate_poll: Duration,
+    /// Play EKS's CoreDNS: the self-managed Deployment once the emulator knows the cluster,
+    /// placed as its `coredns` add-on says (see [`crate::addons`]). Needs `aws_endpoint`.
+    pub eks_addons: bool,
 }
 
 impl Default for Options {
@@ -63,6 +66,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(5),
             images: Vec::new(),
             fargate_poll: Duration::from_secs(2),
+            eks_addons: false,
         }
     }
 }
@@ -230,6 +234,16 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         );
         profiles
     });
+    if let (true, Some(endpoint)) = (opts.eks_addons, &opts.aws_endpoint) {
+        crate::addons::spawn(
+            store.clone(),
+            endpoint.clone(),
+            opts.cluster_name.clone(),
+            opts.aws_region.clone(),
+            opts.fargate_poll.min(Duration::from_millis(500)),
+            shutdown_rx.clone(),
+        );
+    }
     if let Some(endpoint) = &opts.aws_endpoint {
         crate::aws::spawn(
             store.clone(),

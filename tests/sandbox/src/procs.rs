@@ -162,7 +162,9 @@ pub fn start_kube_sim(o: &KubeSimOptions, log: &Path) -> Result<Proc> {
         .arg(&o.kubeconfig)
         .args(["--cluster-name", o.cluster_name])
         .args(["--aws-endpoint", &o.aws_endpoint])
-        .args(["--boot-delay", o.boot_delay]);
+        .args(["--boot-delay", o.boot_delay])
+        // EKS's own CoreDNS, switched to Fargate by the kube-system profile's add-on.
+        .arg("--eks-addons");
     for (name, path) in &o.images {
         cmd.arg("--image").arg(format!("{name}={}", path.display()));
     }

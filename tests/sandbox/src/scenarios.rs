@@ -220,6 +220,7 @@ async fn run(w: &mut World) -> Result<()> {
     step(w, &format!("applied in {:.1} s", out.elapsed.as_secs_f64()));
     w.tf = Some(tf);
     check_agent_on_fargate(w, &client).await?;
+    check_coredns_on_fargate(w, &client).await?;
 
     // --- 1. the seed's scale-out --------------------------------------------------------------
     let pools = cluster::node_pools(&client).await?;
@@ -489,6 +490,68 @@ async fn check_agent_on_fargate(w: &mut World, client: &Client) -> Result<()> {
     w.figures.agent_pods = Some(format!("{on_fargate} Running on Fargate"));
     if on_fargate == 0 {
         bail!("missing piece: no agent pod runs on a Fargate node (kube-sim's Fargate simulation, contract C): {}", desc.join("; "));
+    }
+    Ok(())
+}
+
+/// CoreDNS runs on Fargate after one apply, and no EC2 instance was launched for it: the
+/// kube-system profile switches the add-on once it is ACTIVE, which recreates the pods
+/// where Fargate admits them (kube-sim plays EKS's self-managed CoreDNS with `--eks-addons`).
+async fn check_coredns_on_fargate(w: &mut World, client: &Client) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let desc = loop {
+        let snap = cluster::snapshot(client).await?;
+        let pods = cluster::agent_pods(client, "kube-system").await?;
+        let coredns: Vec<_> = pods
+            .iter()
+            .filter(|(name, _, _)| name.starts_with("coredns-"))
+            .collect();
+        let on_fargate = coredns
+            .iter()
+            .filter(|(_, phase, node)| {
+                phase == "Running" && snap.node(node).is_some_and(|n| n.fargate)
+            })
+            .count();
+        let desc: Vec<String> = coredns
+            .iter()
+            .map(|(name, phase, node)| {
+                format!(
+                    "{name} {phase} on {}",
+                    if node.is_empty() { "no node" } else { node }
+                )
+            })
+            .collect();
+        if on_fargate >= 2 && on_fargate == coredns.len() {
+            break desc;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "CoreDNS is not on Fargate 60 s after the apply (the kube-system profile's coredns add-on): {}",
+                desc.join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let cloud = w.cloud.as_ref().context("no cloud")?;
+    let instances = cloud.live_instances().await?;
+    step(
+        w,
+        &format!(
+            "CoreDNS: {}; EC2 instances so far: {}",
+            desc.join("; "),
+            instances.len()
+        ),
+    );
+    w.figures.coredns_pods = Some(format!(
+        "{} Running on Fargate ({} EC2 instances)",
+        desc.len(),
+        instances.len()
+    ));
+    if !instances.is_empty() {
+        bail!(
+            "EC2 capacity was launched before any workload existed (for CoreDNS?): {:?}",
+            instances
+        );
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ pub struct Figures {
     pub notice_secs: u64,
     pub apply_secs: Option<f64>,
     pub agent_pods: Option<String>,
+    pub coredns_pods: Option<String>,
     pub scale_out_secs: Option<f64>,
     pub nodes_after_scale_out: Option<usize>,
     pub peak_nodes: usize,
@@ -50,6 +51,10 @@ impl Figures {
             (
                 "agent pods".into(),
                 self.agent_pods.clone().unwrap_or_else(|| "—".into()),
+            ),
+            (
+                "CoreDNS pods (EC2 instances launched for them)".into(),
+                self.coredns_pods.clone().unwrap_or_else(|| "—".into()),
             ),
             (
                 "scale-out 4 → 100: time to all Running".into(),

@@ -223,8 +223,14 @@ pub async fn build(ctx: &Context) -> Round {
     let mut pending_objs = Vec::new();
     let mut ignored: HashMap<&'static str, i64> = HashMap::new();
     let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
+    let fargate_profiles = ctx.fargate.profiles(ctx).await;
+    let mut held_for_fargate = std::collections::HashSet::new();
     for p in state.pods.state() {
         match classify(&p) {
+            PodClass::Provisionable if ctx.fargate.holds(ctx, &fargate_profiles, &p).await => {
+                *ignored.entry("fargate-profile").or_default() += 1;
+                held_for_fargate.insert(p.uid().unwrap_or_default());
+            }
             PodClass::Provisionable => match convert::pod(&p) {
                 Ok(sp) => {
                     input.pods.push(sp);
@@ -260,7 +266,13 @@ pub async fn build(ctx: &Context) -> Round {
             }
         }
     }
-    for reason in ["daemonset", "scheduler-name", "malformed"] {
+    ctx.fargate.retain_told(&held_for_fargate);
+    for reason in [
+        "daemonset",
+        "scheduler-name",
+        "malformed",
+        "fargate-profile",
+    ] {
         ctx.metrics
             .pods_ignored
             .get_or_create(&l(&[("reason", reason)]))

@@ -4,6 +4,7 @@
 //! `FailedScheduling` Event with the scheduler's reason per NodePool.
 
 pub mod batcher;
+pub mod fargate;
 pub mod input;
 pub mod nodeclaims;
 pub mod warm;

@@ -123,7 +123,11 @@ pub fn classify(p: &Pod) -> PodClass {
 pub fn trim_pod(p: &mut Pod) {
     p.metadata.managed_fields = None;
     if let Some(a) = p.metadata.annotations.as_mut() {
-        a.retain(|k, _| labels::is_do_not_disrupt(k) || k == "kubernetes.io/config.mirror");
+        a.retain(|k, _| {
+            labels::is_do_not_disrupt(k)
+                || k == "kubernetes.io/config.mirror"
+                || k == crate::fargate::COMPUTE_TYPE_ANNOTATION
+        });
     }
     if let Some(s) = p.status.as_mut() {
         s.container_statuses = None;

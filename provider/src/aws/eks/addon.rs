@@ -7,9 +7,10 @@
 //! `computeType: Fargate` does the same thing through a supported API, and
 //! `resolveConflicts = OVERWRITE` takes over the self-managed Deployment.
 //!
-//! We do not wait for the add-on to become ACTIVE: its pods can only start once a Fargate
-//! profile selects kube-system, and that profile is a separate resource created after the
-//! cluster.
+//! The switch belongs to the Fargate profile that selects kube-system, made after that
+//! profile is ACTIVE: Fargate decides where a pod runs when the pod is created, so CoreDNS
+//! pods created before the profile exists stay Pending (or make a node autoscaler launch EC2
+//! capacity for them) until they are recreated. The add-on update recreates them.
 
 use aws_sdk_eks::types::ResolveConflicts;
 use aws_sdk_eks::Client;
@@ -113,6 +114,42 @@ pub async fn ensure_coredns_on_fargate(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether the `coredns` add-on exists with `computeType: Fargate`: `None` when the endpoint
+/// has no add-on API (then nothing can be said about drift).
+pub async fn coredns_is_on_fargate(
+    client: &Client,
+    cluster: &str,
+    deadline: Instant,
+) -> Result<Option<bool>, EksError> {
+    let res = retry(deadline, || async {
+        client
+            .describe_addon()
+            .cluster_name(cluster)
+            .addon_name(COREDNS)
+            .send()
+            .await
+            .aws("eks:DescribeAddon")
+    })
+    .await;
+    match res {
+        Ok(out) => Ok(Some(
+            out.addon()
+                .and_then(|a| a.configuration_values())
+                .is_some_and(is_fargate_configuration),
+        )),
+        Err(e) if e.is_unsupported_api() => Ok(None),
+        Err(e) if e.is_not_found() => Ok(Some(false)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether add-on configuration values put CoreDNS on Fargate.
+pub fn is_fargate_configuration(values: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(values)
+        .ok()
+        .is_some_and(|v| v["computeType"] == "Fargate")
 }
 
 /// Stops managing the add-on but leaves CoreDNS running (`preserve = true`): turning

@@ -292,18 +292,90 @@ async fn fargate_profiles_for_one_cluster_are_created_and_deleted() {
         .unwrap();
 }
 
-/// moto has no add-on API: it answers CreateAddon with a bare HTML 404. The request we
-/// send is captured on the wire by an SDK interceptor, and the 404 must come back as
+/// The local world serves EKS's add-on API (moto alone answers it with a bare 404): the
+/// request we send, captured on the wire by an SDK interceptor, creates the add-on; a
+/// second switch finds it installed and updates it; DescribeAddon then reports Fargate.
+#[tokio::test]
+async fn coredns_addon_request_against_the_local_world() {
+    let moto = MotoServer::start();
+    let aws = moto_clients(&moto).await;
+    let (role, subnets, sg) = prerequisites(&aws).await;
+    cluster::create(&aws.eks(), &spec(&role, &subnets, &sg), deadline())
+        .await
+        .unwrap();
+    let (eks, recorder) = eks_client(&moto.endpoint());
+    assert_eq!(
+        addon::coredns_is_on_fargate(&eks, "groupless", deadline())
+            .await
+            .unwrap(),
+        Some(false),
+        "no add-on yet"
+    );
+    let outcome = addon::ensure_coredns_on_fargate(&eks, "groupless", deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        AddonOutcome::Accepted {
+            status: Some("ACTIVE".into())
+        }
+    );
+    let sent = recorder.sent();
+    let create = sent.last().unwrap();
+    assert_eq!(create.method, "POST");
+    assert_eq!(create.path, "/clusters/groupless/addons");
+    let body = create.json();
+    assert_eq!(body["addonName"], "coredns");
+    assert_eq!(body["configurationValues"], r#"{"computeType":"Fargate"}"#);
+    assert_eq!(body["resolveConflicts"], "OVERWRITE");
+    assert!(body["clientRequestToken"]
+        .as_str()
+        .is_some_and(|t| t.len() == 32));
+
+    // Already installed: CreateAddon is refused (ResourceInUseException), UpdateAddon follows.
+    addon::ensure_coredns_on_fargate(&eks, "groupless", deadline())
+        .await
+        .unwrap();
+    let sent = recorder.sent();
+    assert_eq!(
+        sent.last().unwrap().path,
+        "/clusters/groupless/addons/coredns/update"
+    );
+    assert_eq!(
+        addon::coredns_is_on_fargate(&eks, "groupless", deadline())
+            .await
+            .unwrap(),
+        Some(true)
+    );
+
+    // Released with preserve: the add-on is gone from EKS's view.
+    addon::release_coredns(&eks, "groupless", deadline())
+        .await
+        .unwrap();
+    assert_eq!(
+        addon::coredns_is_on_fargate(&eks, "groupless", deadline())
+            .await
+            .unwrap(),
+        Some(false)
+    );
+    // A cluster that does not exist is an error naming the operation, not a warning.
+    let err = addon::ensure_coredns_on_fargate(&eks, "nope", deadline())
+        .await
+        .unwrap_err();
+    assert!(format!("{err}").contains("eks:CreateAddon"), "{err}");
+}
+
+/// An endpoint with no add-on API answers with a bare HTML 404: that comes back as
 /// `Unsupported` (a warning for the user), not as success and not as a hard error.
 #[tokio::test]
-async fn coredns_addon_request_and_the_emulators_404() {
-    let moto = MotoServer::start();
-    let (eks, recorder) = eks_client(&moto.endpoint());
+async fn coredns_addon_on_an_endpoint_without_the_api() {
+    let bare = ScriptedEndpoint::start(|_| (404, "<html>Not Found</html>".into())).await;
+    let (eks, _) = eks_client(&bare.url);
     let outcome = addon::ensure_coredns_on_fargate(&eks, "groupless", deadline())
         .await
         .unwrap();
     let AddonOutcome::Unsupported(err) = &outcome else {
-        panic!("expected the emulator's 404 to be reported as unsupported, got {outcome:?}");
+        panic!("expected the bare 404 to be reported as unsupported, got {outcome:?}");
     };
     assert_eq!(err.status, Some(404));
     let (summary, detail) = outcome.warning("groupless").unwrap();
@@ -318,18 +390,13 @@ async fn coredns_addon_request_and_the_emulators_404() {
         !detail.contains('<'),
         "no raw HTML body in the warning: {detail}"
     );
-
-    let sent = recorder.sent();
-    let create = sent.last().unwrap();
-    assert_eq!(create.method, "POST");
-    assert_eq!(create.path, "/clusters/groupless/addons");
-    let body = create.json();
-    assert_eq!(body["addonName"], "coredns");
-    assert_eq!(body["configurationValues"], r#"{"computeType":"Fargate"}"#);
-    assert_eq!(body["resolveConflicts"], "OVERWRITE");
-    assert!(body["clientRequestToken"]
-        .as_str()
-        .is_some_and(|t| t.len() == 32));
+    assert_eq!(
+        addon::coredns_is_on_fargate(&eks, "groupless", deadline())
+            .await
+            .unwrap(),
+        None,
+        "without the API nothing can be said about drift"
+    );
 }
 
 /// The real API's answers, scripted: a first CreateAddon succeeds; on a cluster that
