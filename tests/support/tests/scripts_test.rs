@@ -3,7 +3,6 @@
 //! check; here it runs with a `cargo` on `PATH` that lacks one of the two subcommands.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -76,7 +75,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
-        .find(|p| Path::new(p).is_file())
+        .find(|p| p.is_file())
 }
 
 #[test]
