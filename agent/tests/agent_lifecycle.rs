@@ -194,6 +194,7 @@ async fn a_pdb_blocks_the_drain_until_it_allows_it_and_do_not_disrupt_holds_the_
     })
     .await;
     let claim = claim_of_pod(&w, "web").await;
+    let web_before: Vec<String> = w.pods("web").await.iter().map(|p| p.name_any()).collect();
     let claims: Api<NodeClaim> = Api::all(w.client.clone());
     claims
         .delete(&claim, &DeleteParams::default())
@@ -227,9 +228,20 @@ async fn a_pdb_blocks_the_drain_until_it_allows_it_and_do_not_disrupt_holds_the_
         .await
         .expect("the claim is held by its finalizer");
     assert!(held.metadata.deletion_timestamp.is_some());
+    // The same two pods, neither terminating: an eviction cannot be undone, so none
+    // happened since they were listed (a count could be restored by a replacement pod).
+    let after: Vec<(String, bool)> = w
+        .pods("web")
+        .await
+        .iter()
+        .map(|p| (p.name_any(), p.metadata.deletion_timestamp.is_some()))
+        .collect();
     assert_eq!(
-        w.running("web").await,
-        2,
+        after,
+        web_before
+            .iter()
+            .map(|n| (n.clone(), false))
+            .collect::<Vec<_>>(),
         "no pod was evicted against the PDB"
     );
     pdbs.patch(

@@ -4,7 +4,7 @@
 //! terminated, Nodes gone, nothing orphaned.
 //!
 //! The same body runs on the real control plane (kube-scheduler binding the pods, KWOK
-//! playing the kubelets of the bridged Nodes), skipped loudly when it is not installed.
+//! playing the kubelets of the bridged Nodes): `#[ignore]`d, asked for with `--ignored`.
 
 mod agent_support;
 
@@ -24,21 +24,23 @@ async fn seed_scale_out_4_to_100_then_scale_to_zero() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the real control plane only: asked for by `cargo test -- --ignored`; fails unless `scripts/install-tools.sh --go-cluster` has built it"]
 async fn seed_scale_out_4_to_100_then_scale_to_zero_on_the_real_control_plane() {
     seed_scale_out(Target::ControlPlane).await
 }
 
 async fn seed_scale_out(target: Target) {
-    let Some(w) = World::start_on(Opts::on(target)).await else {
-        return;
-    };
+    let w = World::start(Opts::on(target)).await;
     let started = w.began;
     let on = w.target_name();
     eprintln!("[{on}] world up in {:.1}s", started.elapsed().as_secs_f64());
     w.node_class("default").await;
     w.node_pool("default", World::general_pool_spec("default"))
         .await;
-    let agent = w.agent(&[]).await;
+    // Karpenter's default batch windows (1 s idle, 10 s at most) rather than the tests'
+    // 300 ms: the 96 pods of the scale-out then form one round even on a loaded machine,
+    // which is what makes the fleet the scheduler's one-shot plan (asserted below).
+    let agent = w.agent(&["--batch-idle", "1s", "--batch-max", "10s"]).await;
 
     w.deployment("seed", 4, "250m", "512Mi").await;
     wait_for("4 seed pods Running", Duration::from_secs(90), || async {
@@ -194,17 +196,75 @@ async fn seed_scale_out(target: Target) {
         .map(|c| c.instance_types[0].price)
         .sum();
     let bound = joiner_agent::workloads::lower_bound(&catalog, &pool, &pods);
-    eprintln!(
-        "[{on}] seed 4->100: {} nodes, ${actual:.4}/h; one-shot plan {} nodes ${planned:.4}/h; lower bound ${bound:.4}/h",
+    let types = |it: &mut dyn Iterator<Item = String>| {
+        let mut v: Vec<String> = it.collect();
+        v.sort();
+        v.join(" ")
+    };
+    println!(
+        "[{on}] seed 4->100: {} nodes, ${actual:.4}/h [{}]; one-shot plan {} nodes ${planned:.4}/h [{}]; lower bound ${bound:.4}/h",
         claims.len(),
-        plan.new_claims.len()
+        types(&mut claims.iter().map(|c| format!(
+            "{}/{}",
+            c.labels().get("node.kubernetes.io/instance-type").cloned().unwrap_or_default(),
+            c.labels().get("karpenter.sh/capacity-type").cloned().unwrap_or_default()
+        ))),
+        plan.new_claims.len(),
+        types(&mut plan.new_claims.iter().map(|c| format!(
+            "{}/{:?}",
+            c.instance_types[0].instance_type, c.instance_types[0].capacity_type
+        ))),
     );
-    // The scale-out happens in rounds (4 pods, then the rest), so it may cost a little
-    // more than a one-shot plan, but not a node's worth per round more.
-    assert!(
-        actual <= planned * 1.25 + 0.05,
-        "actual ${actual}/h vs planned ${planned}/h"
-    );
+    match target {
+        // kube-sim creates the 96 pods at once and marks them unschedulable in one pass: the
+        // agent plans them in one round (after the 4 of the first), and the fleet is the
+        // scheduler's one-shot plan for all 100, node for node.
+        Target::Sim => {
+            let launched: Vec<String> = claims
+                .iter()
+                .map(|c| {
+                    let l = c.labels();
+                    format!(
+                        "{}/{}",
+                        l.get("node.kubernetes.io/instance-type")
+                            .cloned()
+                            .unwrap_or_default(),
+                        l.get("karpenter.sh/capacity-type")
+                            .cloned()
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            let planned_types: Vec<String> = plan
+                .new_claims
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}/{}",
+                        c.instance_types[0].instance_type,
+                        c.instance_types[0].capacity_type.as_str()
+                    )
+                })
+                .collect();
+            let (mut launched, mut planned_types) = (launched, planned_types);
+            launched.sort();
+            planned_types.sort();
+            assert_eq!(launched, planned_types, "nodes vs the one-shot plan");
+            assert!(
+                (actual - planned).abs() < 1e-6,
+                "actual ${actual}/h vs the one-shot plan ${planned}/h"
+            );
+        }
+        // On the real control plane the ReplicaSet controller creates the pods in bursts
+        // and kube-scheduler marks them one by one, so the agent plans them in more rounds
+        // (each the scheduler's plan for its pods on the capacity already in flight) and
+        // consolidation may then replace an underused node: the fleet is within a node's
+        // worth per round of the one-shot plan, not equal to it (docs/kube-sim.md).
+        Target::ControlPlane => assert!(
+            actual <= planned * 1.25 + 0.05,
+            "actual ${actual}/h vs planned ${planned}/h"
+        ),
+    }
 
     let metrics = w.metrics(agent.metrics).await;
     assert!(

@@ -8,6 +8,7 @@ mod agent_support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use agent_support::claim_log::{deleting_before, most_deleting_at_once, ClaimLog, Step};
 use agent_support::{wait_for, World};
 use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -15,7 +16,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use joiner_agent::api::{NodeClass, NodePool};
+use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
 
 fn pool(cpus: &[&str], disruption: serde_json::Value, expire: &str) -> serde_json::Value {
     json!({
@@ -218,41 +219,97 @@ async fn budgets_one_at_a_time_and_a_scheduled_zero() {
     settle(&w, "web", 10).await;
     let peak = w.nodes().await.len();
     assert!(peak >= 4, "{peak}");
+    // Every claim deletion from here on, in the API server's order.
+    let log = ClaimLog::start(w.client.clone()).await;
+    let claims = claim_names(&w).await;
+    assert_eq!(claims.len(), peak, "one claim per node");
     w.scale("web", 0).await;
+    // The scheduled budget of 0 holds the now empty nodes for as long as it is in force.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    assert_eq!(
-        w.nodes().await.len(),
-        peak,
-        "the scheduled budget of 0 blocks"
-    );
+    if let Err(e) = claims_untouched_since(&w, &claims).await {
+        panic!("the scheduled budget of 0 blocks: {e}");
+    }
     // Lift the window: nodes go, never more than one at a time.
     let api: Api<NodePool> = Api::all(w.client.clone());
-    api.patch(
-        "general",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"disruption": {"budgets": [{"nodes": "1"}]}}})),
+    let lifted = api
+        .patch(
+            "general",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"disruption": {"budgets": [{"nodes": "1"}]}}})),
+        )
+        .await
+        .unwrap();
+    let lifted_at: u64 = lifted
+        .resource_version()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion");
+    wait_for(
+        "every claim's deletion seen through the watch",
+        Duration::from_secs(120),
+        || async { log.all_gone(&claims).then_some(()) },
     )
-    .await
-    .unwrap();
-    let mut most = 0;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !w.nodes().await.is_empty() {
-        let deleting = w
-            .claims()
-            .await
-            .iter()
-            .filter(|c| c.metadata.deletion_timestamp.is_some())
-            .count();
-        most = most.max(deleting);
-        assert!(
-            Instant::now() < deadline,
-            "empty nodes were not removed; {}",
-            disruption_metrics(agent.metrics)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(most, 1, "a budget of 1 disrupts one node at a time");
+    .await;
+    let steps = log.steps();
+    eprintln!("claim deletions (budget lifted at resourceVersion {lifted_at}): {steps:?}");
+    assert_eq!(
+        deleting_before(&steps, lifted_at),
+        Vec::<String>::new(),
+        "claims deleted while the scheduled budget of 0 was in force; {}",
+        disruption_metrics(agent.metrics)
+    );
+    assert_eq!(
+        most_deleting_at_once(&steps),
+        1,
+        "a budget of 1 disrupts one node at a time: {steps:?}"
+    );
+    let deleted = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Deleting { .. }))
+        .count();
+    assert_eq!(deleted, peak, "every empty node went: {steps:?}");
     drop(agent);
+}
+
+async fn claim_names(w: &World) -> BTreeSet<String> {
+    w.claims().await.iter().map(|c| c.name_any()).collect()
+}
+
+/// Claims (by name) and whether any has a deletionTimestamp. Deletion cannot be undone and
+/// names are not reused, so the same names with none deleting at two moments means no claim
+/// was deleted in between: a state, not a sample of a transient one.
+async fn claims_untouched_since(w: &World, before: &BTreeSet<String>) -> Result<(), String> {
+    let now: Vec<NodeClaim> = w.claims().await;
+    let names: BTreeSet<String> = now.iter().map(|c| c.name_any()).collect();
+    let deleting: Vec<String> = now
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+        .map(|c| c.name_any())
+        .collect();
+    if &names == before && deleting.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "claims before {before:?}, now {names:?}, deleting {deleting:?}"
+        ))
+    }
+}
+
+#[test]
+fn overlapping_deletions_are_counted() {
+    let d = |c: &str, rv| Step::Deleting {
+        claim: c.into(),
+        rv,
+    };
+    let g = |c: &str, rv| Step::Gone {
+        claim: c.into(),
+        rv,
+    };
+    let one_at_a_time = [d("a", 1), g("a", 2), d("b", 3), g("b", 4)];
+    assert_eq!(most_deleting_at_once(&one_at_a_time), 1);
+    // What sampling every 100 ms could miss entirely: a deletion inside the window.
+    let overlapping = [d("a", 1), d("b", 2), g("a", 3), g("b", 4)];
+    assert_eq!(most_deleting_at_once(&overlapping), 2);
+    assert_eq!(deleting_before(&overlapping, 2), vec!["a".to_string()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -293,8 +350,12 @@ async fn do_not_disrupt_and_pdbs_block() {
     settle(&w, "pinned", 1).await;
     settle(&w, "guarded", 1).await;
     let nodes = node_names(&w).await;
+    let claims = claim_names(&w).await;
     tokio::time::sleep(Duration::from_secs(15)).await;
     assert_eq!(node_names(&w).await, nodes, "nothing may be disrupted");
+    if let Err(e) = claims_untouched_since(&w, &claims).await {
+        panic!("nothing may be disrupted: {e}");
+    }
     let blocked = events_with_reason(&w, "DisruptionBlocked").await;
     let msgs: Vec<String> = blocked.iter().filter_map(|e| e.message.clone()).collect();
     assert!(
@@ -324,6 +385,8 @@ async fn expiry_and_drift_replace_within_budget() {
     settle(&w, "web", 4).await;
 
     // Drift by requirements: only 4-vCPU nodes allowed now.
+    let log = ClaimLog::start(w.client.clone()).await;
+    let claim_names_before = claim_names(&w).await;
     let api: Api<NodePool> = Api::all(w.client.clone());
     let mut spec = pool(
         &["4"],
@@ -337,18 +400,10 @@ async fn expiry_and_drift_replace_within_budget() {
     )
     .await
     .unwrap();
-    let most = std::cell::Cell::new(0usize);
     wait_for(
         "drifted nodes replaced by 4-vCPU ones",
         Duration::from_secs(180),
         || async {
-            let deleting = w
-                .claims()
-                .await
-                .iter()
-                .filter(|c| c.metadata.deletion_timestamp.is_some())
-                .count();
-            most.set(most.get().max(deleting));
             let nodes = w.nodes().await;
             (!nodes.is_empty()
                 && nodes
@@ -359,7 +414,19 @@ async fn expiry_and_drift_replace_within_budget() {
         },
     )
     .await;
-    assert!(most.get() <= 1, "budget of 1: {} at once", most.get());
+    let drifted = claim_names_before.clone();
+    wait_for(
+        "every drifted claim's deletion seen through the watch",
+        Duration::from_secs(60),
+        || async { log.all_gone(&drifted).then_some(()) },
+    )
+    .await;
+    let steps = log.steps();
+    assert_eq!(
+        most_deleting_at_once(&steps),
+        1,
+        "budget of 1: claims deleting at once, in order: {steps:?}"
+    );
     assert!(events_with_reason(&w, "Disrupting").await.iter().any(|e| e
         .message
         .as_deref()

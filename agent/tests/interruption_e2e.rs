@@ -3,8 +3,8 @@
 //! EventBridge → SQS path (rules on the default bus with the provider's patterns, PutEvents).
 //!
 //! The Spot storm also runs on the real control plane (kube-scheduler binding the pods,
-//! KWOK playing the kubelets, the real Eviction API and PDB), skipped loudly when it is not
-//! installed.
+//! KWOK playing the kubelets, the real Eviction API and PDB): `#[ignore]`d, asked for with
+//! `cargo test -- --ignored`, and failing then if the control plane is not built.
 
 mod agent_support;
 
@@ -23,6 +23,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use joiner_agent::api::NodeClaim;
+use joiner_agent::interruption::messages::Kind;
 
 struct Queue {
     url: String,
@@ -58,25 +59,8 @@ async fn queue(w: &World) -> Queue {
         .attributes
         .unwrap()[&QueueAttributeName::QueueArn]
         .clone();
-    let ec2 = |dt: &str| json!({"source": ["aws.ec2"], "detail-type": [dt]});
-    let rules = [
-        ("spot", ec2("EC2 Spot Instance Interruption Warning")),
-        ("rebalance", ec2("EC2 Instance Rebalance Recommendation")),
-        (
-            "state",
-            json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
-                   "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}}),
-        ),
-        (
-            "health",
-            json!({"source": ["aws.health"], "detail-type": ["AWS Health Event"],
-                   "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}}),
-        ),
-        (
-            "capacity",
-            ec2("EC2 Capacity Reservation Instance Interruption Warning"),
-        ),
-    ];
+    // The provider's own patterns: its rules are built from `Kind::event_pattern`.
+    let rules = Kind::ALL.map(|k| (k.as_str(), k.event_pattern()));
     for (name, pattern) in rules {
         events
             .put_rule()
@@ -256,6 +240,93 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
     t
 }
 
+/// How many pods of an app are serving (Running, not terminating: what a PDB counts as
+/// healthy), followed through every event of one pod watch, so a dip between two list
+/// samples cannot go unseen.
+struct ServingWatch {
+    state: Arc<Mutex<Serving>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Serving {
+    pods: BTreeMap<String, bool>,
+    listed: bool,
+    fewest: Option<usize>,
+    relists: usize,
+}
+
+impl Serving {
+    fn count(&self) -> usize {
+        self.pods.values().filter(|s| **s).count()
+    }
+}
+
+fn serving(p: &k8s_openapi::api::core::v1::Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+impl ServingWatch {
+    /// Starts watching the pods labelled `app=<app>` in `default`; returns once listed.
+    async fn start(client: kube::Client, app: &str) -> ServingWatch {
+        let state = Arc::new(Mutex::new(Serving::default()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let s = state.clone();
+        let cfg = watcher::Config::default().labels(&format!("app={app}"));
+        let task = tokio::spawn(async move {
+            let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
+            let mut events = watcher(api, cfg).boxed();
+            let mut tx = Some(tx);
+            while let Some(ev) = events.next().await {
+                let Ok(ev) = ev else { continue };
+                let mut st = s.lock().unwrap();
+                match ev {
+                    watcher::Event::Init => st.relists += 1,
+                    watcher::Event::InitApply(p) => {
+                        st.pods.insert(p.name_any(), serving(&p));
+                    }
+                    watcher::Event::InitDone => {
+                        st.listed = true;
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    watcher::Event::Apply(p) => {
+                        st.pods.insert(p.name_any(), serving(&p));
+                    }
+                    watcher::Event::Delete(p) => {
+                        st.pods.remove(&p.name_any());
+                    }
+                }
+                if st.listed {
+                    let n = st.count();
+                    st.fewest = Some(st.fewest.map_or(n, |f| f.min(n)));
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), rx)
+            .await
+            .expect("the pod watch lists within 30 s")
+            .expect("the pod watch runs");
+        ServingWatch { state, task }
+    }
+
+    /// The fewest serving at any point so far, and serving now; panics if the watch had to
+    /// list again (events in between could be lost).
+    fn fewest_and_now(&self) -> (usize, usize) {
+        let st = self.state.lock().unwrap();
+        assert_eq!(st.relists, 1, "the pod watch had to list again");
+        (st.fewest.unwrap_or(0), st.count())
+    }
+}
+
+impl Drop for ServingWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 fn spot_pool(w: &World) -> serde_json::Value {
     let _ = w;
     json!({
@@ -287,14 +358,13 @@ async fn spot_storm_replacement_first_no_pod_lost_pdb_held() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the real control plane only: asked for by `cargo test -- --ignored`; fails unless `scripts/install-tools.sh --go-cluster` has built it"]
 async fn spot_storm_replacement_first_no_pod_lost_pdb_held_on_the_real_control_plane() {
     spot_storm(Target::ControlPlane).await
 }
 
 async fn spot_storm(target: Target) {
-    let Some(w) = World::start_on(Opts::on(target)).await else {
-        return;
-    };
+    let w = World::start(Opts::on(target)).await;
     let begun = w.began;
     let on = w.target_name();
     let q = queue(&w).await;
@@ -326,6 +396,7 @@ async fn spot_storm(target: Target) {
     );
 
     let timeline = watch_timeline(w.client.clone());
+    let serving = ServingWatch::start(w.client.clone(), "web").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     // 30 % of the Spot nodes get a warning, all at once.
     let victims: Vec<&Node> = before
@@ -338,26 +409,20 @@ async fn spot_storm(target: Target) {
     }
     let victim_names: BTreeSet<String> = victims.iter().map(|n| n.name_any()).collect();
 
-    // While the storm passes, the PDB holds: never more than 2 web pods missing.
-    let mut min_running = replicas as usize;
-    let deadline = Instant::now() + Duration::from_secs(150);
-    loop {
+    // The storm has passed when every pod is Running again and the victims are gone.
+    wait_for("the storm to settle", Duration::from_secs(150), || async {
         let running = w.running("web").await;
-        min_running = min_running.min(running);
         let names: BTreeSet<String> = w.nodes().await.iter().map(|n| n.name_any()).collect();
-        if running == replicas as usize && victim_names.is_disjoint(&names) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "storm did not settle: {running} running, nodes {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        (running == replicas as usize && victim_names.is_disjoint(&names)).then_some(())
+    })
+    .await;
     let settled = started.elapsed();
+    // While it passed, the PDB held: never more than 2 web pods missing, through every
+    // pod event (not samples).
+    let (min_running, _) = serving.fewest_and_now();
     assert!(
         min_running + 2 >= replicas as usize,
-        "PDB maxUnavailable 2 broken: {min_running} running"
+        "PDB maxUnavailable 2 broken: {min_running} serving at one point"
     );
 
     // Each interrupted node had its replacement created before it was cordoned.
@@ -384,8 +449,17 @@ async fn spot_storm(target: Target) {
                 })
                 .unwrap_or_else(|| panic!("no SpotInterrupted Event on node {n}"));
             let msg = ev.message.clone().unwrap_or_default();
-            if let Some(list) = msg.split("replacement NodeClaim(s) ").nth(1) {
+            // Every node is full (3 pods of 500m on 2 vCPU), so every victim's pods need a
+            // replacement: one that says it needed none is a failure, not a pass.
+            let list = msg
+                .split("replacement NodeClaim(s) ")
+                .nth(1)
+                .unwrap_or_else(|| {
+                    panic!("the SpotInterrupted Event on {n} names no replacement: {msg}")
+                });
+            {
                 let names = list.split(" launched").next().unwrap_or_default();
+                assert!(!names.is_empty(), "{msg}");
                 for claim in names.split(", ") {
                     let added = t
                         .claims_added
@@ -406,6 +480,11 @@ async fn spot_storm(target: Target) {
             }
         }
     }
+    assert!(
+        replacements >= victims.len(),
+        "{replacements} replacement(s) for {} interrupted nodes",
+        victims.len()
+    );
     // Every message was deleted.
     wait_for("queue drained", Duration::from_secs(30), || async {
         (q.depth().await == 0).then_some(())
@@ -439,14 +518,13 @@ async fn each_event_kind_and_bad_messages() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the real control plane only: asked for by `cargo test -- --ignored`; fails unless `scripts/install-tools.sh --go-cluster` has built it"]
 async fn each_event_kind_and_bad_messages_on_the_real_control_plane() {
     each_event_kind(Target::ControlPlane).await
 }
 
 async fn each_event_kind(target: Target) {
-    let Some(w) = World::start_on(Opts::on(target)).await else {
-        return;
-    };
+    let w = World::start(Opts::on(target)).await;
     let begun = w.began;
     let on = w.target_name();
     let q = queue(&w).await;

@@ -94,29 +94,13 @@ impl Handler for Recorder {
     }
 }
 
+/// One rule per kind with the pattern the provider's `joiner_interruption_rules` creates
+/// (`Kind::event_pattern`, which the provider's rules are built from).
 fn rules() -> Vec<(&'static str, serde_json::Value)> {
-    let ec2 = |dt: &str| json!({"source": ["aws.ec2"], "detail-type": [dt]});
-    vec![
-        (
-            "spot-interruption",
-            ec2("EC2 Spot Instance Interruption Warning"),
-        ),
-        ("rebalance", ec2("EC2 Instance Rebalance Recommendation")),
-        (
-            "state-change",
-            json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
-                   "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}}),
-        ),
-        (
-            "scheduled-change",
-            json!({"source": ["aws.health"], "detail-type": ["AWS Health Event"],
-                   "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}}),
-        ),
-        (
-            "capacity-interruption",
-            ec2("EC2 Capacity Reservation Instance Interruption Warning"),
-        ),
-    ]
+    Kind::ALL
+        .into_iter()
+        .map(|k| (k.as_str(), k.event_pattern()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

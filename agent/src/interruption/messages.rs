@@ -47,6 +47,27 @@ impl Kind {
         }
     }
 
+    /// The EventBridge event pattern of the rule that delivers this kind to the queue. The
+    /// provider's `joiner_interruption_rules` creates its rules with exactly these, and the
+    /// agent's end-to-end tests route their events through the same, so the rules and what
+    /// the agent is tested against cannot drift apart.
+    pub fn event_pattern(self) -> Value {
+        let (source, detail_type) = self.source_and_detail_type();
+        let mut p = serde_json::json!({"source": [source], "detail-type": [detail_type]});
+        match self {
+            // Only the states the agent acts on: `pending` and `running` events would be
+            // most of the traffic and all of it noise for the queue.
+            Kind::StateChange => {
+                p["detail"] = serde_json::json!({"state": ["stopping", "stopped", "shutting-down", "terminated"]})
+            }
+            Kind::ScheduledChange => {
+                p["detail"] = serde_json::json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]})
+            }
+            Kind::SpotInterruption | Kind::Rebalance | Kind::CapacityReservationInterruption => {}
+        }
+        p
+    }
+
     pub fn from_envelope(source: &str, detail_type: &str) -> Option<Kind> {
         Kind::ALL
             .into_iter()

@@ -11,6 +11,8 @@
 
 #![allow(dead_code)]
 
+pub mod claim_log;
+
 use std::future::Future;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -133,17 +135,14 @@ where
 
 impl World {
     /// A world on kube-sim, or on a real control plane when `opts.target` asks for one.
-    /// Panics if the control plane is asked for but not enabled: use [`World::start_on`].
+    /// A real control plane that is not built or fails to start panics, saying how to
+    /// build it: a test asked to run there never passes by skipping.
     pub async fn start(opts: Opts) -> World {
-        World::start_on(opts)
-            .await
-            .expect("the real control plane is not enabled (see stderr)")
+        World::start_on(opts).await
     }
 
-    /// Like [`World::start`], but `None` when `opts.target` is the real control plane and
-    /// it is not installed or `JOINER_REAL_CLUSTER=0` (said loudly on stderr, so a skip is
-    /// never silent). A control plane that is installed but fails to start panics.
-    pub async fn start_on(opts: Opts) -> Option<World> {
+    /// [`World::start`].
+    pub async fn start_on(opts: Opts) -> World {
         let slot = match opts.target {
             Target::Sim => Slot::Shared(WORLDS.read().await),
             Target::ControlPlane => Slot::Alone(WORLDS.write().await),
@@ -152,19 +151,11 @@ impl World {
         // The control plane first: when it is not there, nothing else is started.
         let control_plane = match opts.target {
             Target::Sim => None,
-            Target::ControlPlane => {
-                let Some(cp) = kube_sim::TargetCluster::own_control_plane()
+            Target::ControlPlane => Some(
+                kube_sim::TargetCluster::own_control_plane()
                     .await
-                    .expect("the real control plane starts")
-                else {
-                    eprintln!(
-                        "!!! SKIPPED: this scenario needs the real control plane \
-                         (scripts/install-tools.sh with JOINER_REAL_CLUSTER unset or 1)"
-                    );
-                    return None;
-                };
-                Some(cp)
-            }
+                    .unwrap_or_else(|e| panic!("the real control plane: {e:#}")),
+            ),
         };
         let moto = joiner_test_support::MotoServer::start();
         let proxy = opts
@@ -296,7 +287,7 @@ impl World {
         )
         .await
         .expect("namespace joiner");
-        Some(World {
+        World {
             bridge_stop,
             moto,
             proxy,
@@ -307,7 +298,7 @@ impl World {
             server,
             began,
             _slot: slot,
-        })
+        }
     }
 
     /// kube-sim, when the world runs on it (its sim-only hooks).

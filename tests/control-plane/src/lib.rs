@@ -51,6 +51,11 @@ impl Binaries {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| tools_dir().join("bin"));
+        Binaries::find_in(&dir)
+    }
+
+    /// The binaries in `dir`.
+    pub fn find_in(dir: &Path) -> anyhow::Result<Binaries> {
         let get = |name: &str| -> anyhow::Result<PathBuf> {
             let p = dir.join(name);
             // A dangling link (cache wiped) counts as missing, like an absent file.
@@ -58,7 +63,10 @@ impl Binaries {
                 Ok(p)
             } else {
                 bail!(
-                    "{} not found: run scripts/install-tools.sh (with JOINER_REAL_CLUSTER unset or 1)",
+                    "{} not found: the real control plane was asked for but is not built. \
+                     Build it with `scripts/install-tools.sh --go-cluster` (etcd, the \
+                     Kubernetes control plane and KWOK from tools/go; about 10 min cold on \
+                     2 cores), or set JOINER_K8S_BIN_DIR to a directory holding them",
                     p.display()
                 )
             }
@@ -73,21 +81,39 @@ impl Binaries {
     }
 }
 
-/// Whether tests should run on the real control plane: the binaries are installed and
-/// `JOINER_REAL_CLUSTER` is not `0`. Says why not on stderr, once, so a skipped real-cluster
-/// pass is never silent.
-pub fn enabled() -> bool {
-    static WHY_NOT: OnceLock<Option<String>> = OnceLock::new();
-    let why_not = WHY_NOT.get_or_init(|| {
-        if std::env::var("JOINER_REAL_CLUSTER").as_deref() == Ok("0") {
-            return Some("JOINER_REAL_CLUSTER=0".into());
-        }
-        Binaries::find().err().map(|e| format!("{e:#}"))
-    });
-    if let Some(why) = why_not {
-        eprintln!("real control plane: not used ({why})");
+/// Which runs on the real control plane a test process was asked for, by
+/// `JOINER_REAL_CLUSTER`:
+///
+/// - unset or `0`: none. Test bodies shared with kube-sim ([`Selection::Off`]) run on
+///   kube-sim only, whatever is installed, so a run means the same on every machine.
+/// - `1`: kube-sim and the real control plane.
+/// - `only`: the real control plane only (scripts/test runs the kube-sim half earlier).
+///
+/// Tests that run only on the real control plane (`*_on_the_real_control_plane`, this
+/// crate's own) are `#[ignore]`d instead: `cargo test -- --ignored` is how they are asked
+/// for. Asked for and not built, a test fails, naming how to build the binaries
+/// ([`Binaries::find`]): it never passes by skipping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    Off,
+    Also,
+    Only,
+}
+
+/// The [`Selection`] of this process's environment; any other value is an error, so a typo
+/// does not silently mean "off".
+pub fn selection() -> anyhow::Result<Selection> {
+    selection_of(std::env::var("JOINER_REAL_CLUSTER").ok().as_deref())
+}
+
+/// [`selection`] for a given value of `JOINER_REAL_CLUSTER`.
+pub fn selection_of(value: Option<&str>) -> anyhow::Result<Selection> {
+    match value.unwrap_or("") {
+        "" | "0" => Ok(Selection::Off),
+        "1" => Ok(Selection::Also),
+        "only" => Ok(Selection::Only),
+        other => bail!("JOINER_REAL_CLUSTER={other:?}: expected 0, 1 or only"),
     }
-    why_not.is_none()
 }
 
 #[derive(Debug, Clone)]
@@ -482,5 +508,21 @@ mod tests {
     fn tail_keeps_the_last_lines() {
         assert_eq!(tail("a\nb\nc\n", 2), "b\nc");
         assert_eq!(tail("a", 5), "a");
+    }
+
+    #[test]
+    fn the_real_control_plane_is_used_only_when_asked() {
+        assert_eq!(selection_of(None).unwrap(), Selection::Off);
+        assert_eq!(selection_of(Some("0")).unwrap(), Selection::Off);
+        assert_eq!(selection_of(Some("1")).unwrap(), Selection::Also);
+        assert_eq!(selection_of(Some("only")).unwrap(), Selection::Only);
+        assert!(selection_of(Some("yes")).is_err());
+    }
+
+    #[test]
+    fn missing_binaries_say_how_to_build_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = format!("{:#}", Binaries::find_in(dir.path()).unwrap_err());
+        assert!(e.contains("scripts/install-tools.sh --go-cluster"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! The control plane itself: it starts, serves kubectl with the admin token, the scheduler
 //! binds a pod to a KWOK-managed Node, KWOK runs it, and everything stops on drop.
-//! Skipped (with a message) when the binaries are not installed or JOINER_REAL_CLUSTER=0.
+//! Ignored unless asked for (`cargo test -- --ignored`); asked for, it fails when the
+//! binaries are not built (scripts/install-tools.sh --go-cluster).
 
 use std::time::{Duration, Instant};
 
@@ -18,10 +19,8 @@ fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> Option<String>) -> S
 }
 
 #[test]
+#[ignore = "the real control plane only: asked for by `cargo test -- --ignored`; fails unless `scripts/install-tools.sh --go-cluster` has built it"]
 fn scheduler_binds_a_pod_to_a_kwok_node_and_kwok_runs_it() {
-    if !joiner_control_plane::enabled() {
-        return;
-    }
     let cp = ControlPlane::start(Options::default()).expect("start the control plane");
     let version = cp.kubectl(&["version", "-o", "json"]).unwrap();
     assert!(version.contains("\"gitVersion\": \"v1.37"), "{version}");

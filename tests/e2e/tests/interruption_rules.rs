@@ -82,6 +82,24 @@ fn rules_deliver_interruptions_to_the_queue() {
             "{name}"
         );
     }
+    // The applied rules carry exactly the agent's patterns, the ones its end-to-end tests
+    // put their events through (not copies that could drift apart).
+    let sorted = |mut v: Vec<Value>| {
+        v.sort_by_key(|p| p.to_string());
+        v
+    };
+    let applied: Vec<Value> = rule_names(&aws)
+        .iter()
+        .map(|name| {
+            let r = aws.block_on(c.describe_rule().name(name).send()).unwrap();
+            serde_json::from_str(r.event_pattern().unwrap()).unwrap()
+        })
+        .collect();
+    let agents: Vec<Value> = joiner_agent::interruption::messages::Kind::ALL
+        .iter()
+        .map(|k| k.event_pattern())
+        .collect();
+    assert_eq!(sorted(applied), sorted(agents));
     let health = aws
         .block_on(
             c.describe_rule()

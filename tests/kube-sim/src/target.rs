@@ -1,7 +1,8 @@
-//! The cluster an end-to-end test runs against: a kube-sim always; the real control plane
+//! The cluster an end-to-end test runs against: a kube-sim; the real control plane
 //! (etcd + kube-apiserver + controller-manager + scheduler + KWOK, `joiner-control-plane`)
-//! when its binaries are installed and `JOINER_REAL_CLUSTER` is not `0`; or, instead of
-//! that, the cluster `KUBECONFIG` names. Tests take a [`TargetCluster`] so that the same
+//! when `JOINER_REAL_CLUSTER` asks for it (`joiner_control_plane::selection`); or, instead
+//! of that, the external cluster `JOINER_TEST_KUBECONFIG` names (never the one an inherited
+//! `KUBECONFIG` names). Tests take a [`TargetCluster`] so that the same
 //! assertions run on each; sim-only hooks (the store, fake nodes) are behind
 //! [`TargetCluster::sim`], and the EC2 → Node bridge runs on any of them
 //! ([`TargetCluster::bridge`]).
@@ -22,7 +23,7 @@ pub enum TargetCluster {
     /// that need the cluster to themselves (cluster-scoped CRDs, Nodes and a controller
     /// that acts on everything it sees), such as the agent's end-to-end scenarios.
     OwnControlPlane(Box<ControlPlane>),
-    /// The cluster `KUBECONFIG` names.
+    /// The external cluster `JOINER_TEST_KUBECONFIG` names.
     Real(PathBuf),
 }
 
@@ -32,42 +33,40 @@ impl TargetCluster {
         Ok(TargetCluster::Sim(Box::new(KubeSim::start(opts)?)))
     }
 
-    /// The real cluster named by `KUBECONFIG`, if any.
+    /// The external cluster named by `JOINER_TEST_KUBECONFIG`, if any.
     pub fn real() -> Option<TargetCluster> {
         joiner_test_support::real_cluster_kubeconfig().map(TargetCluster::Real)
     }
 
-    /// The real control plane of this test process, when it is installed and enabled
-    /// (`joiner_control_plane::enabled`). A control plane that fails to start is an error,
-    /// not a skip: the binaries are there, so something is wrong.
+    /// The real control plane of this test process, when `JOINER_REAL_CLUSTER` asks for it.
+    /// Asked for and not built, or failing to start, is an error, never a skip.
     pub fn control_plane() -> anyhow::Result<Option<TargetCluster>> {
-        if !joiner_control_plane::enabled() {
+        if joiner_control_plane::selection()? == joiner_control_plane::Selection::Off {
             return Ok(None);
         }
         Ok(Some(TargetCluster::ControlPlane(ControlPlane::shared()?)))
     }
 
-    /// A fresh real control plane for this test alone, when it is installed and enabled;
-    /// `None` (after `enabled` has said why on stderr) otherwise. Starting blocks for
-    /// several seconds, so it runs on a blocking thread, not on the caller's runtime.
-    pub async fn own_control_plane() -> anyhow::Result<Option<TargetCluster>> {
-        if !joiner_control_plane::enabled() {
-            return Ok(None);
-        }
+    /// A fresh real control plane for this test alone; the caller asked for it (a test
+    /// that runs only there), so a missing build is an error naming how to build it.
+    /// Starting blocks for several seconds, so it runs on a blocking thread, not on the
+    /// caller's runtime.
+    pub async fn own_control_plane() -> anyhow::Result<TargetCluster> {
         let cp = tokio::task::spawn_blocking(|| {
             ControlPlane::start(joiner_control_plane::Options::default())
         })
         .await??;
-        Ok(Some(TargetCluster::OwnControlPlane(Box::new(cp))))
+        Ok(TargetCluster::OwnControlPlane(Box::new(cp)))
     }
 
-    /// Every target a test should run on: a kube-sim, plus the cluster `KUBECONFIG` names,
-    /// or else the real control plane when installed.
+    /// Every target a test should run on: a kube-sim, plus the external cluster
+    /// `JOINER_TEST_KUBECONFIG` names, or else the real control plane when
+    /// `JOINER_REAL_CLUSTER` is `1`.
     ///
     /// `JOINER_REAL_CLUSTER=only` leaves kube-sim out: scripts/test runs the kube-sim half
     /// while the control plane is still building, and the real half once it is there.
     pub fn all(opts: Options) -> anyhow::Result<Vec<TargetCluster>> {
-        let only_real = std::env::var("JOINER_REAL_CLUSTER").as_deref() == Ok("only");
+        let only_real = joiner_control_plane::selection()? == joiner_control_plane::Selection::Only;
         let mut v = Vec::new();
         if !only_real {
             v.push(Self::sim_with(opts)?);
@@ -76,10 +75,6 @@ impl TargetCluster {
             Some(r) => v.push(r),
             None => v.extend(Self::control_plane()?),
         }
-        anyhow::ensure!(
-            !v.is_empty(),
-            "JOINER_REAL_CLUSTER=only, but no real control plane is installed (scripts/install-tools.sh)"
-        );
         Ok(v)
     }
 

@@ -1,7 +1,8 @@
 //! End to end with the AWS emulator: capacity launched through EC2 CreateFleet, tagged for
 //! the cluster, becomes a Node; pending pods bind and run on it; terminating the instance
-//! takes the Node away and the pods go back to pending. The kubelet bridge is a sim-only
-//! hook, so on a real cluster (KUBECONFIG set) this test is skipped.
+//! takes the Node away and the pods go back to pending. The kubelet bridge in the store is a
+//! kube-sim hook, so this test runs on kube-sim only (`bridge_targets` runs the bridge on
+//! the real control plane).
 
 mod common;
 
@@ -40,9 +41,6 @@ fn scheduled_condition(p: &Pod) -> Option<(String, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_instance_becomes_a_node_and_its_termination_sends_pods_back_to_pending() {
-    if joiner_test_support::real_cluster_kubeconfig().is_some() {
-        eprintln!("skipped on a real cluster: the EC2 kubelet bridge is a kube-sim hook");
-    }
     let moto = joiner_test_support::MotoServer::start();
     let sim = KubeSim::start(Options {
         cluster_name: CLUSTER.into(),

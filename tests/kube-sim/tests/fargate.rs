@@ -2,7 +2,8 @@
 //! profiles from moto's EKS API; a pod created in a profile's namespace is given
 //! `fargate-scheduler` at admission and a Fargate node of its own (removed with the pod),
 //! while other pods stay with the default scheduler. The Fargate pod here runs as a process
-//! with IRSA, so it also sees the emulator endpoint. Sim-only: skipped on a real cluster.
+//! with IRSA, so it also sees the emulator endpoint. It runs on kube-sim only (Fargate is
+//! simulated there), whatever cluster is configured.
 
 mod common;
 

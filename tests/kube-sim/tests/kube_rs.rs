@@ -1,5 +1,5 @@
 //! kube-rs (the client the agent and provider use) against kube-sim, and against a real
-//! cluster when KUBECONFIG is set: watcher resume, a Controller on a CRD, leader election
+//! cluster when asked (`TargetCluster::all`): watcher resume, a Controller on a CRD, leader election
 //! through a Lease, error shapes, pagination and selectors.
 
 mod common;

@@ -1,4 +1,4 @@
-//! kubectl v1.32 against kube-sim (and against a real cluster when KUBECONFIG is set): the
+//! kubectl v1.32 against kube-sim (and a real cluster when asked, see `TargetCluster::all`): the
 //! commands the project's users and scripts run, with kubectl's own client-side logic
 //! (apply's patch computation, drain's eviction retries, watch decoding) in the loop.
 

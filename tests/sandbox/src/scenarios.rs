@@ -763,7 +763,39 @@ async fn review(w: &mut World) -> Result<()> {
     w.rec.say(&indent(&shown, "  │ "));
     w.figures.plan_secs = Some(out.elapsed.as_secs_f64());
     w.figures.plan_warnings = Some(out.text.matches("Warning:").count());
+    // The review is the impact preview: a plan without one (or with only "not previewed")
+    // shows the reviewer nothing about the live cluster.
+    let impacts = impact_warnings(&out.text);
+    if impacts.is_empty() {
+        bail!(
+            "3/5 the plan of a NodePool change carries no \"{IMPACT_WARNING}\" warning:\n{}",
+            last_lines(&out.text, 40)
+        );
+    }
+    w.rec
+        .say(&format!("  impact warning(s): {}", impacts.join(" | ")));
     Ok(())
+}
+
+/// The summary of the provider's plan-time impact preview of a NodePool update.
+const IMPACT_WARNING: &str = "Impact of this NodePool change on the live cluster";
+
+/// The detail of each NodePool impact warning in a `terraform plan -no-color` output: the
+/// first line starting "NodePool " after the warning's summary, e.g. "NodePool spot: 7 of 21
+/// live nodes become drifted, ...".
+fn impact_warnings(plan: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_warning = false;
+    for line in plan.lines() {
+        let t = line.trim_start_matches(['│', '╷', '╵', ' ']).trim_end();
+        if t.starts_with("Warning:") || t.starts_with("Error:") {
+            in_warning = t == format!("Warning: {IMPACT_WARNING}");
+        } else if in_warning && t.starts_with("NodePool ") {
+            out.push(t.to_string());
+            in_warning = false;
+        }
+    }
+    out
 }
 
 /// The NodePool and NodeClass diffs, then everything from the plan line on (the warnings
@@ -1030,5 +1062,34 @@ Warning: NodePool spot: 7 live nodes drift
             "{got}"
         );
         assert!(!got.contains("Refreshing state"), "{got}");
+    }
+
+    #[test]
+    fn the_review_needs_a_nodepool_impact_warning() {
+        let with = "Plan: 0 to add, 1 to change, 0 to destroy.
+╷
+│ Warning: Impact of this NodePool change on the live cluster
+│ 
+│   with module.node_pools.joiner_node_pool.this[\"spot\"],
+│ 
+│ NodePool spot: 7 of 21 live nodes become drifted.
+╵
+";
+        assert_eq!(
+            impact_warnings(with),
+            vec!["NodePool spot: 7 of 21 live nodes become drifted."]
+        );
+        // Other warnings, or an impact that could not be previewed, are not the review.
+        let without = "Plan: 0 to add, 1 to change, 0 to destroy.
+
+Warning: NodePool change impact not previewed
+
+NodePool spot: the cluster could not be asked at plan time (x); the plan itself is unaffected.
+
+Warning: Deprecated attribute
+
+NodePool spot: something else
+";
+        assert!(impact_warnings(without).is_empty());
     }
 }

@@ -182,10 +182,23 @@ impl Drop for MotoServer {
     }
 }
 
-/// True when `KUBECONFIG` points at a real cluster, in which case end-to-end tests that use
-/// kube-sim must also run against it (and are skipped otherwise).
+/// The variable that names an external cluster's kubeconfig for the end-to-end tests.
+/// Only this one: an inherited `KUBECONFIG` (a developer's shell, a CI runner's) is never a
+/// request to create CRDs and namespaces in whatever cluster it points at.
+pub const TEST_KUBECONFIG_VAR: &str = "JOINER_TEST_KUBECONFIG";
+
+/// The kubeconfig of a real cluster the tests were explicitly asked to run against
+/// (`JOINER_TEST_KUBECONFIG`), in which case end-to-end tests that use kube-sim also run
+/// against it. `KUBECONFIG` is ignored.
 pub fn real_cluster_kubeconfig() -> Option<PathBuf> {
-    std::env::var_os("KUBECONFIG")
+    real_cluster_kubeconfig_in(|k| std::env::var_os(k))
+}
+
+/// [`real_cluster_kubeconfig`] over an environment given as a lookup.
+pub fn real_cluster_kubeconfig_in(
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    env(TEST_KUBECONFIG_VAR)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
 }
@@ -202,5 +215,33 @@ mod tests {
         let (status, body) = moto.request("GET", "/moto-api/data.json", "").unwrap();
         assert_eq!(status, 200);
         assert!(body.contains('{'), "data.json is JSON: {body}");
+    }
+
+    #[test]
+    fn only_the_dedicated_variable_names_an_external_cluster() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        // A developer's KUBECONFIG is not a request to test against their cluster.
+        assert_eq!(
+            real_cluster_kubeconfig_in(env(&[("KUBECONFIG", "/home/me/.kube/prod")])),
+            None
+        );
+        assert_eq!(
+            real_cluster_kubeconfig_in(env(&[
+                ("KUBECONFIG", "/home/me/.kube/prod"),
+                ("JOINER_TEST_KUBECONFIG", "/tmp/test-cluster"),
+            ])),
+            Some(PathBuf::from("/tmp/test-cluster"))
+        );
+        assert_eq!(
+            real_cluster_kubeconfig_in(env(&[("JOINER_TEST_KUBECONFIG", "")])),
+            None
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! be switched off in place, and so that each rule's metrics in CloudWatch show how often
 //! that kind of interruption happens.
 
-use serde_json::{json, Value};
+use joiner_agent::interruption::messages::Kind;
+use serde_json::Value;
 
 /// An event kind the agent acts on (design.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -69,37 +70,44 @@ impl RuleKind {
         }
     }
 
-    /// The EventBridge event pattern.
-    pub fn pattern(self) -> Value {
+    /// The event kind of the agent's that this rule delivers.
+    pub fn agent_kind(self) -> Kind {
         match self {
-            RuleKind::SpotInterruption => ec2("EC2 Spot Instance Interruption Warning"),
-            RuleKind::Rebalance => ec2("EC2 Instance Rebalance Recommendation"),
-            // Only the states the agent acts on: `pending` and `running` events would be
-            // most of the traffic and all of it noise for the queue.
-            RuleKind::StateChange => json!({
-                "source": ["aws.ec2"],
-                "detail-type": ["EC2 Instance State-change Notification"],
-                "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]},
-            }),
-            RuleKind::ScheduledChange => json!({
-                "source": ["aws.health"],
-                "detail-type": ["AWS Health Event"],
-                "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
-            }),
-            RuleKind::CapacityReservationInterruption => {
-                ec2("EC2 Capacity Reservation Instance Interruption Warning")
-            }
+            RuleKind::SpotInterruption => Kind::SpotInterruption,
+            RuleKind::Rebalance => Kind::Rebalance,
+            RuleKind::StateChange => Kind::StateChange,
+            RuleKind::ScheduledChange => Kind::ScheduledChange,
+            RuleKind::CapacityReservationInterruption => Kind::CapacityReservationInterruption,
         }
     }
-}
 
-fn ec2(detail_type: &str) -> Value {
-    json!({"source": ["aws.ec2"], "detail-type": [detail_type]})
+    /// The EventBridge event pattern: the agent's own for the kind
+    /// (`joiner_agent::interruption::messages::Kind::event_pattern`), which its parser and
+    /// its end-to-end tests use too.
+    pub fn pattern(self) -> Value {
+        self.agent_kind().event_pattern()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_agent_kind_has_one_rule() {
+        let kinds: Vec<Kind> = RuleKind::ALL.iter().map(|k| k.agent_kind()).collect();
+        assert_eq!(kinds, Kind::ALL.to_vec());
+    }
+
+    #[test]
+    fn state_change_pattern_keeps_only_the_states_acted_on() {
+        assert_eq!(
+            RuleKind::StateChange.pattern(),
+            json!({"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"],
+                   "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]}})
+        );
+    }
 
     #[test]
     fn one_detail_type_per_rule() {
