@@ -244,12 +244,19 @@ fn read_back(m: &mut AgentModel, d: &Json, sa: Option<&Json>) {
     let c = &d["spec"]["template"]["spec"]["containers"][0];
     let live = c["image"].as_str().unwrap_or_default();
     match live.split_once('@') {
-        // Pinned: the Deployment holds REPOSITORY@DIGEST. The configured tag is not in it,
-        // so the prior `image` stands unless the repository itself changed.
+        // Pinned: the Deployment runs REPOSITORY@DIGEST, and its annotation keeps the
+        // configured reference with its tag. Either stands only while the repository is
+        // still the one running.
         Some((repository, digest)) => {
-            if m.image.as_deref().map(render::repository) != Some(repository) {
-                m.image = Some(repository.to_string());
-            }
+            let same_repository = |i: &&str| render::repository(i) == repository;
+            let recorded = d["metadata"]["annotations"][render::IMAGE_ANNOTATION].as_str();
+            m.image = Some(
+                recorded
+                    .filter(same_repository)
+                    .or(m.image.as_deref().filter(same_repository))
+                    .unwrap_or(repository)
+                    .to_string(),
+            );
             m.image_digest = Some(digest.to_string());
         }
         None => {
@@ -544,7 +551,17 @@ mod tests {
             d["spec"]["template"]["spec"]["containers"][0]["image"],
             format!("registry.example:5000/platform/joiner-agent@{DIGEST}")
         );
-        let mut back = m.clone();
+        assert_eq!(
+            d["metadata"]["annotations"][render::IMAGE_ANNOTATION],
+            "registry.example:5000/platform/joiner-agent:0.1.0"
+        );
+        // Import starts from the ID alone.
+        let mut back = AgentModel {
+            id: m.id.clone(),
+            cluster_name: m.cluster_name.clone(),
+            namespace: m.namespace.clone(),
+            ..Default::default()
+        };
         read_back(&mut back, d, Some(sa));
         assert_eq!(back, m);
 

@@ -10,6 +10,9 @@ pub const NAME: &str = "joiner-agent";
 pub const PRIORITY_CLASS: &str = "joiner-agent-critical";
 pub const DEFAULT_NAMESPACE: &str = "joiner";
 pub const IRSA_ANNOTATION: &str = "eks.amazonaws.com/role-arn";
+/// On the Deployment when pinned by digest: the configured `image`, whose tag the running
+/// `REPOSITORY@DIGEST` no longer shows (so import and drift detection recover it).
+pub const IMAGE_ANNOTATION: &str = "joiner.dev/image";
 
 /// `public.ecr.aws/joiner/joiner-agent:<provider version>`.
 pub fn default_image() -> String {
@@ -228,8 +231,13 @@ pub fn deployment(m: &AgentModel, ns: &str) -> Json {
         })
         .collect();
     let probe = |path: &str| json!({"httpGet": {"path": path, "port": 8081}, "initialDelaySeconds": 5, "periodSeconds": 10});
+    let mut metadata = meta(NAME, Some(ns));
+    if m.image_digest.is_some() {
+        metadata["annotations"] =
+            json!({ IMAGE_ANNOTATION: m.image.clone().unwrap_or_else(default_image) });
+    }
     json!({
-        "metadata": meta(NAME, Some(ns)),
+        "metadata": metadata,
         "spec": {
             "replicas": m.replicas.unwrap_or(2),
             "revisionHistoryLimit": 5,
