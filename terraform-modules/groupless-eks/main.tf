@@ -135,6 +135,7 @@ resource "joiner_agent" "this" {
   queue_url    = joiner_interruption_queue.this.url
   role_arn     = joiner_agent_role.agent.arn
   image        = var.agent_image
+  image_digest = var.agent_image_digest
   replicas     = var.agent_replicas
   log_level    = var.agent_log_level
   env          = var.agent_env

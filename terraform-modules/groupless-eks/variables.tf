@@ -74,6 +74,12 @@ variable "agent_image" {
   default     = null
 }
 
+variable "agent_image_digest" {
+  description = "Pins the agent image by digest (sha256:...): the Deployment runs REPOSITORY@DIGEST. Null runs the tag."
+  type        = string
+  default     = null
+}
+
 variable "agent_log_level" {
   description = "Agent log level: error, warn, info, debug or trace."
   type        = string

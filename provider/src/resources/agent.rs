@@ -41,12 +41,27 @@ impl Resource<ProviderContext> for Agent {
                         _ => Err("must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)".into()),
                     }),
             )
-            .attribute(Attribute::string("image").default(render::default_image()).validate(|v| {
-                match v.as_str() {
-                    Some(s) if !s.is_empty() && !s.contains(char::is_whitespace) => Ok(()),
-                    _ => Err("must be an image reference without spaces".into()),
-                }
-            }))
+            .attribute(
+                Attribute::string("image")
+                    .default(render::default_image())
+                    .description("The agent's image reference, `REPOSITORY[:TAG]`. The default is the image a release of this provider publishes; mirror it into a private registry and name the copy here.")
+                    .validate(|v| match v.as_str() {
+                        Some(s) if !s.is_empty() && !s.contains(char::is_whitespace) => Ok(()),
+                        _ => Err("must be an image reference without spaces".into()),
+                    }),
+            )
+            .attribute(
+                Attribute::string("image_digest")
+                    .optional()
+                    .description("Pins the image by content: `sha256:<64 hex digits>`. The Deployment then runs `REPOSITORY@DIGEST` (the tag of `image` is dropped), so a moved tag changes nothing.")
+                    .validate(|v| match v.as_str() {
+                        Some(s) if render::is_digest(s) => Ok(()),
+                        other => Err(format!(
+                            "must be an image digest, sha256: followed by 64 lowercase hex digits, got {:?}",
+                            other.unwrap_or_default()
+                        )),
+                    }),
+            )
             .attribute(Attribute::number("replicas").default(2).validate(validators::int_between(1, 10)))
             .attribute(
                 Attribute::string("log_level")
@@ -100,6 +115,21 @@ impl Resource<ProviderContext> for Agent {
             update: Some(ROLLOUT_TIMEOUT),
             delete: Some(DELETE_TIMEOUT),
         })
+    }
+
+    fn validate(&self, config: &Value) -> Diagnostics {
+        let mut d = Diagnostics::new();
+        let m = AgentModel::from_value(config);
+        if let (Some(image), Some(_)) = (&m.image, &m.image_digest) {
+            if image.contains('@') {
+                d.error_at(
+                    "image_digest",
+                    "Two digests for one image",
+                    format!("image {image:?} already names a digest; set the digest in image_digest only, and image to REPOSITORY[:TAG]"),
+                );
+            }
+        }
+        d
     }
 
     async fn modify_plan(
@@ -212,7 +242,28 @@ impl Resource<ProviderContext> for Agent {
 /// The model's view of the live Deployment and ServiceAccount (for drift and import).
 fn read_back(m: &mut AgentModel, d: &Json, sa: Option<&Json>) {
     let c = &d["spec"]["template"]["spec"]["containers"][0];
-    m.image = c["image"].as_str().map(str::to_string);
+    let live = c["image"].as_str().unwrap_or_default();
+    match live.split_once('@') {
+        // Pinned: the Deployment runs REPOSITORY@DIGEST, and its annotation keeps the
+        // configured reference with its tag. Either stands only while the repository is
+        // still the one running.
+        Some((repository, digest)) => {
+            let same_repository = |i: &&str| render::repository(i) == repository;
+            let recorded = d["metadata"]["annotations"][render::IMAGE_ANNOTATION].as_str();
+            m.image = Some(
+                recorded
+                    .filter(same_repository)
+                    .or(m.image.as_deref().filter(same_repository))
+                    .unwrap_or(repository)
+                    .to_string(),
+            );
+            m.image_digest = Some(digest.to_string());
+        }
+        None => {
+            m.image = Some(live.to_string()).filter(|s| !s.is_empty());
+            m.image_digest = None;
+        }
+    }
     m.replicas = d["spec"]["replicas"].as_i64();
     let env: Vec<&Json> = c["env"]
         .as_array()
@@ -433,6 +484,7 @@ mod tests {
             queue_url: Some("https://q".into()),
             role_arn: Some("arn:aws:iam::1:role/r".into()),
             image: Some("img:1".into()),
+            image_digest: None,
             replicas: Some(3),
             log_level: Some("debug".into()),
             namespace: Some("joiner".into()),
@@ -475,5 +527,93 @@ mod tests {
         };
         read_back(&mut back, d, Some(sa));
         assert_eq!(back, m);
+    }
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    /// Pinned by digest, the Deployment runs REPOSITORY@DIGEST; reading it back keeps the
+    /// configured tag (no drift), and notices a repository or digest changed behind our back.
+    #[test]
+    fn a_pinned_image_renders_by_digest_and_reads_back() {
+        let m = AgentModel {
+            image: Some("registry.example:5000/platform/joiner-agent:0.1.0".into()),
+            image_digest: Some(DIGEST.into()),
+            ..full()
+        };
+        let objs = render::objects(&m);
+        let d = &objs.iter().find(|o| o.0 == kinds::DEPLOYMENT).unwrap().2;
+        let sa = &objs
+            .iter()
+            .find(|o| o.0 == kinds::SERVICE_ACCOUNT)
+            .unwrap()
+            .2;
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["image"],
+            format!("registry.example:5000/platform/joiner-agent@{DIGEST}")
+        );
+        assert_eq!(
+            d["metadata"]["annotations"][render::IMAGE_ANNOTATION],
+            "registry.example:5000/platform/joiner-agent:0.1.0"
+        );
+        // Import starts from the ID alone.
+        let mut back = AgentModel {
+            id: m.id.clone(),
+            cluster_name: m.cluster_name.clone(),
+            namespace: m.namespace.clone(),
+            ..Default::default()
+        };
+        read_back(&mut back, d, Some(sa));
+        assert_eq!(back, m);
+
+        let mut moved = d.clone();
+        moved["spec"]["template"]["spec"]["containers"][0]["image"] =
+            serde_json::json!("other.example/joiner-agent:0.2.0");
+        let mut back = m.clone();
+        read_back(&mut back, &moved, Some(sa));
+        assert_eq!(
+            back.image.as_deref(),
+            Some("other.example/joiner-agent:0.2.0")
+        );
+        assert_eq!(back.image_digest, None);
+    }
+
+    #[test]
+    fn image_digest_is_validated_at_plan_time() {
+        use crate::protocol::schema::run_validators;
+        let schema = Agent.schema();
+        let validate = |config: &Value| {
+            let mut d = Diagnostics::new();
+            run_validators(&schema.block, config, &AttributePath::root(), &mut d);
+            d
+        };
+        let config = |digest: &str| {
+            let mut m = full();
+            m.image_digest = Some(digest.into());
+            m.to_value()
+        };
+        for bad in [
+            "sha256:0123",
+            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef",
+            "sha512:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            let d = validate(&config(bad));
+            let text = format!("{d:?}");
+            assert!(
+                d.has_errors() && text.contains("image_digest"),
+                "{bad}: {text}"
+            );
+        }
+        assert!(!validate(&config(DIGEST)).has_errors());
+
+        let mut two = full();
+        two.image = Some(format!("img@{DIGEST}"));
+        two.image_digest = Some(DIGEST.into());
+        let d = Agent.validate(&two.to_value());
+        assert!(
+            d.has_errors() && format!("{d:?}").contains("image_digest"),
+            "{d:?}"
+        );
+        assert!(!Agent.validate(&config(DIGEST)).has_errors());
     }
 }

@@ -61,6 +61,16 @@ impl Workspace {
         ws
     }
 
+    /// A workspace that gets the provider the way users do, by `terraform init`, from
+    /// wherever `cli_config` (its whole CLI configuration: a `provider_installation` block
+    /// naming mirrors, no `dev_overrides`) says; `env` on top of a scrubbed copy of ours.
+    pub fn installing(env: Vec<(String, String)>, cli_config: &str) -> Workspace {
+        check_terraform_installed();
+        let ws = Workspace::empty(env);
+        ws.write_cli_config(cli_config);
+        ws
+    }
+
     /// A workspace whose Terraform attaches to an already running `--debug` provider
     /// instead of starting one. No `dev_overrides`: the reattach value alone must do.
     pub fn reattached(provider: &DebugProvider) -> Workspace {

@@ -21,6 +21,10 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
 const CLUSTER: &str = "k8s-half";
+/// The agent's image as a private mirror holds it, pinned by digest.
+const AGENT_REPOSITORY: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com/joiner/joiner-agent";
+const AGENT_DIGEST: &str =
+    "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn provider_block(sim: &kube_sim::KubeSim) -> String {
     format!(
@@ -63,6 +67,8 @@ resource "joiner_agent" "this" {{
   cluster_name = "{CLUSTER}"
   queue_url    = "https://sqs.us-east-1.amazonaws.com/123456789012/{CLUSTER}"
   role_arn     = "arn:aws:iam::123456789012:role/{CLUSTER}-agent"
+  image        = "{AGENT_REPOSITORY}:0.1.0"
+  image_digest = "{AGENT_DIGEST}"
   log_level    = "debug"
   depends_on   = [joiner_fargate_profile.agent]
 }}
@@ -259,6 +265,11 @@ fn kubernetes_half_lifecycle() {
     );
     let d = rt.block_on(deployments.get("joiner-agent")).unwrap();
     assert_eq!(d.data["spec"]["replicas"], 2);
+    assert_eq!(
+        d.data["spec"]["template"]["spec"]["containers"][0]["image"],
+        format!("{AGENT_REPOSITORY}@{AGENT_DIGEST}"),
+        "the pinned image runs by digest"
+    );
     assert_eq!(d.data["status"]["readyReplicas"], 2, "{}", d.data["status"]);
     // The agent runs on Fargate: each of its pods is Running on a Fargate node.
     let pods = api(&client, "", "v1", "Pod", "pods", Some("joiner"));
@@ -682,6 +693,17 @@ fn bad_inputs_name_their_attribute() {
         ("joiner_agent", r#"namespace = "Joiner_NS""#, "namespace"),
         ("joiner_agent", r#"role_arn = "not-an-arn""#, "role_arn"),
         ("joiner_agent", r#"env = { "1BAD" = "x" }"#, "env"),
+        (
+            "joiner_agent",
+            r#"image_digest = "sha256:abc""#,
+            "image_digest",
+        ),
+        (
+            "joiner_agent",
+            r#"image = "r@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  image_digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef""#,
+            "image_digest",
+        ),
     ];
     for (ty, body, attr) in cases {
         let name = if *ty == "joiner_agent" {

@@ -10,6 +10,9 @@ pub const NAME: &str = "joiner-agent";
 pub const PRIORITY_CLASS: &str = "joiner-agent-critical";
 pub const DEFAULT_NAMESPACE: &str = "joiner";
 pub const IRSA_ANNOTATION: &str = "eks.amazonaws.com/role-arn";
+/// On the Deployment when pinned by digest: the configured `image`, whose tag the running
+/// `REPOSITORY@DIGEST` no longer shows (so import and drift detection recover it).
+pub const IMAGE_ANNOTATION: &str = "joiner.dev/image";
 
 /// `public.ecr.aws/joiner/joiner-agent:<provider version>`.
 pub fn default_image() -> String {
@@ -17,6 +20,38 @@ pub fn default_image() -> String {
         "public.ecr.aws/joiner/joiner-agent:{}",
         env!("CARGO_PKG_VERSION")
     )
+}
+
+/// What the Deployment runs: `image` as configured, or `REPOSITORY@DIGEST` when
+/// `image_digest` pins it (the tag dropped: with a digest the runtime ignores it, and a
+/// reader would take it for the version that runs).
+pub fn container_image(m: &AgentModel) -> String {
+    let image = m.image.clone().unwrap_or_else(default_image);
+    match &m.image_digest {
+        Some(digest) => format!("{}@{digest}", repository(&image)),
+        None => image,
+    }
+}
+
+/// The repository part of an image reference: without `@digest` and without `:tag` (a
+/// colon after the last `/`; one before it belongs to a registry port).
+pub fn repository(image: &str) -> &str {
+    let image = image.split_once('@').map_or(image, |(r, _)| r);
+    let name_start = image.rfind('/').map_or(0, |i| i + 1);
+    match image[name_start..].rfind(':') {
+        Some(i) => &image[..name_start + i],
+        None => image,
+    }
+}
+
+/// `sha256:` and 64 lowercase hex digits, the only digest form registries serve today.
+pub fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 fn selector() -> Json {
@@ -196,8 +231,13 @@ pub fn deployment(m: &AgentModel, ns: &str) -> Json {
         })
         .collect();
     let probe = |path: &str| json!({"httpGet": {"path": path, "port": 8081}, "initialDelaySeconds": 5, "periodSeconds": 10});
+    let mut metadata = meta(NAME, Some(ns));
+    if m.image_digest.is_some() {
+        metadata["annotations"] =
+            json!({ IMAGE_ANNOTATION: m.image.clone().unwrap_or_else(default_image) });
+    }
     json!({
-        "metadata": meta(NAME, Some(ns)),
+        "metadata": metadata,
         "spec": {
             "replicas": m.replicas.unwrap_or(2),
             "revisionHistoryLimit": 5,
@@ -218,7 +258,7 @@ pub fn deployment(m: &AgentModel, ns: &str) -> Json {
                     "tolerations": tolerations,
                     "containers": [{
                         "name": "agent",
-                        "image": m.image.clone().unwrap_or_else(default_image),
+                        "image": container_image(m),
                         "args": ["run"],
                         "env": env(m),
                         "ports": [
@@ -247,6 +287,26 @@ pub fn deployment(m: &AgentModel, ns: &str) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repository_drops_tag_and_digest_but_not_a_registry_port() {
+        assert_eq!(
+            repository("public.ecr.aws/joiner/joiner-agent:0.1.0"),
+            "public.ecr.aws/joiner/joiner-agent"
+        );
+        assert_eq!(
+            repository("localhost:5000/joiner-agent"),
+            "localhost:5000/joiner-agent"
+        );
+        assert_eq!(
+            repository("localhost:5000/joiner-agent:1@sha256:ab"),
+            "localhost:5000/joiner-agent"
+        );
+        assert_eq!(repository("joiner-agent"), "joiner-agent");
+        assert!(is_digest(&format!("sha256:{}", "a".repeat(64))));
+        assert!(!is_digest(&format!("sha256:{}", "A".repeat(64))));
+        assert!(!is_digest("sha256:abc"));
+    }
 
     #[test]
     fn contract_b() {
