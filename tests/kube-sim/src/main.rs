@@ -37,6 +37,11 @@ struct Args {
     /// runtime bundle as `umoci unpack` writes it, or a root filesystem). Repeatable.
     #[arg(long = "image", value_name = "NAME=PATH", value_parser = kube_sim::runner::image::parse_image_arg)]
     images: Vec<(String, kube_sim::ImageSource)>,
+    /// TokenReview webhook (http://) for EKS bearer tokens (k8s-aws-v1.), e.g. the local
+    /// world's <emulator>/joiner-local/eks/<region>/<cluster>/authenticate. Without it,
+    /// EKS tokens get 401.
+    #[arg(long, value_name = "URL")]
+    eks_token_webhook: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -86,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
         node_grace: args.node_grace,
         controllers,
         images: args.images,
+        eks_token_webhook: args.eks_token_webhook,
         ..Default::default()
     };
     let server = kube_sim::server::serve(opts).await?;

@@ -42,6 +42,10 @@ pub struct Options {
     pub images: Vec<(String, ImageSource)>,
     /// How often the Fargate profiles are re-read from the emulator.
     pub fargate_poll: Duration,
+    /// A TokenReview webhook (`http://`) for EKS bearer tokens (`k8s-aws-v1.`), as EKS's
+    /// API server has: the local world's is
+    /// `<emulator>/joiner-local/eks/<region>/<cluster>/authenticate`.
+    pub eks_token_webhook: Option<String>,
 }
 
 impl Default for Options {
@@ -63,6 +67,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(5),
             images: Vec::new(),
             fargate_poll: Duration::from_secs(2),
+            eks_token_webhook: None,
         }
     }
 }
@@ -79,6 +84,8 @@ pub struct Server {
     pub runner: Option<Arc<Runner>>,
     /// The cluster's Fargate profiles, when an AWS endpoint is configured.
     pub fargate: Option<Arc<fargate::Profiles>>,
+    /// The EKS token webhook client, when one is configured.
+    pub eks_webhook: Option<Arc<crate::eks_auth::TokenWebhook>>,
     shutdown: tokio::sync::watch::Sender<bool>,
     owns_kubeconfig: bool,
 }
@@ -129,6 +136,10 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
     let store = Store::new(opts.watch_history);
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let runner_shared = Arc::new(runner::Shared::default());
+    let eks_webhook = opts
+        .eks_token_webhook
+        .clone()
+        .map(|url| Arc::new(crate::eks_auth::TokenWebhook::new(url)));
     let state = Arc::new(AppState {
         store: store.clone(),
         token: token.clone(),
@@ -137,6 +148,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         shutdown: shutdown_rx.clone(),
         server_address: addr.to_string(),
         runner: runner_shared.clone(),
+        eks_webhook: eks_webhook.clone(),
     });
     let app = axum::Router::new()
         .fallback(
@@ -253,6 +265,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         store,
         runner,
         fargate: fargate_profiles,
+        eks_webhook,
         shutdown,
         owns_kubeconfig: owns,
     })
@@ -346,6 +359,16 @@ impl KubeSim {
     /// The Fargate profiles kube-sim has read, when an AWS endpoint is configured.
     pub fn fargate_profiles(&self) -> Option<&Arc<fargate::Profiles>> {
         self.server().fargate.as_ref()
+    }
+
+    /// The decisions of the EKS token webhook so far (who was authenticated, with which
+    /// groups, or the webhook's reason for a 401); empty without a webhook.
+    pub fn eks_authentications(&self) -> Vec<crate::eks_auth::Authentication> {
+        self.server()
+            .eks_webhook
+            .as_ref()
+            .map(|w| w.authentications())
+            .unwrap_or_default()
     }
 
     /// Direct access to the object store, for tests that need sim-only hooks.
