@@ -102,13 +102,7 @@ impl World {
             .unwrap()
             .access_key
             .unwrap();
-        let nobody = Credentials::new(
-            key.access_key_id,
-            key.secret_access_key,
-            None,
-            None,
-            "test",
-        );
+        let nobody = Credentials::new(key.access_key_id, key.secret_access_key, None, None, "test");
         World {
             moto,
             config,
@@ -464,7 +458,11 @@ async fn real_control_plane_authenticates_with_the_eks_token() {
     assert_eq!(list_namespaces(&server, &t).await, Err(403));
     let who = self_subject(&server, &t).await;
     assert_eq!(who["username"], "deployer:ci-7", "{who}");
-    assert!(who["groups"].as_array().unwrap().iter().any(|g| g == "team-a"));
+    assert!(who["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|g| g == "team-a"));
 
     assert_refused(
         &world,
@@ -477,7 +475,11 @@ async fn real_control_plane_authenticates_with_the_eks_token() {
     assert_refused(
         &world,
         &server,
-        &token(&admin, "a", SystemTime::now() - Duration::from_secs(20 * 60)),
+        &token(
+            &admin,
+            "a",
+            SystemTime::now() - Duration::from_secs(20 * 60),
+        ),
         "expired",
         "X-Amz-Date parameter is expired",
     )

@@ -360,8 +360,7 @@ impl Connector {
             .provide_credentials()
             .await
             .map_err(|e| KubeError::Config(format!("AWS credentials for the EKS token: {e}")))?;
-        eks_token::token(&creds, &self.region, cluster, now)
-            .map_err(KubeError::Config)
+        eks_token::token(&creds, &self.region, cluster, now).map_err(KubeError::Config)
     }
 }
 

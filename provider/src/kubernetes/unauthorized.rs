@@ -173,7 +173,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("no access entry for arn:aws:iam::123456789012:user/ci on cluster \"demo\""),
+            text.contains(
+                "no access entry for arn:aws:iam::123456789012:user/ci on cluster \"demo\""
+            ),
             "{text}"
         );
         assert!(text.contains("joiner_access_entry"), "{text}");

@@ -329,7 +329,9 @@ fn apply_reaches_the_real_control_plane_with_the_eks_token() {
     ));
     tf.apply();
     tf.plan_is_empty();
-    let pools = cp.kubectl(&["get", "nodepools.joiner.dev", "-o", "name"]).unwrap();
+    let pools = cp
+        .kubectl(&["get", "nodepools.joiner.dev", "-o", "name"])
+        .unwrap();
     assert!(pools.contains("nodepool.joiner.dev/general"), "{pools}");
     let ok = decisions(&moto, CLUSTER);
     assert!(

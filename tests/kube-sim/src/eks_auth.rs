@@ -76,7 +76,9 @@ impl TokenWebhook {
             ),
         };
         match (&a.authenticated, &a.error) {
-            (true, _) => tracing::debug!(user = ?a.username, groups = ?a.groups, "EKS token authenticated"),
+            (true, _) => {
+                tracing::debug!(user = ?a.username, groups = ?a.groups, "EKS token authenticated")
+            }
             (false, e) => tracing::warn!(error = ?e, "EKS token refused: 401"),
         }
         if cacheable {
