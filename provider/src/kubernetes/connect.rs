@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine;
 use tokio::sync::Mutex;
 
-use super::eks_token;
 use super::error::KubeError;
+use super::{eks_token, unauthorized};
 use crate::aws::client::AwsClients;
 use crate::protocol::prelude::*;
 
@@ -152,6 +152,64 @@ impl KubeSettings {
 pub struct Kube {
     pub client: kube::Client,
     pub endpoint: String,
+    /// Set when the client authenticates with an EKS token: what a 401 is explained with.
+    pub eks: Option<std::sync::Arc<EksAuth>>,
+}
+
+/// The EKS token a client sends, and the AWS clients to learn who signed it.
+pub struct EksAuth {
+    pub signing: unauthorized::EksSigning,
+    aws: AwsClients,
+}
+
+impl Kube {
+    /// A kube-rs error from `operation` on `object`, classified; a 401 to an EKS token is
+    /// explained (who signed it, for which cluster, which causes are ruled out).
+    pub async fn error(&self, e: kube::Error, operation: &str, object: &str) -> KubeError {
+        let e = KubeError::from_kube(e, &self.endpoint, operation, object);
+        match (&e, &self.eks) {
+            (KubeError::Api { code: 401, .. }, Some(eks)) => KubeError::Unauthorized {
+                operation: operation.to_string(),
+                object: object.to_string(),
+                explanation: self.explain_401(eks).await,
+            },
+            _ => e,
+        }
+    }
+
+    async fn explain_401(&self, eks: &EksAuth) -> String {
+        let caller = crate::aws::sts::caller_identity(&eks.aws.sts())
+            .await
+            .map(|c| c.arn)
+            .map_err(|e| e.to_string());
+        // The server's clock, from the Date header of any answer (a 401 carries one too).
+        let request = http::Request::get("/version").body(Vec::new());
+        let server_date = match request {
+            Ok(r) => match self.client.send(r.map(Into::into)).await {
+                Ok(resp) => resp
+                    .headers()
+                    .get(http::header::DATE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| {
+                        aws_smithy_types::DateTime::from_str(
+                            v,
+                            aws_smithy_types::date_time::Format::HttpDate,
+                        )
+                        .ok()
+                    })
+                    .and_then(|d| SystemTime::try_from(d).ok()),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        unauthorized::explain(
+            &eks.signing,
+            &self.endpoint,
+            caller.as_deref().map_err(String::as_str),
+            server_date,
+            SystemTime::now(),
+        )
+    }
 }
 
 struct Cached {
@@ -271,19 +329,29 @@ impl Connector {
                         info.status
                     ))
                 })?;
-                let token = self.eks_token(cluster).await?;
+                let signed_at = SystemTime::now();
+                let token = self.eks_token(cluster, signed_at).await?;
                 let config = config_for(
                     &endpoint,
                     info.certificate_authority.as_deref(),
                     Some(token),
                     false,
                 )?;
-                Ok((make(config, &endpoint)?, true))
+                let mut kube = make(config, &endpoint)?;
+                kube.eks = Some(std::sync::Arc::new(EksAuth {
+                    signing: unauthorized::EksSigning {
+                        cluster: cluster.to_string(),
+                        region: self.region.clone(),
+                        signed_at,
+                    },
+                    aws: self.aws.clone(),
+                }));
+                Ok((kube, true))
             }
         }
     }
 
-    async fn eks_token(&self, cluster: &str) -> Result<String, KubeError> {
+    async fn eks_token(&self, cluster: &str, now: SystemTime) -> Result<String, KubeError> {
         use aws_credential_types::provider::ProvideCredentials;
         let provider = self.aws.config().credentials_provider().ok_or_else(|| {
             KubeError::Config("no AWS credentials to sign an EKS token with".into())
@@ -292,8 +360,7 @@ impl Connector {
             .provide_credentials()
             .await
             .map_err(|e| KubeError::Config(format!("AWS credentials for the EKS token: {e}")))?;
-        eks_token::token(&creds, &self.region, cluster, SystemTime::now())
-            .map_err(KubeError::Config)
+        eks_token::token(&creds, &self.region, cluster, now).map_err(KubeError::Config)
     }
 }
 
@@ -305,6 +372,7 @@ fn make(config: kube::Config, endpoint: &str) -> Result<Kube, KubeError> {
     Ok(Kube {
         client,
         endpoint: endpoint.to_string(),
+        eks: None,
     })
 }
 

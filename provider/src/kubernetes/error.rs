@@ -20,6 +20,14 @@ pub enum KubeError {
         reason: String,
         message: String,
     },
+    /// The API server refused the provider's EKS token (401), with what the provider could
+    /// find out about why.
+    #[error("Kubernetes {operation} {object}: {explanation}")]
+    Unauthorized {
+        operation: String,
+        object: String,
+        explanation: String,
+    },
     /// The EKS cluster does not exist (deleted, or never created): its objects are gone.
     #[error("{0}")]
     ClusterGone(String),
@@ -82,6 +90,7 @@ impl From<KubeError> for Diagnostic {
             KubeError::ClusterGone(_) => "Cluster not found",
             KubeError::Unreachable { .. } => "Kubernetes API unreachable",
             KubeError::Api { .. } => "Kubernetes API error",
+            KubeError::Unauthorized { .. } => "Kubernetes API refused the provider's EKS token",
             KubeError::Timeout(_) => "Timed out waiting on Kubernetes",
             KubeError::Other(_) => "Kubernetes error",
         };

@@ -7,6 +7,7 @@ pub mod crds;
 pub mod eks_token;
 pub mod error;
 pub mod objects;
+pub mod unauthorized;
 pub mod wait;
 
 pub use connect::{Connector, Kube, KubeSettings};

@@ -140,18 +140,16 @@ impl Kube {
     ) -> Result<Json, KubeError> {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.api(kind, namespace)
+        match self
+            .api(kind, namespace)
             .patch(name, &params, &Patch::Apply(object))
             .await
-            .map(|o| serde_json::to_value(o).unwrap_or_default())
-            .map_err(|e| {
-                KubeError::from_kube(
-                    e,
-                    &self.endpoint,
-                    "apply",
-                    &Self::describe(kind, namespace, name),
-                )
-            })
+        {
+            Ok(o) => Ok(serde_json::to_value(o).unwrap_or_default()),
+            Err(e) => Err(self
+                .error(e, "apply", &Self::describe(kind, namespace, name))
+                .await),
+        }
     }
 
     /// The object, or None when it does not exist.
@@ -164,12 +162,9 @@ impl Kube {
         match self.api(kind, namespace).get_opt(name).await {
             Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or_default())),
             Err(e) => {
-                let e = KubeError::from_kube(
-                    e,
-                    &self.endpoint,
-                    "get",
-                    &Self::describe(kind, namespace, name),
-                );
+                let e = self
+                    .error(e, "get", &Self::describe(kind, namespace, name))
+                    .await;
                 if e.is_not_found() {
                     Ok(None)
                 } else {
@@ -197,7 +192,7 @@ impl Kube {
                 .map(|o| serde_json::to_value(o).unwrap_or_default())
                 .collect()),
             Err(e) => {
-                let e = KubeError::from_kube(e, &self.endpoint, "list", kind.plural);
+                let e = self.error(e, "list", kind.plural).await;
                 // A CRD not installed yet has no objects.
                 if e.is_not_found() {
                     Ok(Vec::new())
@@ -222,12 +217,9 @@ impl Kube {
         {
             Ok(_) => Ok(()),
             Err(e) => {
-                let e = KubeError::from_kube(
-                    e,
-                    &self.endpoint,
-                    "delete",
-                    &Self::describe(kind, namespace, name),
-                );
+                let e = self
+                    .error(e, "delete", &Self::describe(kind, namespace, name))
+                    .await;
                 if e.is_not_found() {
                     Ok(())
                 } else {

@@ -124,6 +124,10 @@ pub struct Options {
     pub scheduler: bool,
     /// Whether to run KWOK for Nodes annotated `kwok.x-k8s.io/node: fake`.
     pub kwok: bool,
+    /// A TokenReview webhook (`authentication.k8s.io/v1`) for bearer tokens the other
+    /// authenticators do not know, as EKS's API server has for its `k8s-aws-v1.` tokens:
+    /// the local world's is `<emulator>/joiner-local/eks/<region>/<cluster>/authenticate`.
+    pub token_webhook: Option<String>,
 }
 
 impl Default for Options {
@@ -132,6 +136,7 @@ impl Default for Options {
             controller_manager: true,
             scheduler: true,
             kwok: true,
+            token_webhook: None,
         }
     }
 }
@@ -229,6 +234,15 @@ impl ControlPlane {
         )?);
         cp.wait_tcp(etcd_port, Duration::from_secs(30))?;
 
+        let mut webhook_args = Vec::new();
+        if let Some(url) = &opts.token_webhook {
+            let config = d.join("token-webhook.kubeconfig");
+            std::fs::write(&config, webhook_kubeconfig_yaml(url))?;
+            webhook_args = vec![
+                format!("--authentication-token-webhook-config-file={}", s(&config)),
+                "--authentication-token-webhook-version=v1".into(),
+            ];
+        }
         cp.components.push(Component::spawn(
             "kube-apiserver",
             &binaries.apiserver,
@@ -262,7 +276,10 @@ impl ControlPlane {
                 "--allow-privileged=true".into(),
                 "--profiling=false".into(),
                 "--v=0".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(webhook_args)
+            .collect::<Vec<_>>(),
             &d,
         )?);
         cp.wait_ready(Duration::from_secs(120))
@@ -487,6 +504,30 @@ contexts:
     cluster: joiner-control-plane
     user: admin
 current-context: joiner-control-plane
+"
+    )
+}
+
+/// The kubeconfig kube-apiserver reads its token webhook from: the webhook is the
+/// "cluster" (plain http on loopback: the local world's emulator serves no TLS), the API
+/// server the "user" (no client credentials).
+fn webhook_kubeconfig_yaml(url: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: token-webhook
+  cluster:
+    server: {url}
+users:
+- name: kube-apiserver
+  user: {{}}
+contexts:
+- name: token-webhook
+  context:
+    cluster: token-webhook
+    user: kube-apiserver
+current-context: token-webhook
 "
     )
 }

@@ -30,6 +30,8 @@ pub struct AppState {
     pub server_address: String,
     /// Container logs and the tokens issued to process-backed pods.
     pub runner: Arc<crate::runner::Shared>,
+    /// Where EKS tokens (`k8s-aws-v1.`) are reviewed; without it they get 401.
+    pub eks_webhook: Option<Arc<crate::eks_auth::TokenWebhook>>,
 }
 
 type Resp = Response<Body>;
@@ -187,6 +189,15 @@ pub async fn handle(
         Some(t) if t == st.viewer_token => "kube-sim-viewer",
         // A pod's service-account token: RBAC is not enforced, so it may do what admin may.
         Some(t) if st.runner.tokens.user(t).is_some() => "kube-sim-pod",
+        // An EKS token: the webhook says who it is (RBAC is not enforced: recorded only).
+        Some(t) if t.starts_with(crate::eks_auth::TOKEN_PREFIX) => match &st.eks_webhook {
+            Some(w) if w.authenticate(t).await.authenticated => "kube-sim-eks",
+            Some(_) => return error_response(&ApiError::unauthorized()),
+            None => {
+                tracing::warn!("EKS token refused: 401 (no --eks-token-webhook configured)");
+                return error_response(&ApiError::unauthorized());
+            }
+        },
         _ => return error_response(&ApiError::unauthorized()),
     };
     let query = Query::parse(uri.query());

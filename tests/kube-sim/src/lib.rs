@@ -15,6 +15,7 @@ pub mod admission;
 pub mod api;
 pub mod aws;
 pub mod controllers;
+pub mod eks_auth;
 pub mod eviction;
 pub mod fargate;
 pub mod kubeconfig;

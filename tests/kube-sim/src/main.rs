@@ -41,6 +41,11 @@ struct Args {
     /// with the cluster's `coredns` add-on.
     #[arg(long)]
     eks_addons: bool,
+    /// TokenReview webhook (http://) for EKS bearer tokens (k8s-aws-v1.), e.g. the local
+    /// world's <emulator>/joiner-local/eks/<region>/<cluster>/authenticate. Without it,
+    /// EKS tokens get 401.
+    #[arg(long, value_name = "URL")]
+    eks_token_webhook: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -91,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
         controllers,
         images: args.images,
         eks_addons: args.eks_addons,
+        eks_token_webhook: args.eks_token_webhook,
         ..Default::default()
     };
     let server = kube_sim::server::serve(opts).await?;

@@ -45,6 +45,10 @@ pub struct Options {
     /// Play EKS's CoreDNS: the self-managed Deployment once the emulator knows the cluster,
     /// placed as its `coredns` add-on says (see [`crate::addons`]). Needs `aws_endpoint`.
     pub eks_addons: bool,
+    /// A TokenReview webhook (`http://`) for EKS bearer tokens (`k8s-aws-v1.`), as EKS's
+    /// API server has: the local world's is
+    /// `<emulator>/joiner-local/eks/<region>/<cluster>/authenticate`.
+    pub eks_token_webhook: Option<String>,
 }
 
 impl Default for Options {
@@ -67,6 +71,7 @@ impl Default for Options {
             images: Vec::new(),
             fargate_poll: Duration::from_secs(2),
             eks_addons: false,
+            eks_token_webhook: None,
         }
     }
 }
@@ -83,6 +88,8 @@ pub struct Server {
     pub runner: Option<Arc<Runner>>,
     /// The cluster's Fargate profiles, when an AWS endpoint is configured.
     pub fargate: Option<Arc<fargate::Profiles>>,
+    /// The EKS token webhook client, when one is configured.
+    pub eks_webhook: Option<Arc<crate::eks_auth::TokenWebhook>>,
     shutdown: tokio::sync::watch::Sender<bool>,
     owns_kubeconfig: bool,
 }
@@ -133,6 +140,10 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
     let store = Store::new(opts.watch_history);
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let runner_shared = Arc::new(runner::Shared::default());
+    let eks_webhook = opts
+        .eks_token_webhook
+        .clone()
+        .map(|url| Arc::new(crate::eks_auth::TokenWebhook::new(url)));
     let state = Arc::new(AppState {
         store: store.clone(),
         token: token.clone(),
@@ -141,6 +152,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         shutdown: shutdown_rx.clone(),
         server_address: addr.to_string(),
         runner: runner_shared.clone(),
+        eks_webhook: eks_webhook.clone(),
     });
     let app = axum::Router::new()
         .fallback(
@@ -267,6 +279,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         store,
         runner,
         fargate: fargate_profiles,
+        eks_webhook,
         shutdown,
         owns_kubeconfig: owns,
     })
@@ -360,6 +373,16 @@ impl KubeSim {
     /// The Fargate profiles kube-sim has read, when an AWS endpoint is configured.
     pub fn fargate_profiles(&self) -> Option<&Arc<fargate::Profiles>> {
         self.server().fargate.as_ref()
+    }
+
+    /// The decisions of the EKS token webhook so far (who was authenticated, with which
+    /// groups, or the webhook's reason for a 401); empty without a webhook.
+    pub fn eks_authentications(&self) -> Vec<crate::eks_auth::Authentication> {
+        self.server()
+            .eks_webhook
+            .as_ref()
+            .map(|w| w.authentications())
+            .unwrap_or_default()
     }
 
     /// Direct access to the object store, for tests that need sim-only hooks.

@@ -153,6 +153,8 @@ pub struct KubeSimOptions<'a> {
     /// `(image name or prefix, local binary)` pairs.
     pub images: Vec<(String, PathBuf)>,
     pub env: Vec<(String, String)>,
+    /// The TokenReview webhook for EKS tokens (`--eks-token-webhook`).
+    pub eks_token_webhook: String,
 }
 
 /// kube-sim, once it has printed its URL and written the kubeconfig.
@@ -163,6 +165,7 @@ pub fn start_kube_sim(o: &KubeSimOptions, log: &Path) -> Result<Proc> {
         .args(["--cluster-name", o.cluster_name])
         .args(["--aws-endpoint", &o.aws_endpoint])
         .args(["--boot-delay", o.boot_delay])
+        .args(["--eks-token-webhook", &o.eks_token_webhook])
         // EKS's own CoreDNS, switched to Fargate by the kube-system profile's add-on.
         .arg("--eks-addons");
     for (name, path) in &o.images {
@@ -184,6 +187,44 @@ pub fn start_kube_sim(o: &KubeSimOptions, log: &Path) -> Result<Proc> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Binds the EKS cluster `cluster` of `region` to the API server of `kubeconfig` in the
+/// local world (`joiner_local/eks_token.py`): DescribeCluster then answers with kube-sim's
+/// endpoint and CA, and the provider reaches it as it reaches EKS, with a presigned token.
+pub fn bind_eks_endpoint(
+    aws_port: u16,
+    region: &str,
+    cluster: &str,
+    kubeconfig: &Path,
+) -> Result<()> {
+    use std::io::Write;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("read {}", kubeconfig.display()))?;
+    let c = kc
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.clone())
+        .context("kube-sim's kubeconfig names no cluster")?;
+    let body = serde_json::json!({
+        "endpoint": c.server,
+        "certificateAuthority": c.certificate_authority_data,
+    })
+    .to_string();
+    let addr = SocketAddr::from(([127, 0, 0, 1], aws_port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        s,
+        "POST /joiner-local/eks/{region}/clusters/{cluster}/endpoint HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    if !answer.starts_with("HTTP/1.1 200") && !answer.starts_with("HTTP/1.0 200") {
+        bail!("binding EKS cluster {cluster} to kube-sim failed: {answer}");
+    }
+    Ok(())
 }
 
 /// Whether `bin --help` mentions `needle`: how the player finds out, before starting

@@ -162,9 +162,18 @@ async fn run(w: &mut World) -> Result<()> {
             boot_delay: &w.args.boot_delay,
             images: vec![(AGENT_IMAGE.to_string(), w.args.agent.clone())],
             env: aws_env.clone(),
+            eks_token_webhook: format!(
+                "{endpoint}/joiner-local/eks/{}/{}/authenticate",
+                crate::cloud::REGION,
+                w.cluster
+            ),
         },
         &ks_log,
     )?);
+    // The provider reaches kube-sim as it reaches EKS: DescribeCluster's endpoint and CA
+    // (bound here, before Terraform creates the cluster) and a presigned token that kube-sim
+    // has the local world verify and map through the cluster's access entries.
+    procs::bind_eks_endpoint(port, crate::cloud::REGION, &w.cluster, &w.kubeconfig)?;
     let client = cluster::client(&w.kubeconfig).await?;
     w.client = Some(client.clone());
     let sampler = w.rec.spawn(client.clone(), catalog.clone());
@@ -184,7 +193,6 @@ async fn run(w: &mut World) -> Result<()> {
         &w.args.provider,
         aws_env,
     )?;
-    tf.write_kubernetes_override(&w.kubeconfig)?;
     publish_amis(w, &tf, &client).await?;
     // Modules are installed by `terraform get` (local sources, no registry): `init` would
     // also look the provider up in the registry, which dev_overrides makes pointless.
@@ -368,7 +376,6 @@ fn aws_env(endpoint: &str) -> Vec<(String, String)> {
         ("AWS_ENDPOINT_URL", endpoint),
         ("AWS_ACCESS_KEY_ID", "testing"),
         ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_SESSION_TOKEN", "testing"),
         ("AWS_REGION", crate::cloud::REGION),
         ("AWS_DEFAULT_REGION", crate::cloud::REGION),
         ("AWS_EC2_METADATA_DISABLED", "true"),

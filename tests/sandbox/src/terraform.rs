@@ -2,9 +2,9 @@
 //!
 //! The copy keeps the repository's layout (`examples/<name>` next to `terraform-modules/`)
 //! so the example's relative module sources resolve, and nothing is written into the
-//! checkout. `dev_overrides` points Terraform at the built provider (no registry), and an
-//! override file (`sandbox_override.tf`, Terraform's own merge mechanism) points the
-//! provider's Kubernetes half at kube-sim instead of the EKS endpoint the emulator invents.
+//! checkout. `dev_overrides` points Terraform at the built provider (no registry). The
+//! provider reaches kube-sim with its default, an EKS token: the local world binds the
+//! cluster's endpoint to kube-sim (`procs::bind_eks_endpoint`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -83,17 +83,6 @@ impl Terraform {
             env,
             logs,
         }
-    }
-
-    /// Points the provider's Kubernetes half at `kubeconfig` (kube-sim).
-    pub fn write_kubernetes_override(&self, kubeconfig: &Path) -> Result<()> {
-        self.write_override(
-            "sandbox_override.tf",
-            &format!(
-                "# Written by the sandbox: the Kubernetes half talks to kube-sim.\nprovider \"joiner\" {{\n  kubernetes {{\n    config_path = \"{}\"\n  }}\n}}\n",
-                kubeconfig.display()
-            ),
-        )
     }
 
     pub fn write_override(&self, name: &str, body: &str) -> Result<()> {

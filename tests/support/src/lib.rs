@@ -127,13 +127,17 @@ impl MotoServer {
     }
 
     /// The environment a child process (terraform, the provider, the agent) needs to
-    /// reach this emulator with the official AWS SDK: endpoint, dummy credentials, region.
+    /// reach this emulator with the official AWS SDK: endpoint, credentials, region.
+    ///
+    /// The credentials are the long-term key of the IAM user `local-admin` (see
+    /// `joiner_local/identity.py`), with no session token: AWS refuses a session token
+    /// with a long-term key, and so does the local world where it checks signatures (the
+    /// EKS token webhook).
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("AWS_ENDPOINT_URL".into(), self.endpoint()),
             ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
             ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
-            ("AWS_SESSION_TOKEN".into(), "testing".into()),
             ("AWS_REGION".into(), "us-east-1".into()),
             ("AWS_DEFAULT_REGION".into(), "us-east-1".into()),
             ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
