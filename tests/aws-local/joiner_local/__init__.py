@@ -14,4 +14,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access"]
+EXTENSIONS = ["identity", "eks_access", "iam_enforce"]
