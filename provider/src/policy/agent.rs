@@ -125,23 +125,6 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         Statement::allow("Cluster")
             .actions(["eks:DescribeCluster"])
             .resources([c.to_string()]),
-        // A NodeClass naming a `role` gets an instance profile the agent creates for it:
-        // created tagged for this cluster, then changed or deleted only while so tagged.
-        Statement::allow("CreateInstanceProfile")
-            .actions(["iam:CreateInstanceProfile", "iam:TagInstanceProfile"])
-            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")])
-            .condition("StringEquals", &request_tag, [cluster_name]),
-        Statement::allow("OwnInstanceProfiles")
-            .actions([
-                "iam:AddRoleToInstanceProfile",
-                "iam:RemoveRoleFromInstanceProfile",
-                "iam:DeleteInstanceProfile",
-            ])
-            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")])
-            .condition("StringEquals", &resource_tag, [cluster_name]),
-        Statement::allow("ReadInstanceProfiles")
-            .actions(["iam:GetInstanceProfile"])
-            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")]),
         // The first Spot launch in an account creates EC2 Spot's service-linked role; without
         // this a brand-new account's first CreateFleet fails. Only that one role.
         Statement::allow("SpotServiceLinkedRole")
@@ -361,25 +344,27 @@ mod tests {
         }
     }
 
-    /// The instance profile a NodeClass `role` needs is created tagged and only changed or
-    /// deleted while tagged for this cluster.
+    /// The agent has no IAM client: a NodeClass names a profile Terraform made
+    /// (`joiner_node_role` creates one named after its role), so the policy grants no
+    /// instance-profile right; it may only pass the node role to EC2.
     #[test]
-    fn instance_profiles_are_tag_scoped() {
+    fn no_instance_profile_rights() {
         let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
-        let create = statement(&doc, "CreateInstanceProfile");
-        assert_eq!(
-            create["Condition"]["StringEquals"]["aws:RequestTag/joiner.dev/cluster"],
-            "prod"
-        );
-        let own = statement(&doc, "OwnInstanceProfiles");
-        assert_eq!(
-            own["Condition"]["StringEquals"]["aws:ResourceTag/joiner.dev/cluster"],
-            "prod"
-        );
-        assert_eq!(
-            own["Resource"],
-            "arn:aws:iam::123456789012:instance-profile/*"
-        );
+        let text = doc.to_string();
+        assert!(!text.contains("InstanceProfile"), "{text}");
+        assert!(!text.contains("instance-profile"), "{text}");
+        let iam_actions: Vec<&str> = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| match &s["Action"] {
+                Value::String(a) => vec![a.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            })
+            .filter(|a| a.starts_with("iam:"))
+            .collect();
+        assert_eq!(iam_actions, ["iam:PassRole", "iam:CreateServiceLinkedRole"]);
     }
 
     #[test]

@@ -972,6 +972,11 @@ def _resolve_access_key(resp: Any, iam_request: Any) -> None:
                     raise _refuse(resp, iam_request._service, "ExpiredToken", "The security token included in the request is expired", 400)
 
 
+def _service_of(auth: str) -> str:
+    scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) > 3 else ""
+
+
 def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
     """Replaces moto's `_authenticate_and_authorize_action`."""
     from moto.iam.access_control import IAMRequest
@@ -1003,17 +1008,39 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
     path = resp.raw_path
     if parsed_url.query:
         path += "?" + parsed_url.query
-    req = IAMRequest(
-        account_id=resp.current_account,
-        method=resp.method,
-        path=path,
-        data=resp.data,
-        body=resp.raw_body,
-        headers=headers,
-        action=op,
-    )
-    req._headers = headers_for_signature
-    req.check_signature()
+    service = _service_of(auth)
+    from moto.core.exceptions import AuthFailureError, InvalidClientTokenIdError, SignatureDoesNotMatchError
+
+    try:
+        req = IAMRequest(
+            account_id=resp.current_account,
+            method=resp.method,
+            path=path,
+            # A body-less request (REST GET/DELETE) is signed over an empty payload; moto
+            # would otherwise sign its parsed parameters as a form body.
+            data={} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data,
+            body=resp.raw_body,
+            headers=headers,
+            action=op,
+        )
+        req._headers = headers_for_signature
+        req.check_signature()
+    except SignatureDoesNotMatchError:
+        raise _refuse(
+            resp,
+            service,
+            "SignatureDoesNotMatch",
+            "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.",
+        )
+    except (InvalidClientTokenIdError, AuthFailureError):
+        if service == "ec2":
+            raise _refuse(resp, "ec2", "AuthFailure", "AWS was not able to validate the provided access credentials", 401)
+        raise _refuse(
+            resp,
+            service,
+            "UnrecognizedClientException" if service not in ("iam", "sts", "sqs") else "InvalidClientTokenId",
+            "The security token included in the request is invalid.",
+        )
     _resolve_access_key(resp, req)
     partition = get_partition(req._region)
     principal = _principal_of(req._access_key, resp.current_account, partition)
