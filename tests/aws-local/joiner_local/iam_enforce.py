@@ -518,17 +518,26 @@ def _template_data(template: Any, version: str | None) -> dict[str, Any]:
 def _launch_checks(call: Call, templates: list[tuple[Any, str | None]], subnets: list[str]) -> list[Check]:
     """What RunInstances/CreateFleet are authorized on (ec2 action = call.op)."""
     action = f"ec2:{call.op}"
-    specs = _tag_specs(call)
+    # Tags a launch template specifies for the resources a launch creates are part of the
+    # request, as if the call carried them (the call's own TagSpecifications win).
+    specs: dict[str, dict[str, str]] = {}
+    for template, version in templates:
+        if template is None:
+            continue
+        for spec in _as_list(_template_data(template, version).get("TagSpecifications")):
+            if isinstance(spec, dict) and spec.get("ResourceType") != "launch-template":
+                tags = {t.get("Key"): t.get("Value", "") for t in _as_list(spec.get("Tags")) if isinstance(t, dict)}
+                specs.setdefault(spec.get("ResourceType", ""), {}).update(tags)
+    for rtype, tags in _tag_specs(call).items():
+        specs.setdefault(rtype, {}).update(tags)
     checks: list[Check] = []
     created = ["instance", "volume", "network-interface"]
     if call.op == "CreateFleet":
+        # An EC2 Fleet's Spot capacity is requested by the fleet itself: no
+        # spot-instances-request is authorized (its TagSpecifications cannot name one).
         created += ["fleet"]
-        if any(
-            "spot" in (v or "").lower()
-            for k, v in ((k, vals[0]) for k, vals in call.qs.items())
-            if k.endswith("DefaultTargetCapacityType") or k.endswith("MarketType")
-        ):
-            created += ["spot-instances-request"]
+    elif (call.param("InstanceMarketOptions.MarketType") or "").lower() == "spot":
+        created += ["spot-instances-request"]
     for kind in created:
         tags = specs.get(kind, {})
         ctx = _tag_ctx("aws:RequestTag", tags)
