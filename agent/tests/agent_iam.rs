@@ -48,7 +48,12 @@ async fn the_rendered_policy_allows_every_call_of_a_provisioning_round_trip() {
         .await
         .expect("delete NodeClass");
     wait_for("the NodeClass gone", Duration::from_secs(60), || async {
-        classes.get_opt("default").await.ok()?.is_none().then_some(())
+        classes
+            .get_opt("default")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
     agent.stop().await.expect("agent stops cleanly");
@@ -117,17 +122,21 @@ async fn a_refused_permission_is_reported_and_the_other_loops_keep_working() {
     // The metric counts it by operation and code.
     let metrics = w.metrics(agent.metrics).await;
     assert!(
-        metrics.lines().any(|l| l.starts_with("joiner_cloud_errors_total{")
-            && l.contains("operation=\"ec2:TerminateInstances\"")
-            && l.contains("code=\"UnauthorizedOperation\"")),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("joiner_cloud_errors_total{")
+                && l.contains("operation=\"ec2:TerminateInstances\"")
+                && l.contains("code=\"UnauthorizedOperation\"")),
         "{metrics}"
     );
 
     // Provisioning still works: a second deployment gets a node.
     w.deployment("second", 1, "500m", "512Mi").await;
-    wait_for("the second pod Running", Duration::from_secs(90), || async {
-        (w.running("second").await == 1).then_some(())
-    })
+    wait_for(
+        "the second pod Running",
+        Duration::from_secs(90),
+        || async { (w.running("second").await == 1).then_some(()) },
+    )
     .await;
     // Only the removed statement's action was refused.
     let refused: BTreeSet<String> = w

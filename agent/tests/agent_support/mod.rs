@@ -149,7 +149,10 @@ fn provider_bin() -> std::path::PathBuf {
         .current_dir(&root)
         .status()
         .expect("cargo build the provider");
-    assert!(status.success(), "building terraform-provider-joiner failed");
+    assert!(
+        status.success(),
+        "building terraform-provider-joiner failed"
+    );
     root.join("target/debug/terraform-provider-joiner")
 }
 
@@ -554,7 +557,13 @@ impl World {
             .into_iter()
             .flatten()
             .filter(|d| d["allowed"] == false)
-            .map(|d| format!("{} on {}", d["action"].as_str().unwrap_or(""), d["resource"].as_str().unwrap_or("")))
+            .map(|d| {
+                format!(
+                    "{} on {}",
+                    d["action"].as_str().unwrap_or(""),
+                    d["resource"].as_str().unwrap_or("")
+                )
+            })
             .collect()
     }
 

@@ -10,7 +10,12 @@
 //! Karpenter policy overflows the 6,144-character managed-policy quota in that case,
 //! issues #3181/#3512/#3692).
 //!
-//! What RunInstances/CreateFleet touch, and how each can be scoped:
+//! The agent launches only with CreateFleet (never RunInstances), reads prices from its
+//! embedded table (never the Price List API) and is given the queue's URL (never
+//! GetQueueUrl), so none of those is granted: the agent's end-to-end tests run under
+//! enforced IAM with this policy and list every action they use.
+//!
+//! What CreateFleet touches, and how each can be scoped:
 //! - created by the call (instance, volume, network-interface, spot-instances-request,
 //!   fleet): must be tagged at creation → `aws:RequestTag`;
 //! - the launch template used by the call: created earlier by the agent → `aws:ResourceTag`;
@@ -59,7 +64,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         "launch-template",
     ]
     .map(|k| ec2(a, k));
-    let launch = ["ec2:RunInstances", "ec2:CreateFleet"];
+    let launch = ["ec2:CreateFleet"];
 
     let statements = vec![
         // Objects created by a launch, and launch templates, must be tagged for this cluster.
@@ -75,7 +80,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .condition(
                 "StringEquals",
                 "ec2:CreateAction",
-                ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                ["CreateFleet", "CreateLaunchTemplate"],
             ),
         // ...or to name this cluster's instances, never to change the cluster tag itself.
         Statement::allow("TagOwnNodes")
@@ -103,16 +108,16 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .actions(["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"])
             .resources([ec2(a, "instance"), ec2(a, "launch-template")])
             .condition("StringEquals", &resource_tag, [cluster_name]),
-        // Describe calls and the Price List API do not support resource-level permissions.
+        // Describe calls do not support resource-level permissions.
         Statement::allow("ReadOnly")
-            .actions(["ec2:Describe*", "pricing:GetProducts"])
+            .actions(["ec2:Describe*"])
             .resources(["*"]),
         // Public AMI IDs (e.g. /aws/service/eks/optimized-ami/...).
         Statement::allow("AmiParameters")
             .actions(["ssm:GetParameter"])
             .resources([format!("arn:{p}:ssm:{r}::parameter/aws/service/*")]),
         Statement::allow("InterruptionQueue")
-            .actions(["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl"])
+            .actions(["sqs:ReceiveMessage", "sqs:DeleteMessage"])
             .resources([scope.queue_arn.clone()]),
         Statement::allow("PassNodeRole")
             .actions(["iam:PassRole"])
@@ -285,7 +290,7 @@ mod tests {
         let t = statement(&doc, "TagOnCreate");
         assert_eq!(
             t["Condition"]["StringEquals"]["ec2:CreateAction"],
-            serde_json::json!(["RunInstances", "CreateFleet", "CreateLaunchTemplate"])
+            serde_json::json!(["CreateFleet", "CreateLaunchTemplate"])
         );
     }
 
@@ -332,14 +337,11 @@ mod tests {
             statement(&doc, "AmiParameters")["Resource"],
             "arn:aws-us-gov:ssm:us-gov-west-1::parameter/aws/service/*"
         );
-        // Nothing but Describe*/pricing is granted on "*".
+        // Nothing but Describe* is granted on "*".
         for st in doc["Statement"].as_array().unwrap() {
             if st["Resource"] == "*" {
                 assert_eq!(st["Sid"], "ReadOnly");
-                assert_eq!(
-                    st["Action"],
-                    serde_json::json!(["ec2:Describe*", "pricing:GetProducts"])
-                );
+                assert_eq!(st["Action"], serde_json::json!("ec2:Describe*"));
             }
         }
     }

@@ -21,7 +21,13 @@ impl Aws {
     pub fn new(moto: &MotoServer) -> Aws {
         Aws::with_credentials(
             moto,
-            Credentials::new("testing", "testing", Some("testing".into()), None, "joiner-e2e"),
+            Credentials::new(
+                "testing",
+                "testing",
+                Some("testing".into()),
+                None,
+                "joiner-e2e",
+            ),
         )
     }
 

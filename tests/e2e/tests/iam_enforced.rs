@@ -155,7 +155,9 @@ fn scoped_role_is_allowed_its_resources_and_refused_the_rest_with_aws_messages()
         .unwrap_or_default()
         .to_string();
     assert!(
-        msg.contains("with an explicit deny in an identity-based policy: role/agent:scoped#NeverKept"),
+        msg.contains(
+            "with an explicit deny in an identity-based policy: role/agent:scoped#NeverKept"
+        ),
         "{msg}"
     );
 
@@ -218,10 +220,9 @@ fn scoped_role_is_allowed_its_resources_and_refused_the_rest_with_aws_messages()
     let svc = err.into_service_error();
     let meta = aws_sdk_eks::error::ProvideErrorMetadata::meta(&svc);
     assert_eq!(meta.code(), Some("AccessDeniedException"), "{svc:?}");
-    assert!(meta
-        .message()
-        .unwrap_or("")
-        .contains(&format!("eks:DescribeCluster on resource: arn:aws:eks:us-east-1:{ACCOUNT}:cluster/nope")));
+    assert!(meta.message().unwrap_or("").contains(&format!(
+        "eks:DescribeCluster on resource: arn:aws:eks:us-east-1:{ACCOUNT}:cluster/nope"
+    )));
     // IAM (query XML): AccessDenied.
     let iam = aws_sdk_iam::Client::new(role.sdk_config());
     let err = role
@@ -439,7 +440,10 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         ))
         .unwrap_err(),
     );
-    assert_eq!((code.as_str(), msg.as_str()), ("InvalidIdentityToken", "Incorrect token audience"));
+    assert_eq!(
+        (code.as_str(), msg.as_str()),
+        ("InvalidIdentityToken", "Incorrect token audience")
+    );
 
     let d = decisions(&moto, "web-identity:");
     assert_eq!(d["calls"], 5, "{d:#}");

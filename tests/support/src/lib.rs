@@ -56,9 +56,16 @@ pub fn moto_command(port: u16) -> Command {
         moto_server_bin().display()
     );
     let mut cmd = Command::new(python);
-    cmd.args(["-m", "joiner_local", "-H", "127.0.0.1", "-p", &port.to_string()])
-        .env("PYTHONPATH", workspace_root().join("tests/aws-local"))
-        .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
+    cmd.args([
+        "-m",
+        "joiner_local",
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ])
+    .env("PYTHONPATH", workspace_root().join("tests/aws-local"))
+    .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
     cmd
 }
 
@@ -180,7 +187,10 @@ impl MotoServer {
         let path = if principal.is_empty() {
             IAM_DECISIONS_PATH.to_string()
         } else {
-            format!("{IAM_DECISIONS_PATH}?principal={}", percent_encode(principal))
+            format!(
+                "{IAM_DECISIONS_PATH}?principal={}",
+                percent_encode(principal)
+            )
         };
         let (status, body) = self
             .request("GET", &path, "")
