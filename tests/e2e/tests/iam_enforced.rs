@@ -360,15 +360,6 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         .unwrap();
     let role_arn = format!("arn:aws:iam::{ACCOUNT}:role/irsa");
     let sts = admin.sts();
-    let assume = |t: String| {
-        admin.block_on(
-            sts.assume_role_with_web_identity()
-                .role_arn(&role_arn)
-                .role_session_name("pod")
-                .web_identity_token(t)
-                .send(),
-        )
-    };
     let code_and_message = |e: aws_sdk_sts::error::SdkError<_>| {
         let svc: aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError =
             e.into_service_error();
@@ -377,6 +368,17 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
             m.code().unwrap_or_default().to_string(),
             m.message().unwrap_or_default().to_string(),
         )
+    };
+    let assume = |t: String| {
+        admin
+            .block_on(
+                sts.assume_role_with_web_identity()
+                    .role_arn(&role_arn)
+                    .role_session_name("pod")
+                    .web_identity_token(t)
+                    .send(),
+            )
+            .map_err(code_and_message)
     };
     let ok = assume(token(
         issuer,
@@ -391,15 +393,13 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         .arn()
         .ends_with("assumed-role/irsa/pod"));
 
-    let (code, msg) = code_and_message(
-        assume(token(
-            issuer,
-            "system:serviceaccount:default:other",
-            "sts.amazonaws.com",
-            3600,
-        ))
-        .unwrap_err(),
-    );
+    let (code, msg) = assume(token(
+        issuer,
+        "system:serviceaccount:default:other",
+        "sts.amazonaws.com",
+        3600,
+    ))
+    .unwrap_err();
     assert_eq!(
         (code.as_str(), msg.as_str()),
         (
@@ -407,39 +407,33 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
             "Not authorized to perform sts:AssumeRoleWithWebIdentity"
         )
     );
-    let (code, msg) = code_and_message(
-        assume(token(
-            "https://oidc.eks.us-east-1.amazonaws.com/id/OTHER",
-            "system:serviceaccount:joiner:joiner-agent",
-            "sts.amazonaws.com",
-            3600,
-        ))
-        .unwrap_err(),
-    );
+    let (code, msg) = assume(token(
+        "https://oidc.eks.us-east-1.amazonaws.com/id/OTHER",
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        3600,
+    ))
+    .unwrap_err();
     assert_eq!(code, "InvalidIdentityToken");
     assert_eq!(
         msg,
         "No OpenIDConnect provider found in your account for https://oidc.eks.us-east-1.amazonaws.com/id/OTHER"
     );
-    let (code, _) = code_and_message(
-        assume(token(
-            issuer,
-            "system:serviceaccount:joiner:joiner-agent",
-            "sts.amazonaws.com",
-            -60,
-        ))
-        .unwrap_err(),
-    );
+    let (code, _) = assume(token(
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        -60,
+    ))
+    .unwrap_err();
     assert_eq!(code, "ExpiredTokenException");
-    let (code, msg) = code_and_message(
-        assume(token(
-            issuer,
-            "system:serviceaccount:joiner:joiner-agent",
-            "somebody-else",
-            3600,
-        ))
-        .unwrap_err(),
-    );
+    let (code, msg) = assume(token(
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "somebody-else",
+        3600,
+    ))
+    .unwrap_err();
     assert_eq!(
         (code.as_str(), msg.as_str()),
         ("InvalidIdentityToken", "Incorrect token audience")
