@@ -46,6 +46,7 @@ async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
         region: Some("us-east-1".into()),
         endpoint_url: Some(endpoint.to_string()),
         max_attempts: None,
+        credentials: None,
     })
     .await;
     base.to_builder()

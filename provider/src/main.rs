@@ -17,10 +17,13 @@ fn main() -> ExitCode {
         println!("{binary} {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
+    if args.first().map(String::as_str) == Some("policy") {
+        return print_policy(binary, &args[1..]);
+    }
     let debug = args.iter().any(|a| a == "--debug");
     if let Some(other) = args.iter().find(|a| *a != "--debug") {
         eprintln!(
-            "{binary}: unknown argument {other:?} (only --debug, --help and --version exist)"
+            "{binary}: unknown argument {other:?} (only --debug, --help, --version and policy exist)"
         );
         return ExitCode::from(2);
     }
@@ -62,4 +65,44 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN`: prints the agent role's inline policy
+/// exactly as `joiner_agent_role` renders it, for review, for a role made outside Terraform,
+/// and for the agent's tests, which run the agent with only this policy under enforced IAM.
+fn print_policy(binary: &str, args: &[String]) -> ExitCode {
+    use joiner_provider::policy::agent::{agent_policy, AgentScope};
+    use joiner_provider::policy::arn::Arn;
+    let usage = format!("usage: {binary} policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN");
+    let [kind, cluster, queue, node_role] = args else {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    };
+    if kind != "agent" {
+        eprintln!("{usage}");
+        return ExitCode::from(2);
+    }
+    let cluster = match Arn::expect(cluster, "eks", "cluster/") {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{binary}: CLUSTER_ARN: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for (what, arn, service, prefix) in [
+        ("QUEUE_ARN", queue, "sqs", ""),
+        ("NODE_ROLE_ARN", node_role, "iam", "role/"),
+    ] {
+        if let Err(e) = Arn::expect(arn, service, prefix) {
+            eprintln!("{binary}: {what}: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let scope = AgentScope {
+        cluster,
+        queue_arn: queue.clone(),
+        node_role_arn: node_role.clone(),
+    };
+    println!("{}", agent_policy(&scope).to_json());
+    ExitCode::SUCCESS
 }

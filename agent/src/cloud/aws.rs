@@ -16,13 +16,17 @@ use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use super::CloudError;
 
 /// How the agent reaches AWS; every field falls back to the environment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct AwsSettings {
     pub region: Option<String>,
     /// `--aws-endpoint`: the emulator locally, a VPC endpoint in a locked-down VPC.
     pub endpoint_url: Option<String>,
     /// Attempts per call, first one included (default 8).
     pub max_attempts: Option<u32>,
+    /// Credentials instead of the default chain ([`Config::aws_credentials`]).
+    ///
+    /// [`Config::aws_credentials`]: crate::controllers::Config::aws_credentials
+    pub credentials: Option<aws_credential_types::provider::SharedCredentialsProvider>,
 }
 
 /// Attempts per SDK call when not configured.
@@ -43,6 +47,9 @@ pub async fn load_config(settings: &AwsSettings) -> SdkConfig {
     }
     if let Some(url) = &settings.endpoint_url {
         loader = loader.endpoint_url(url);
+    }
+    if let Some(credentials) = &settings.credentials {
+        loader = loader.credentials_provider(credentials.clone());
     }
     loader.load().await
 }

@@ -94,6 +94,24 @@ pub struct CloudError {
 }
 
 impl CloudError {
+    /// What to do about the error, when the error alone does not say it. EC2 names a missing
+    /// instance profile but not where it should have come from: the agent does not create
+    /// profiles (it has no IAM client), Terraform does.
+    pub fn hint(&self) -> Option<&'static str> {
+        (self.code == "InvalidParameterValue" && self.message.contains("iamInstanceProfile"))
+            .then_some(
+                "the NodeClass's instance profile does not exist: a NodeClass `role` uses the profile of the same name, which joiner_node_role creates; otherwise set `instanceProfile` (Terraform: instance_profile) to an existing profile",
+            )
+    }
+
+    /// The error with its hint, for logs and Events.
+    pub fn explained(&self) -> String {
+        match self.hint() {
+            Some(h) => format!("{self} ({h})"),
+            None => self.to_string(),
+        }
+    }
+
     /// No offering of the request was left (every candidate is insufficient or excluded).
     pub fn is_insufficient_capacity(&self) -> bool {
         matches!(
@@ -134,4 +152,23 @@ pub trait Cloud: Send + Sync + 'static {
     /// The cluster's ACTIVE Fargate profiles: the pods they select are never given EC2
     /// capacity (see [`crate::fargate`]).
     async fn fargate_profiles(&self) -> Result<Vec<crate::fargate::FargateProfile>, CloudError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CloudError;
+
+    #[test]
+    fn a_missing_instance_profile_says_where_profiles_come_from() {
+        let e = CloudError::new(
+            "ec2:CreateFleet",
+            "InvalidParameterValue",
+            "Value (nodes) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+        );
+        let text = e.explained();
+        assert!(text.starts_with("ec2:CreateFleet failed: InvalidParameterValue: Value (nodes)"));
+        assert!(text.contains("joiner_node_role creates"), "{text}");
+        let other = CloudError::new("ec2:CreateFleet", "InvalidParameterValue", "bad subnet");
+        assert_eq!(other.explained(), other.to_string());
+    }
 }

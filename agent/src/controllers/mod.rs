@@ -124,6 +124,7 @@ pub async fn cloud_from_config(config: &Config) -> anyhow::Result<Arc<dyn Cloud>
         region: Some(config.region.clone()),
         endpoint_url: config.aws_endpoint.clone(),
         max_attempts: None,
+        credentials: config.aws_credentials.clone(),
     })
     .await;
     let mut options = Ec2Options::new(&config.cluster_name);

@@ -463,6 +463,7 @@ pub async fn run(ctx: Arc<Context>) {
         region: Some(ctx.config.region.clone()),
         endpoint_url: ctx.config.aws_endpoint.clone(),
         max_attempts: None,
+        credentials: ctx.config.aws_credentials.clone(),
     })
     .await;
     let metrics = ctx.metrics.interruption.clone();

@@ -4,6 +4,15 @@
 //! helpers to run the agent in-process (library entry point) or as a `joiner-agent run`
 //! process.
 //!
+//! IAM is enforced (`tests/aws-local/joiner_local/iam_enforce.py`): the agent signs as a
+//! session of the role `agent-test-agent`, whose only policy is the one `joiner_agent_role`
+//! renders (printed by `terraform-provider-joiner policy agent`, never copied by hand), so a
+//! call the policy does not allow fails here as it would on AWS. The session is obtained
+//! with AssumeRole by the admin (the role's trust names the admin user): the in-process agent
+//! has no pod to receive an IRSA token; kube-sim's runner covers IRSA. The nodes' role and
+//! its instance profile (`agent-test-nodes`) exist, as `joiner_node_role` makes them.
+//! Scenarios read the decisions on the agent's calls with [`World::iam_refused`].
+//!
 //! The cluster is kube-sim (its own scheduler and kubelet, the bridge inside it) or, with
 //! [`Target::ControlPlane`], a real control plane of the test's own: kube-apiserver,
 //! kube-controller-manager and kube-scheduler binding the pods, KWOK playing the kubelet of
@@ -32,6 +41,13 @@ use joiner_agent::cloud::ec2::{Ec2Cloud, Ec2Options};
 use joiner_agent::controllers::{self, Config};
 
 pub const CLUSTER: &str = "agent-test";
+/// The interruption queue the agent's policy names (interruption tests create it).
+pub const QUEUE: &str = "agent-test-interruptions";
+pub const ACCOUNT: &str = "123456789012";
+/// The agent's role (its policy is the provider's rendering) and the nodes' role, whose
+/// instance profile of the same name the NodeClass `role` points at.
+pub const AGENT_ROLE: &str = "agent-test-agent";
+pub const NODE_ROLE: &str = "agent-test-nodes";
 pub const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
 
 pub struct World {
@@ -43,6 +59,8 @@ pub struct World {
     pub client: kube::Client,
     pub ec2: aws_sdk_ec2::Client,
     pub image_id: String,
+    /// The agent role's session: every AWS client of the agent signs with it.
+    pub agent_credentials: aws_credential_types::Credentials,
     /// The API server's URL and CA (PEM), for the agent's flags and node bootstrap.
     server: (String, String),
     /// When this world began starting, after any wait for its turn (see [`WORLDS`]): the
@@ -98,13 +116,21 @@ impl Opts {
 }
 
 pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
+    let creds = aws_credential_types::Credentials::new("testing", "testing", None, None, "test");
+    sdk_config_as(endpoint, creds).await
+}
+
+/// The SDK configuration signing as `creds` (the agent role's session).
+pub async fn sdk_config_as(
+    endpoint: &str,
+    creds: aws_credential_types::Credentials,
+) -> aws_config::SdkConfig {
     use aws_smithy_http_client::tls;
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::Ring,
         ))
         .build_https();
-    let creds = aws_credential_types::Credentials::new("testing", "testing", None, None, "test");
     aws_config::defaults(aws_config::BehaviorVersion::latest())
         .http_client(http)
         .endpoint_url(endpoint)
@@ -112,6 +138,107 @@ pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
         .credentials_provider(creds)
         .load()
         .await
+}
+
+/// The provider binary: `$JOINER_PROVIDER_BIN` (scripts/test builds it once), else built.
+fn provider_bin() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("JOINER_PROVIDER_BIN").filter(|p| !p.is_empty()) {
+        return p.into();
+    }
+    let root = joiner_test_support::workspace_root();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--workspace", "--bin", "terraform-provider-joiner"])
+        .current_dir(&root)
+        .status()
+        .expect("cargo build the provider");
+    assert!(
+        status.success(),
+        "building terraform-provider-joiner failed"
+    );
+    root.join("target/debug/terraform-provider-joiner")
+}
+
+/// The agent policy exactly as `joiner_agent_role` renders it for this world's cluster,
+/// queue and node role (`terraform-provider-joiner policy agent`).
+pub fn rendered_agent_policy() -> serde_json::Value {
+    static POLICY: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    POLICY
+        .get_or_init(|| {
+            let out = Command::new(provider_bin())
+                .args([
+                    "policy",
+                    "agent",
+                    &format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{CLUSTER}"),
+                    &format!("arn:aws:sqs:us-east-1:{ACCOUNT}:{QUEUE}"),
+                    &format!("arn:aws:iam::{ACCOUNT}:role/{NODE_ROLE}"),
+                ])
+                .output()
+                .expect("run terraform-provider-joiner policy agent");
+            assert!(
+                out.status.success(),
+                "policy agent: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice(&out.stdout).expect("the policy is JSON")
+        })
+        .clone()
+}
+
+/// As the admin: the nodes' role and its instance profile (what `joiner_node_role` makes),
+/// and the agent's role with the rendered policy; returns a session of the agent's role.
+async fn agent_identity(admin: &aws_config::SdkConfig) -> aws_credential_types::Credentials {
+    let iam = aws_sdk_iam::Client::new(admin);
+    let ec2_trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+    iam.create_role()
+        .role_name(NODE_ROLE)
+        .assume_role_policy_document(ec2_trust.to_string())
+        .send()
+        .await
+        .expect("iam:CreateRole nodes");
+    iam.create_instance_profile()
+        .instance_profile_name(NODE_ROLE)
+        .send()
+        .await
+        .expect("iam:CreateInstanceProfile");
+    iam.add_role_to_instance_profile()
+        .instance_profile_name(NODE_ROLE)
+        .role_name(NODE_ROLE)
+        .send()
+        .await
+        .expect("iam:AddRoleToInstanceProfile");
+    let admin_trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:user/local-admin")},
+        "Action": "sts:AssumeRole"}]});
+    iam.create_role()
+        .role_name(AGENT_ROLE)
+        .assume_role_policy_document(admin_trust.to_string())
+        .send()
+        .await
+        .expect("iam:CreateRole agent");
+    iam.put_role_policy()
+        .role_name(AGENT_ROLE)
+        .policy_name("joiner-agent")
+        .policy_document(rendered_agent_policy().to_string())
+        .send()
+        .await
+        .expect("iam:PutRolePolicy agent");
+    let out = aws_sdk_sts::Client::new(admin)
+        .assume_role()
+        .role_arn(format!("arn:aws:iam::{ACCOUNT}:role/{AGENT_ROLE}"))
+        .role_session_name("joiner-agent")
+        .duration_seconds(3600)
+        .send()
+        .await
+        .expect("sts:AssumeRole the agent role");
+    let c = out.credentials().expect("session credentials");
+    aws_credential_types::Credentials::new(
+        c.access_key_id(),
+        c.secret_access_key(),
+        Some(c.session_token().to_string()),
+        None,
+        "agent-role",
+    )
 }
 
 /// Polls `f` until it returns Some, or panics naming `what`.
@@ -157,7 +284,7 @@ impl World {
                     .unwrap_or_else(|e| panic!("the real control plane: {e:#}")),
             ),
         };
-        let moto = joiner_test_support::MotoServer::start();
+        let moto = joiner_test_support::MotoServer::start_enforced();
         let proxy = opts
             .proxy
             .then(|| fault_proxy::FaultProxy::start(&moto.endpoint()));
@@ -257,6 +384,8 @@ impl World {
             .expect("moto ships x86_64 AMIs")
             .to_string();
 
+        let agent_credentials = agent_identity(&sdk_config(&moto.endpoint()).await).await;
+
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
             crds.create(&PostParams::default(), &crd)
@@ -295,6 +424,7 @@ impl World {
             client,
             ec2,
             image_id,
+            agent_credentials,
             server,
             began,
             _slot: slot,
@@ -335,7 +465,7 @@ impl World {
         o.service_cidr = Some("10.100.0.0/16".into());
         o.launch_backoff = Duration::from_millis(50);
         Arc::new(Ec2Cloud::new(
-            &sdk_config(&self.agent_aws_endpoint()).await,
+            &sdk_config_as(&self.agent_aws_endpoint(), self.agent_credentials.clone()).await,
             o,
         ))
     }
@@ -391,7 +521,59 @@ impl World {
     }
 
     pub fn config(&self, extra: &[&str]) -> Config {
-        Config::from_args(self.args(extra)).expect("valid flags")
+        let mut config = Config::from_args(self.args(extra)).expect("valid flags");
+        config.aws_credentials = Some(
+            aws_credential_types::provider::SharedCredentialsProvider::new(
+                self.agent_credentials.clone(),
+            ),
+        );
+        config
+    }
+
+    /// The agent session's ARN, as IAM decisions name it.
+    pub fn agent_principal(&self) -> String {
+        format!("arn:aws:sts::{ACCOUNT}:assumed-role/{AGENT_ROLE}/joiner-agent")
+    }
+
+    /// The IAM decisions on the agent's calls so far (`calls`, `refused`, `decisions`).
+    pub fn iam_decisions(&self) -> serde_json::Value {
+        serde_json::from_str(&self.moto.iam_decisions(&self.agent_principal()))
+            .expect("IAM decisions are JSON")
+    }
+
+    /// The agent's refused calls so far, as "action on resource" lines.
+    pub fn iam_refused(&self) -> Vec<String> {
+        self.iam_decisions()["decisions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["allowed"] == false)
+            .map(|d| {
+                format!(
+                    "{} on {}",
+                    d["action"].as_str().unwrap_or(""),
+                    d["resource"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    }
+
+    /// Replaces the agent role's policy with the provider's rendering minus the statement
+    /// `sid` (the refused-permission test).
+    pub async fn remove_agent_statement(&self, sid: &str) {
+        let mut policy = rendered_agent_policy();
+        let statements = policy["Statement"].as_array_mut().expect("statements");
+        let before = statements.len();
+        statements.retain(|s| s["Sid"] != sid);
+        assert_eq!(statements.len() + 1, before, "no statement {sid}");
+        let iam = aws_sdk_iam::Client::new(&sdk_config(&self.moto.endpoint()).await);
+        iam.put_role_policy()
+            .role_name(AGENT_ROLE)
+            .policy_name("joiner-agent")
+            .policy_document(policy.to_string())
+            .send()
+            .await
+            .expect("iam:PutRolePolicy");
     }
 
     /// Runs the agent in this process until the returned handle is stopped or dropped.
@@ -422,6 +604,10 @@ impl World {
         for (k, v) in self.moto.env() {
             cmd.env(k, v);
         }
+        let c = &self.agent_credentials;
+        cmd.env("AWS_ACCESS_KEY_ID", c.access_key_id())
+            .env("AWS_SECRET_ACCESS_KEY", c.secret_access_key())
+            .env("AWS_SESSION_TOKEN", c.session_token().unwrap_or_default());
         cmd.env("JOINER_KUBERNETES_VERSION", "1.33")
             .env("JOINER_LOG_LEVEL", "info")
             .stdin(Stdio::null())
@@ -440,7 +626,7 @@ impl World {
                 "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
                 "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
                 "amiSelectorTerms": [{"id": self.image_id}],
-                "role": "agent-test-nodes",
+                "role": NODE_ROLE,
             }
         }))
         .unwrap();

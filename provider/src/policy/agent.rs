@@ -10,7 +10,12 @@
 //! Karpenter policy overflows the 6,144-character managed-policy quota in that case,
 //! issues #3181/#3512/#3692).
 //!
-//! What RunInstances/CreateFleet touch, and how each can be scoped:
+//! The agent launches only with CreateFleet (never RunInstances), reads prices from its
+//! embedded table (never the Price List API) and is given the queue's URL (never
+//! GetQueueUrl), so none of those is granted: the agent's end-to-end tests run under
+//! enforced IAM with this policy and list every action they use.
+//!
+//! What CreateFleet touches, and how each can be scoped:
 //! - created by the call (instance, volume, network-interface, spot-instances-request,
 //!   fleet): must be tagged at creation → `aws:RequestTag`;
 //! - the launch template used by the call: created earlier by the agent → `aws:ResourceTag`;
@@ -59,7 +64,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         "launch-template",
     ]
     .map(|k| ec2(a, k));
-    let launch = ["ec2:RunInstances", "ec2:CreateFleet"];
+    let launch = ["ec2:CreateFleet"];
 
     let statements = vec![
         // Objects created by a launch, and launch templates, must be tagged for this cluster.
@@ -75,7 +80,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .condition(
                 "StringEquals",
                 "ec2:CreateAction",
-                ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                ["CreateFleet", "CreateLaunchTemplate"],
             ),
         // ...or to name this cluster's instances, never to change the cluster tag itself.
         Statement::allow("TagOwnNodes")
@@ -103,16 +108,16 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .actions(["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"])
             .resources([ec2(a, "instance"), ec2(a, "launch-template")])
             .condition("StringEquals", &resource_tag, [cluster_name]),
-        // Describe calls and the Price List API do not support resource-level permissions.
+        // Describe calls do not support resource-level permissions.
         Statement::allow("ReadOnly")
-            .actions(["ec2:Describe*", "pricing:GetProducts"])
+            .actions(["ec2:Describe*"])
             .resources(["*"]),
         // Public AMI IDs (e.g. /aws/service/eks/optimized-ami/...).
         Statement::allow("AmiParameters")
             .actions(["ssm:GetParameter"])
             .resources([format!("arn:{p}:ssm:{r}::parameter/aws/service/*")]),
         Statement::allow("InterruptionQueue")
-            .actions(["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl"])
+            .actions(["sqs:ReceiveMessage", "sqs:DeleteMessage"])
             .resources([scope.queue_arn.clone()]),
         Statement::allow("PassNodeRole")
             .actions(["iam:PassRole"])
@@ -131,23 +136,6 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .resources([format!(
                 "arn:{p}:eks:{r}:{a}:fargateprofile/{cluster_name}/*"
             )]),
-        // A NodeClass naming a `role` gets an instance profile the agent creates for it:
-        // created tagged for this cluster, then changed or deleted only while so tagged.
-        Statement::allow("CreateInstanceProfile")
-            .actions(["iam:CreateInstanceProfile", "iam:TagInstanceProfile"])
-            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")])
-            .condition("StringEquals", &request_tag, [cluster_name]),
-        Statement::allow("OwnInstanceProfiles")
-            .actions([
-                "iam:AddRoleToInstanceProfile",
-                "iam:RemoveRoleFromInstanceProfile",
-                "iam:DeleteInstanceProfile",
-            ])
-            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")])
-            .condition("StringEquals", &resource_tag, [cluster_name]),
-        Statement::allow("ReadInstanceProfiles")
-            .actions(["iam:GetInstanceProfile"])
-            .resources([format!("arn:{p}:iam::{a}:instance-profile/*")]),
         // The first Spot launch in an account creates EC2 Spot's service-linked role; without
         // this a brand-new account's first CreateFleet fails. Only that one role.
         Statement::allow("SpotServiceLinkedRole")
@@ -308,7 +296,7 @@ mod tests {
         let t = statement(&doc, "TagOnCreate");
         assert_eq!(
             t["Condition"]["StringEquals"]["ec2:CreateAction"],
-            serde_json::json!(["RunInstances", "CreateFleet", "CreateLaunchTemplate"])
+            serde_json::json!(["CreateFleet", "CreateLaunchTemplate"])
         );
     }
 
@@ -355,37 +343,36 @@ mod tests {
             statement(&doc, "AmiParameters")["Resource"],
             "arn:aws-us-gov:ssm:us-gov-west-1::parameter/aws/service/*"
         );
-        // Nothing but Describe*/pricing is granted on "*".
+        // Nothing but Describe* is granted on "*".
         for st in doc["Statement"].as_array().unwrap() {
             if st["Resource"] == "*" {
                 assert_eq!(st["Sid"], "ReadOnly");
-                assert_eq!(
-                    st["Action"],
-                    serde_json::json!(["ec2:Describe*", "pricing:GetProducts"])
-                );
+                assert_eq!(st["Action"], serde_json::json!("ec2:Describe*"));
             }
         }
     }
 
-    /// The instance profile a NodeClass `role` needs is created tagged and only changed or
-    /// deleted while tagged for this cluster.
+    /// The agent has no IAM client: a NodeClass names a profile Terraform made
+    /// (`joiner_node_role` creates one named after its role), so the policy grants no
+    /// instance-profile right; it may only pass the node role to EC2.
     #[test]
-    fn instance_profiles_are_tag_scoped() {
+    fn no_instance_profile_rights() {
         let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
-        let create = statement(&doc, "CreateInstanceProfile");
-        assert_eq!(
-            create["Condition"]["StringEquals"]["aws:RequestTag/joiner.dev/cluster"],
-            "prod"
-        );
-        let own = statement(&doc, "OwnInstanceProfiles");
-        assert_eq!(
-            own["Condition"]["StringEquals"]["aws:ResourceTag/joiner.dev/cluster"],
-            "prod"
-        );
-        assert_eq!(
-            own["Resource"],
-            "arn:aws:iam::123456789012:instance-profile/*"
-        );
+        let text = doc.to_string();
+        assert!(!text.contains("InstanceProfile"), "{text}");
+        assert!(!text.contains("instance-profile"), "{text}");
+        let iam_actions: Vec<&str> = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| match &s["Action"] {
+                Value::String(a) => vec![a.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            })
+            .filter(|a| a.starts_with("iam:"))
+            .collect();
+        assert_eq!(iam_actions, ["iam:PassRole", "iam:CreateServiceLinkedRole"]);
     }
 
     #[test]

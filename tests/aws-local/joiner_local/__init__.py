@@ -17,4 +17,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "iam_enforce"]

@@ -19,6 +19,21 @@ pub struct Aws {
 impl Aws {
     /// Clients for the emulator: its endpoint, dummy credentials, us-east-1.
     pub fn new(moto: &MotoServer) -> Aws {
+        Aws::with_credentials(
+            moto,
+            Credentials::new(
+                "testing",
+                "testing",
+                Some("testing".into()),
+                None,
+                "joiner-e2e",
+            ),
+        )
+    }
+
+    /// Clients for the emulator signing as another principal (an assumed role's session, a
+    /// user's key): what matters when IAM is enforced.
+    pub fn with_credentials(moto: &MotoServer, credentials: Credentials) -> Aws {
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
             .build_https();
@@ -27,13 +42,7 @@ impl Aws {
             .endpoint_url(moto.endpoint())
             .region(Region::new("us-east-1"))
             .credentials_provider(
-                aws_credential_types::provider::SharedCredentialsProvider::new(Credentials::new(
-                    "testing",
-                    "testing",
-                    Some("testing".into()),
-                    None,
-                    "joiner-e2e",
-                )),
+                aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
             )
             .http_client(http)
             .build();

@@ -438,13 +438,17 @@ async fn try_forward(
         .map(|p| p.as_str())
         .unwrap_or("/");
     let mut req = Request::builder().method(parts.method.clone()).uri(path);
+    // The client's Host header is kept: SigV4 signs it, and the emulator verifies signatures
+    // when IAM is enforced.
     for (k, v) in &parts.headers {
-        if k != hyper::header::HOST && k != hyper::header::CONTENT_LENGTH {
+        if k != hyper::header::CONTENT_LENGTH {
             req = req.header(k, v);
         }
     }
+    if !parts.headers.contains_key(hyper::header::HOST) {
+        req = req.header(hyper::header::HOST, upstream);
+    }
     let req = req
-        .header(hyper::header::HOST, upstream)
         .header(hyper::header::CONTENT_LENGTH, body.len())
         .body(Full::new(body))?;
     let resp = sender.send_request(req).await?;

@@ -69,6 +69,22 @@ pub fn moto_command(port: u16) -> Command {
     cmd
 }
 
+/// The environment variable that turns IAM enforcement on in the local world.
+pub const IAM_ENV: &str = "JOINER_LOCAL_IAM";
+/// Where the local world serves its IAM decisions.
+pub const IAM_DECISIONS_PATH: &str = "/moto-api/joiner-local/iam/decisions";
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Asks the kernel for a free loopback port. The port is released before returning, so a
 /// race with another process is possible but harmless in tests: the server fails to bind
 /// and the caller sees a clear error.
@@ -88,11 +104,36 @@ pub struct MotoServer {
     addr: SocketAddr,
 }
 
+/// Whether the local world enforces IAM (`JOINER_LOCAL_IAM=enforce`, see
+/// `tests/aws-local/joiner_local/iam_enforce.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Iam {
+    /// Every signed call is allowed (moto's default).
+    Open,
+    /// Every call is authenticated and authorized against its principal's identity policies,
+    /// with IAM's semantics; refusals answer as AWS does. The default credentials (`testing`)
+    /// are the admin user `local-admin`, so only principals under test are limited.
+    Enforced,
+}
+
 impl MotoServer {
     /// Starts the emulator and waits (up to 30 s) until it answers HTTP.
     pub fn start() -> MotoServer {
+        MotoServer::start_with(Iam::Open)
+    }
+
+    /// Starts the emulator with IAM enforced: see [`Iam::Enforced`].
+    pub fn start_enforced() -> MotoServer {
+        MotoServer::start_with(Iam::Enforced)
+    }
+
+    pub fn start_with(iam: Iam) -> MotoServer {
         let port = free_port();
-        let child = moto_command(port)
+        let mut cmd = moto_command(port);
+        if iam == Iam::Enforced {
+            cmd.env(IAM_ENV, "enforce");
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -142,6 +183,24 @@ impl MotoServer {
             ("AWS_DEFAULT_REGION".into(), "us-east-1".into()),
             ("AWS_EC2_METADATA_DISABLED".into(), "true".into()),
         ]
+    }
+
+    /// The IAM decisions recorded under enforcement (JSON: `calls`, `refused`, `unmodelled`,
+    /// `decisions`), for principals whose ARN contains `principal` (all when empty).
+    pub fn iam_decisions(&self, principal: &str) -> String {
+        let path = if principal.is_empty() {
+            IAM_DECISIONS_PATH.to_string()
+        } else {
+            format!(
+                "{IAM_DECISIONS_PATH}?principal={}",
+                percent_encode(principal)
+            )
+        };
+        let (status, body) = self
+            .request("GET", &path, "")
+            .expect("reach moto for the IAM decisions");
+        assert_eq!(status, 200, "IAM decisions (is IAM enforced?): {body}");
+        body
     }
 
     /// Clears every resource in the emulator (`POST /moto-api/reset`).

@@ -277,8 +277,9 @@ async fn launch(
         }
         Err(e) => {
             ctx.metrics.cloud_error(&e);
-            tracing::warn!(nodeclaim = %name, error = %e, "launch failed; retrying");
-            fail(ctx, claim, "LaunchFailed", &e.to_string()).await;
+            let explained = e.explained();
+            tracing::warn!(nodeclaim = %name, error = %explained, "launch failed; retrying");
+            fail(ctx, claim, "LaunchFailed", &explained).await;
             Err(Failure::Retry(Duration::from_secs(10)))
         }
     }

@@ -83,6 +83,11 @@ pub struct Config {
     /// before recording it on the NodeClaim (the test then SIGKILLs the process).
     #[arg(long, env = "JOINER_TEST_HANG_AFTER_LAUNCH", hide = true, default_value_t = false, action = clap::ArgAction::Set)]
     pub test_hang_after_launch: bool,
+    /// Credentials for every AWS client, instead of the SDK's default chain (IRSA, Pod
+    /// Identity, environment). Not a flag: set by a program that embeds the agent (its
+    /// tests run it in-process as the agent role's session, under enforced IAM).
+    #[arg(skip)]
+    pub aws_credentials: Option<aws_credential_types::provider::SharedCredentialsProvider>,
 }
 
 #[derive(clap::Parser)]

@@ -237,6 +237,16 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
             if let Err(e) = ctx.cloud.terminate(std::slice::from_ref(&id)).await {
                 ctx.metrics.cloud_error(&e);
                 tracing::warn!(nodeclaim = %name, instance = %id, error = %e, "terminating the instance failed; retrying");
+                // An IAM refusal does not heal by retrying: say it where `kubectl describe`
+                // looks, not only in the log.
+                ctx.events
+                    .publish(
+                        &events::reference(claim),
+                        Type::Warning,
+                        "TerminationFailed",
+                        &format!("instance {id}: {e}"),
+                    )
+                    .await;
                 return Some(Duration::from_secs(5));
             }
             tracing::info!(nodeclaim = %name, instance = %id, "instance terminated");

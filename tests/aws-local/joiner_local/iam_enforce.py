@@ -1,0 +1,1148 @@
+"""IAM enforced in the local world: every signed call is authorized as AWS would authorize it.
+
+moto can authenticate and authorize (`INITIAL_NO_AUTH_ACTION_COUNT`), but its evaluator is
+too crude to prove a least-privilege policy: it checks every action against resource `*`, so
+a statement scoped to ARNs never matches, and it turns an Allow whose Condition does not
+match into an explicit Deny, so every tag-conditioned Allow denies everything. This module
+keeps moto's authentication (the SigV4 signature is verified against the secret of the
+access key, or of the STS session the key belongs to) and replaces its authorization with
+IAM's own rules:
+
+- explicit Deny beats Allow, and without an Allow the call is implicitly denied;
+- `Action`/`NotAction`, `Resource`/`NotResource` with `*` and `?` wildcards;
+- the `Condition` operators joiner's policies use (String*, Arn*, Bool, Null, Numeric*,
+  `IfExists`, `ForAllValues:`/`ForAnyValue:`), with IAM's rules for absent keys;
+- identity policies of IAM users (inline, attached, groups) and of roles for their sessions;
+- each action evaluated on the resources AWS authorizes it on, with the condition context
+  AWS builds (see `_resources`): the instances, volumes, fleets... a CreateFleet creates,
+  with `aws:RequestTag/*` from its TagSpecifications, and the tag-on-create `ec2:CreateTags`
+  with `ec2:CreateAction`; the launch template it uses with its `aws:ResourceTag/*`;
+  `iam:PassRole` on the role of the instance profile a launch passes; the SQS queue, the EKS
+  cluster, the SSM parameter, the IAM role, ...
+- STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
+  only the account, an identity policy too); `AssumeRoleWithWebIdentity` needs an IAM OIDC
+  provider for the token's issuer, an unexpired token whose audience the provider lists,
+  and a trust statement whose `<issuer>:sub`/`:aud` conditions hold for the token's claims.
+  The token's signature is *not* verified: the issuer's keys (kube-sim's, or a cluster's
+  OIDC discovery document) are not reachable from here. Everything else STS checks is.
+
+Actions this module does not model are evaluated against resource `*` only and named once
+in the server's log and in the decisions (`modelled: false`), so a gap is visible rather than
+silently allowed. Resource-based policies (the interruption queue's policy) are not
+evaluated: only identity policies decide, which for same-account calls is what matters
+except the queue's TLS-only Deny (the local world speaks plain HTTP).
+
+Refusals answer as the service does: EC2 `UnauthorizedOperation`, query protocols (IAM,
+STS, SQS query) `AccessDenied`, JSON protocols `AccessDeniedException`, all HTTP 403, with
+the message "User: <arn> is not authorized to perform: <action> on resource: <arn> because
+no identity-based policy allows the <action> action".
+
+Every decision (principal, action, resource, allowed, the statement that decided) is kept
+and served at `GET /moto-api/joiner-local/iam/decisions[?principal=ARN-or-substring]`, so
+tests and the sandbox can say "calls made N, refused 0". `/moto-api/reset` clears them.
+
+On when the server runs with `JOINER_LOCAL_IAM=enforce`; otherwise nothing changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from werkzeug.exceptions import HTTPException
+
+from joiner_local import identity
+
+log = logging.getLogger("joiner_local.iam")
+
+ENV = "JOINER_LOCAL_IAM"
+
+# ----------------------------------------------------------------------------------------
+# Decisions, kept for the endpoint.
+
+_LOCK = threading.Lock()
+_DECISIONS: list[dict[str, Any]] = []
+_UNMODELLED_SEEN: set[str] = set()
+
+
+def _record(entry: dict[str, Any]) -> None:
+    with _LOCK:
+        _DECISIONS.append(entry)
+
+
+def decisions(principal: str | None = None) -> list[dict[str, Any]]:
+    with _LOCK:
+        rows = list(_DECISIONS)
+    if principal:
+        rows = [d for d in rows if principal in (d.get("principal") or "")]
+    return rows
+
+
+def clear() -> None:
+    with _LOCK:
+        _DECISIONS.clear()
+        _UNMODELLED_SEEN.clear()
+
+
+# ----------------------------------------------------------------------------------------
+# Policy evaluation.
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def _wild(pattern: str, value: str, ignore_case: bool = False) -> bool:
+    """IAM wildcards: `*` any run, `?` one character; nothing else is special."""
+    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(rx, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
+
+
+def _action_matches(patterns: Any, action: str) -> bool:
+    return any(_wild(p, action, ignore_case=True) for p in _as_list(patterns))
+
+
+def _resource_matches(patterns: Any, resource: str) -> bool:
+    return any(p == "*" or _wild(p, resource) for p in _as_list(patterns))
+
+
+def _arn_like(pattern: str, value: str) -> bool:
+    # ArnLike compares the six colon-separated parts one by one, with wildcards in each.
+    pp, vp = pattern.split(":", 5), value.split(":", 5)
+    if len(pp) != 6 or len(vp) != 6:
+        return False
+    return all(_wild(a, b) for a, b in zip(pp, vp))
+
+
+def _bool(v: str) -> str:
+    return str(v).lower()
+
+
+_NEGATED = {
+    "StringNotEquals",
+    "StringNotEqualsIgnoreCase",
+    "StringNotLike",
+    "ArnNotEquals",
+    "ArnNotLike",
+    "NumericNotEquals",
+    "DateNotEquals",
+}
+
+
+def _match_one(op: str, policy_value: Any, value: str) -> bool:
+    pv = str(policy_value)
+    if op in ("StringEquals", "StringNotEquals"):
+        return value == pv
+    if op in ("StringEqualsIgnoreCase", "StringNotEqualsIgnoreCase"):
+        return value.lower() == pv.lower()
+    if op in ("StringLike", "StringNotLike"):
+        return _wild(pv, value)
+    if op in ("ArnEquals", "ArnNotEquals", "ArnLike", "ArnNotLike"):
+        return _arn_like(pv, value)
+    if op == "Bool":
+        return _bool(value) == _bool(pv)
+    if op.startswith("Numeric"):
+        try:
+            a, b = float(value), float(pv)
+        except ValueError:
+            return False
+        return {
+            "NumericEquals": a == b,
+            "NumericNotEquals": a == b,
+            "NumericLessThan": a < b,
+            "NumericLessThanEquals": a <= b,
+            "NumericGreaterThan": a > b,
+            "NumericGreaterThanEquals": a >= b,
+        }.get(op, False)
+    raise ValueError(f"condition operator {op} is not supported by the local evaluator")
+
+
+def _condition_holds(operator: str, key: str, policy_values: Any, ctx: dict[str, list[str]]) -> bool:
+    qualifier = None
+    if ":" in operator:
+        qualifier, operator = operator.split(":", 1)
+    if_exists = operator.endswith("IfExists")
+    if if_exists:
+        operator = operator[: -len("IfExists")]
+    values = ctx.get(key)
+    pvals = _as_list(policy_values)
+    if operator == "Null":
+        absent = values is None or len(values) == 0
+        return any(_bool(p) == ("true" if absent else "false") for p in pvals)
+    negated = operator in _NEGATED
+    if values is None:
+        if if_exists:
+            return True
+        if qualifier == "ForAllValues":
+            return True
+        return negated
+    if qualifier == "ForAllValues":
+        if negated:
+            return all(not any(_match_one(operator, p, v) for p in pvals) for v in values)
+        return all(any(_match_one(operator, p, v) for p in pvals) for v in values)
+    # Single-valued keys, and ForAnyValue over multi-valued ones.
+    if negated:
+        return any(not any(_match_one(operator, p, v) for p in pvals) for v in values)
+    return any(any(_match_one(operator, p, v) for p in pvals) for v in values)
+
+
+def _conditions_hold(block: dict[str, Any] | None, ctx: dict[str, list[str]]) -> bool:
+    for operator, keys in (block or {}).items():
+        for key, policy_values in keys.items():
+            # Condition keys are case-insensitive; the tag part is matched as written.
+            found = _lookup_key(key, ctx)
+            if not _condition_holds(operator, key, policy_values, {key: found} if found is not None else {}):
+                return False
+    return True
+
+
+def _lookup_key(key: str, ctx: dict[str, list[str]]) -> list[str] | None:
+    if key in ctx:
+        return ctx[key]
+    lk = key.lower()
+    for k, v in ctx.items():
+        prefix, _, rest = k.partition("/")
+        kprefix, _, krest = key.partition("/")
+        if prefix.lower() == kprefix.lower() and rest == krest and "/" in k:
+            return v
+        if k.lower() == lk and "/" not in k:
+            return v
+    return None
+
+
+def _statements(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return _as_list(doc.get("Statement"))
+
+
+def _statement_applies(st: dict[str, Any], action: str, resource: str, ctx: dict[str, list[str]]) -> bool:
+    if "NotAction" in st:
+        if _action_matches(st["NotAction"], action):
+            return False
+    elif not _action_matches(st.get("Action"), action):
+        return False
+    if "NotResource" in st:
+        if _resource_matches(st["NotResource"], resource):
+            return False
+    elif "Resource" in st and not _resource_matches(st["Resource"], resource):
+        return False
+    return _conditions_hold(st.get("Condition"), ctx)
+
+
+def evaluate(
+    policies: list[tuple[str, dict[str, Any]]], action: str, resource: str, ctx: dict[str, list[str]]
+) -> tuple[str, str | None]:
+    """('allow'|'deny'|'implicit', 'policy#statement') for one action on one resource."""
+    allowed_by = None
+    for name, doc in policies:
+        for i, st in enumerate(_statements(doc)):
+            if not _statement_applies(st, action, resource, ctx):
+                continue
+            label = f"{name}#{st.get('Sid') or i}"
+            if st.get("Effect") == "Deny":
+                return "deny", label
+            if st.get("Effect") == "Allow" and allowed_by is None:
+                allowed_by = label
+    return ("allow", allowed_by) if allowed_by else ("implicit", None)
+
+
+# ----------------------------------------------------------------------------------------
+# Principals: who signed, and their identity policies.
+
+
+def _doc_of(policy: Any) -> dict[str, Any]:
+    from moto.iam.models import Policy
+
+    if isinstance(policy, Policy):
+        version = next(v for v in policy.versions if v.is_default)
+        text = version.document
+    elif isinstance(policy, str):
+        text = policy
+    elif isinstance(policy, dict):
+        text = policy["policy_document"]
+    else:
+        text = str(policy)
+    if isinstance(text, dict):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(unquote(text))
+
+
+class Principal:
+    def __init__(self, arn: str, kind: str, name: str, account: str, partition: str) -> None:
+        self.arn, self.kind, self.name, self.account, self.partition = arn, kind, name, account, partition
+
+    def iam(self) -> Any:
+        from moto.iam.models import iam_backends
+
+        return iam_backends[self.account][self.partition]
+
+    def policies(self) -> list[tuple[str, dict[str, Any]]]:
+        iam = self.iam()
+        out: list[tuple[str, dict[str, Any]]] = []
+        if self.kind == "user":
+            user = iam.get_user(self.name)
+            for pname, doc in user.policies.items():
+                out.append((f"user/{self.name}:{pname}", _doc_of(doc)))
+            for parn, pol in user.managed_policies.items():
+                out.append((parn, _doc_of(pol)))
+            for group in iam.get_groups_for_user(self.name):
+                for pname, doc in group.policies.items():
+                    out.append((f"group/{group.name}:{pname}", _doc_of(doc)))
+                for parn, pol in group.managed_policies.items():
+                    out.append((parn, _doc_of(pol)))
+        else:
+            role = iam.get_role(self.name)
+            for pname, doc in role.policies.items():
+                out.append((f"role/{self.name}:{pname}", _doc_of(doc)))
+            for parn, pol in role.managed_policies.items():
+                out.append((parn, _doc_of(pol)))
+        return out
+
+    def role_arn(self) -> str | None:
+        if self.kind != "assumed-role":
+            return None
+        return self.iam().get_role(self.name).arn
+
+
+class Refusal(HTTPException):
+    """An error answered in the wire shape of the service called."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(description=body)
+        self.code = status
+
+
+def _request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _refuse(resp: Any, service: str, code: str, message: str, status: int = 403) -> Refusal:
+    """Builds the refusal for `service`'s protocol (and sets its headers on `resp`)."""
+    rid = _request_id()
+    if service == "ec2":
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+            f"<Code>{code}</Code><Message>{_xml(message)}</Message>"
+            f"</Error></Errors><RequestID>{rid}</RequestID></Response>"
+        )
+        resp.response_headers["Content-Type"] = "text/xml;charset=UTF-8"
+        return Refusal(status, body)
+    json_request = bool(resp.headers.get("X-Amz-Target")) or "json" in (resp.headers.get("Content-Type") or "")
+    if service in ("iam", "sts") or (service == "sqs" and not json_request):
+        body = (
+            '<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error>'
+            f"<Type>Sender</Type><Code>{code}</Code><Message>{_xml(message)}</Message>"
+            f"</Error><RequestId>{rid}</RequestId></ErrorResponse>"
+        )
+        resp.response_headers["Content-Type"] = "text/xml"
+        return Refusal(status, body)
+    if service == "sqs":
+        # SQS's JSON protocol is query-compatible: the SDK reads the code from this header.
+        resp.response_headers["x-amzn-query-error"] = f"{code};Sender"
+        typ = "com.amazon.coral.service#AccessDeniedException" if code == "AccessDenied" else code
+    else:
+        typ = "AccessDeniedException" if code == "AccessDenied" else code
+    resp.response_headers["x-amzn-ErrorType"] = typ
+    resp.response_headers["Content-Type"] = "application/x-amz-json-1.1"
+    return Refusal(status, json.dumps({"__type": typ, "message": message, "Message": message}))
+
+
+def _xml(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _principal_of(access_key: Any, account: str, partition: str) -> Principal:
+    from moto.iam.access_control import AssumedRoleAccessKey
+
+    if isinstance(access_key, AssumedRoleAccessKey):
+        role, session = access_key._owner_role_name, access_key._session_name
+        return Principal(access_key.arn, "assumed-role", role, account, partition)
+    return Principal(access_key.arn, "user", access_key._owner_user_name, account, partition)
+
+
+# ----------------------------------------------------------------------------------------
+# Requests: the parameters of a call in one shape, whatever the protocol.
+
+
+class Call:
+    def __init__(self, resp: Any, service: str, region: str, account: str, partition: str, op: str) -> None:
+        self.resp, self.service, self.region, self.account, self.partition, self.op = (
+            resp,
+            service,
+            region,
+            account,
+            partition,
+            op,
+        )
+        self.qs: dict[str, list[str]] = {}
+        try:
+            self.qs = {k: v for k, v in (resp.querystring or {}).items()}
+        except Exception:  # noqa: BLE001 - a request without a query string
+            self.qs = {}
+        self.body: dict[str, Any] = {}
+        try:
+            raw = resp.body.decode() if isinstance(resp.body, bytes) else resp.body
+            if raw and raw.lstrip().startswith("{"):
+                self.body = json.loads(raw)
+        except Exception:  # noqa: BLE001
+            self.body = {}
+
+    def param(self, name: str) -> str | None:
+        if name in self.body:
+            v = self.body[name]
+            return v if isinstance(v, str) else None
+        v = self.qs.get(name)
+        if v:
+            return v[0]
+        um = getattr(self.resp, "uri_match", None) or {}
+        if name in um:
+            return unquote(um[name])
+        return None
+
+    def indexed(self, prefix: str) -> dict[int, dict[str, str]]:
+        """`Prefix.N.Rest=value` query parameters grouped by N: {N: {Rest: value}}."""
+        out: dict[int, dict[str, str]] = {}
+        rx = re.compile(re.escape(prefix) + r"\.(\d+)(?:\.(.+))?$")
+        for k, v in self.qs.items():
+            m = rx.match(k)
+            if m:
+                out.setdefault(int(m.group(1)), {})[m.group(2) or ""] = v[0]
+        return out
+
+    def arn(self, service: str, resource: str, region: str | None = None, account: str | None = None) -> str:
+        r = self.region if region is None else region
+        a = self.account if account is None else account
+        return f"arn:{self.partition}:{service}:{r}:{a}:{resource}"
+
+
+# A resource to authorize: (action, resource ARN, extra context).
+Check = tuple[str, str, dict[str, list[str]]]
+
+
+def _tag_ctx(prefix: str, tags: dict[str, str]) -> dict[str, list[str]]:
+    return {f"{prefix}/{k}": [v] for k, v in tags.items()}
+
+
+def _ec2_backend(call: Call) -> Any:
+    from moto.ec2.models import ec2_backends
+
+    return ec2_backends[call.account][call.region]
+
+
+def _ec2_tags(call: Call, resource_id: str) -> dict[str, str]:
+    try:
+        return dict(_ec2_backend(call).tags.get(resource_id, {}))
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def _resource_tags_ctx(tags: dict[str, str], service: str) -> dict[str, list[str]]:
+    ctx = _tag_ctx("aws:ResourceTag", tags)
+    ctx.update(_tag_ctx(f"{service}:ResourceTag", tags))
+    return ctx
+
+
+_EC2_KINDS = {
+    "i": "instance",
+    "lt": "launch-template",
+    "vol": "volume",
+    "eni": "network-interface",
+    "subnet": "subnet",
+    "sg": "security-group",
+    "vpc": "vpc",
+    "ami": "image",
+    "snap": "snapshot",
+    "fleet": "fleet",
+    "sir": "spot-instances-request",
+}
+
+
+def _ec2_arn(call: Call, resource_id: str) -> str:
+    kind = _EC2_KINDS.get(resource_id.split("-", 1)[0], "unknown")
+    account = "" if kind in ("image", "snapshot") else call.account
+    return call.arn("ec2", f"{kind}/{resource_id}", account=account)
+
+
+def _tag_specs(call: Call) -> dict[str, dict[str, str]]:
+    """TagSpecification.N: {ResourceType: {key: value}}."""
+    out: dict[str, dict[str, str]] = {}
+    for spec in call.indexed("TagSpecification").values():
+        rtype = spec.get("ResourceType", "")
+        tags: dict[int, dict[str, str]] = {}
+        for k, v in spec.items():
+            m = re.match(r"Tag\.(\d+)\.(Key|Value)$", k)
+            if m:
+                tags.setdefault(int(m.group(1)), {})[m.group(2)] = v
+        out.setdefault(rtype, {}).update({t["Key"]: t.get("Value", "") for t in tags.values() if "Key" in t})
+    return out
+
+
+def _launch_template(call: Call, tid: str | None, name: str | None) -> Any:
+    backend = _ec2_backend(call)
+    try:
+        if tid:
+            return backend.get_launch_template(tid)
+        if name:
+            return backend.get_launch_template_by_name(name)
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+def _template_data(template: Any, version: str | None) -> dict[str, Any]:
+    try:
+        if version in (None, "", "$Default"):
+            v = template.default_version()
+        elif version == "$Latest":
+            v = template.latest_version()
+        else:
+            v = template.get_version(version)
+        return v.data or {}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def _launch_checks(call: Call, templates: list[tuple[Any, str | None]], subnets: list[str]) -> list[Check]:
+    """What RunInstances/CreateFleet are authorized on (ec2 action = call.op)."""
+    action = f"ec2:{call.op}"
+    # Tags a launch template specifies for the resources a launch creates are part of the
+    # request, as if the call carried them (the call's own TagSpecifications win).
+    specs: dict[str, dict[str, str]] = {}
+    for template, version in templates:
+        if template is None:
+            continue
+        for spec in _as_list(_template_data(template, version).get("TagSpecifications")):
+            if isinstance(spec, dict) and spec.get("ResourceType") != "launch-template":
+                tags = {t.get("Key"): t.get("Value", "") for t in _as_list(spec.get("Tags")) if isinstance(t, dict)}
+                specs.setdefault(spec.get("ResourceType", ""), {}).update(tags)
+    for rtype, tags in _tag_specs(call).items():
+        specs.setdefault(rtype, {}).update(tags)
+    checks: list[Check] = []
+    created = ["instance", "volume", "network-interface"]
+    if call.op == "CreateFleet":
+        # An EC2 Fleet's Spot capacity is requested by the fleet itself: no
+        # spot-instances-request is authorized (its TagSpecifications cannot name one).
+        created += ["fleet"]
+    elif (call.param("InstanceMarketOptions.MarketType") or "").lower() == "spot":
+        created += ["spot-instances-request"]
+    for kind in created:
+        tags = specs.get(kind, {})
+        ctx = _tag_ctx("aws:RequestTag", tags)
+        ctx["aws:TagKeys"] = sorted(tags)
+        arn = call.arn("ec2", f"{kind}/*")
+        checks.append((action, arn, ctx))
+        if tags:
+            tag_ctx = dict(ctx)
+            tag_ctx["ec2:CreateAction"] = [call.op]
+            checks.append(("ec2:CreateTags", arn, tag_ctx))
+    sgs: set[str] = set()
+    images: set[str] = set()
+    profiles: set[str] = set()
+    for template, version in templates:
+        if template is None:
+            continue
+        checks.append((action, call.arn("ec2", f"launch-template/{template.id}"), _resource_tags_ctx(_ec2_tags(call, template.id), "ec2")))
+        data = _template_data(template, version)
+        if data.get("ImageId"):
+            images.add(data["ImageId"])
+        for key in ("SecurityGroupId", "SecurityGroupIds"):
+            sgs.update(_as_list(data.get(key)))
+        for ni in _as_list(data.get("NetworkInterface")) + _as_list(data.get("NetworkInterfaces")):
+            if isinstance(ni, dict):
+                sgs.update(_as_list(ni.get("SecurityGroupId")) + _as_list(ni.get("Groups")))
+        prof = data.get("IamInstanceProfile") or {}
+        if isinstance(prof, dict) and (prof.get("Name") or prof.get("Arn")):
+            profiles.add(prof.get("Name") or prof["Arn"].rsplit("/", 1)[-1])
+    for image in sorted(images):
+        checks.append((action, call.arn("ec2", f"image/{image}", account=""), {}))
+    for subnet in sorted(set(subnets)):
+        checks.append((action, call.arn("ec2", f"subnet/{subnet}"), {}))
+    for sg in sorted(s for s in sgs if isinstance(s, str)):
+        checks.append((action, call.arn("ec2", f"security-group/{sg}"), {}))
+    for profile in sorted(profiles):
+        checks.extend(_pass_role_checks(call, profile))
+    return checks
+
+
+def _pass_role_checks(call: Call, profile_name: str) -> list[Check]:
+    """AWS checks iam:PassRole on the role of the instance profile a launch passes."""
+    from moto.iam.models import iam_backends
+
+    iam = iam_backends[call.account][call.partition]
+    profile = next((p for p in iam.instance_profiles.values() if p.name == profile_name), None)
+    if profile is None:
+        raise MissingInstanceProfile(profile_name)
+    ctx = {"iam:PassedToService": ["ec2.amazonaws.com"]}
+    return [("iam:PassRole", role.arn, ctx) for role in profile.roles]
+
+
+class MissingInstanceProfile(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _ec2_checks(call: Call) -> list[Check] | None:
+    op = call.op
+    if op.startswith("Describe"):
+        return [(f"ec2:{op}", "*", {})]
+    if op == "CreateFleet":
+        configs = call.indexed("LaunchTemplateConfigs")
+        templates, subnets = [], []
+        for cfg in configs.values():
+            templates.append(
+                (
+                    _launch_template(
+                        call,
+                        cfg.get("LaunchTemplateSpecification.LaunchTemplateId"),
+                        cfg.get("LaunchTemplateSpecification.LaunchTemplateName"),
+                    ),
+                    cfg.get("LaunchTemplateSpecification.Version"),
+                )
+            )
+            subnets += [v for k, v in cfg.items() if re.match(r"Overrides\.\d+\.SubnetId$", k)]
+        return _launch_checks(call, templates, subnets)
+    if op == "RunInstances":
+        templates = []
+        if call.param("LaunchTemplate.LaunchTemplateId") or call.param("LaunchTemplate.LaunchTemplateName"):
+            templates.append(
+                (
+                    _launch_template(call, call.param("LaunchTemplate.LaunchTemplateId"), call.param("LaunchTemplate.LaunchTemplateName")),
+                    call.param("LaunchTemplate.Version"),
+                )
+            )
+        subnets = [s for s in [call.param("SubnetId")] if s]
+        checks = _launch_checks(call, templates, subnets)
+        if call.param("ImageId"):
+            checks.append(("ec2:RunInstances", call.arn("ec2", f"image/{call.param('ImageId')}", account=""), {}))
+        if call.param("IamInstanceProfile.Name"):
+            checks.extend(_pass_role_checks(call, call.param("IamInstanceProfile.Name") or ""))
+        return checks
+    if op == "CreateLaunchTemplate":
+        tags = _tag_specs(call).get("launch-template", {})
+        ctx = _tag_ctx("aws:RequestTag", tags)
+        ctx["aws:TagKeys"] = sorted(tags)
+        arn = call.arn("ec2", "launch-template/*")
+        checks = [("ec2:CreateLaunchTemplate", arn, ctx)]
+        if tags:
+            checks.append(("ec2:CreateTags", arn, {**ctx, "ec2:CreateAction": ["CreateLaunchTemplate"]}))
+        return checks
+    if op in ("DeleteLaunchTemplate", "CreateLaunchTemplateVersion", "ModifyLaunchTemplate", "DeleteLaunchTemplateVersions"):
+        t = _launch_template(call, call.param("LaunchTemplateId"), call.param("LaunchTemplateName"))
+        if t is None:
+            return [(f"ec2:{op}", call.arn("ec2", "launch-template/*"), {})]
+        return [(f"ec2:{op}", call.arn("ec2", f"launch-template/{t.id}"), _resource_tags_ctx(_ec2_tags(call, t.id), "ec2"))]
+    if op in ("TerminateInstances", "StopInstances", "StartInstances", "RebootInstances"):
+        ids = [v[0] for k, v in call.qs.items() if re.match(r"InstanceId\.\d+$", k)]
+        return [(f"ec2:{op}", _ec2_arn(call, i), _resource_tags_ctx(_ec2_tags(call, i), "ec2")) for i in ids]
+    if op in ("CreateTags", "DeleteTags"):
+        ids = [v[0] for k, v in call.qs.items() if re.match(r"ResourceId\.\d+$", k)]
+        tags = {t["Key"]: t.get("Value", "") for t in call.indexed("Tag").values() if "Key" in t}
+        out = []
+        for i in ids:
+            ctx = _resource_tags_ctx(_ec2_tags(call, i), "ec2")
+            ctx.update(_tag_ctx("aws:RequestTag", tags))
+            ctx["aws:TagKeys"] = sorted(tags)
+            out.append((f"ec2:{op}", _ec2_arn(call, i), ctx))
+        return out
+    return None
+
+
+def _sqs_checks(call: Call) -> list[Check] | None:
+    batch = {
+        "DeleteMessageBatch": "DeleteMessage",
+        "SendMessageBatch": "SendMessage",
+        "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+    }
+    action = "sqs:" + batch.get(call.op, call.op)
+    if call.op == "ListQueues":
+        return [(action, "*", {})]
+    name = call.param("QueueName")
+    url = call.param("QueueUrl")
+    if url:
+        name = urlparse(url).path.rstrip("/").rsplit("/", 1)[-1]
+    if not name:
+        return None
+    ctx: dict[str, list[str]] = {}
+    if call.op == "CreateQueue":
+        tags = call.body.get("tags") or {}
+        ctx = _tag_ctx("aws:RequestTag", tags)
+        ctx["aws:TagKeys"] = sorted(tags)
+    return [(action, call.arn("sqs", name), ctx)]
+
+
+def _eks_checks(call: Call) -> list[Check] | None:
+    name = call.param("name") or call.param("clusterName")
+    if call.op in ("ListClusters",):
+        return [(f"eks:{call.op}", "*", {})]
+    if call.op == "CreateCluster":
+        name = call.body.get("name")
+        tags = call.body.get("tags") or {}
+        ctx = _tag_ctx("aws:RequestTag", tags)
+        ctx["aws:TagKeys"] = sorted(tags)
+        return [("eks:CreateCluster", call.arn("eks", f"cluster/{name}"), ctx)]
+    if name and call.op in (
+        "DescribeCluster",
+        "DeleteCluster",
+        "UpdateClusterConfig",
+        "UpdateClusterVersion",
+        "ListFargateProfiles",
+        "ListAccessEntries",
+        "CreateAccessEntry",
+        "ListPodIdentityAssociations",
+        "CreatePodIdentityAssociation",
+    ):
+        return [(f"eks:{call.op}", call.arn("eks", f"cluster/{name}"), {})]
+    fp = call.param("fargateProfileName") or call.body.get("fargateProfileName")
+    if name and fp:
+        return [(f"eks:{call.op}", call.arn("eks", f"fargateprofile/{name}/{fp}/*"), {})]
+    return None
+
+
+def _ssm_checks(call: Call) -> list[Check] | None:
+    if call.op in ("GetParameter", "GetParameters", "PutParameter", "DeleteParameter"):
+        names = [call.body.get("Name")] if call.body.get("Name") else list(call.body.get("Names") or [])
+        out = []
+        for n in names:
+            path = n.lstrip("/")
+            account = "" if n.startswith("/aws/service/") else call.account
+            out.append((f"ssm:{call.op}", call.arn("ssm", f"parameter/{path}", account=account), {}))
+        return out or None
+    return None
+
+
+def _iam_checks(call: Call) -> list[Check] | None:
+    a = call.account
+    arn = lambda r: f"arn:{call.partition}:iam::{a}:{r}"  # noqa: E731
+    ctx: dict[str, list[str]] = {}
+    tags = {t["Key"]: t.get("Value", "") for t in call.indexed("Tags.member").values() if "Key" in t}
+    if tags:
+        ctx = _tag_ctx("aws:RequestTag", tags)
+        ctx["aws:TagKeys"] = sorted(tags)
+    if call.op.startswith("List") and not call.param("RoleName") and not call.param("UserName"):
+        return [(f"iam:{call.op}", "*", {})]
+    if call.param("InstanceProfileName"):
+        return [(f"iam:{call.op}", arn(f"instance-profile/{call.param('InstanceProfileName')}"), ctx)]
+    if call.param("RoleName"):
+        out = [(f"iam:{call.op}", arn(f"role/{call.param('RoleName')}"), ctx)]
+        if call.param("PolicyArn"):
+            out[0][2]["iam:PolicyARN"] = [call.param("PolicyArn") or ""]
+        return out
+    if call.param("UserName"):
+        return [(f"iam:{call.op}", arn(f"user/{call.param('UserName')}"), ctx)]
+    if call.param("OpenIDConnectProviderArn"):
+        return [(f"iam:{call.op}", call.param("OpenIDConnectProviderArn") or "", ctx)]
+    if call.op == "CreateOpenIDConnectProvider":
+        url = (call.param("Url") or "").replace("https://", "")
+        return [(f"iam:{call.op}", arn(f"oidc-provider/{url}"), ctx)]
+    if call.param("PolicyArn"):
+        return [(f"iam:{call.op}", call.param("PolicyArn") or "", ctx)]
+    if call.op == "CreatePolicy":
+        return [(f"iam:{call.op}", arn(f"policy/{call.param('PolicyName')}"), ctx)]
+    if call.op == "CreateServiceLinkedRole":
+        svc = call.param("AWSServiceName") or ""
+        return [(f"iam:{call.op}", arn(f"role/aws-service-role/{svc}/*"), {"iam:AWSServiceName": [svc]})]
+    return None
+
+
+def _events_checks(call: Call) -> list[Check] | None:
+    name = call.body.get("Name") or call.body.get("Rule")
+    if name:
+        bus = call.body.get("EventBusName") or "default"
+        rule = f"rule/{name}" if bus == "default" else f"rule/{bus}/{name}"
+        ctx: dict[str, list[str]] = {}
+        tags = {t["Key"]: t.get("Value", "") for t in call.body.get("Tags") or []}
+        if tags:
+            ctx = _tag_ctx("aws:RequestTag", tags)
+            ctx["aws:TagKeys"] = sorted(tags)
+        return [(f"events:{call.op}", call.arn("events", rule), ctx)]
+    if call.op in ("ListRules", "PutEvents"):
+        return [(f"events:{call.op}", "*", {})]
+    return None
+
+
+def _sts_checks(call: Call) -> list[Check] | None:
+    if call.op == "AssumeRole":
+        return [("sts:AssumeRole", call.param("RoleArn") or "*", {})]
+    return None
+
+
+_MODELS = {
+    "ec2": _ec2_checks,
+    "sqs": _sqs_checks,
+    "eks": _eks_checks,
+    "ssm": _ssm_checks,
+    "iam": _iam_checks,
+    "events": _events_checks,
+    "sts": _sts_checks,
+}
+
+
+def _checks(call: Call) -> tuple[list[Check], bool]:
+    model = _MODELS.get(call.service)
+    checks = model(call) if model else None
+    if checks is not None:
+        return checks, True
+    key = f"{call.service}:{call.op}"
+    with _LOCK:
+        first = key not in _UNMODELLED_SEEN
+        _UNMODELLED_SEEN.add(key)
+    if first:
+        log.warning("IAM: %s is not modelled; evaluated against resource * only", key)
+    return [(key, "*", {})], False
+
+
+# ----------------------------------------------------------------------------------------
+# STS trust.
+
+
+def _trust_principals(st: dict[str, Any], kind: str) -> list[str]:
+    p = st.get("Principal")
+    if p == "*":
+        return ["*"]
+    if isinstance(p, dict):
+        return [str(x) for x in _as_list(p.get(kind))]
+    return []
+
+
+def _check_assume_role(call: Call, principal: Principal, identity_decision: str) -> None:
+    from moto.iam.models import iam_backends
+
+    role_arn = call.param("RoleArn") or ""
+    iam = iam_backends[call.account][call.partition]
+    try:
+        role = iam.get_role_by_arn(role_arn)
+    except Exception:  # noqa: BLE001
+        raise _refuse(call.resp, "sts", "AccessDenied", f"User: {principal.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
+    trust = _doc_of(role.assume_role_policy_document)
+    caller = principal.role_arn() or principal.arn
+    ctx = _global_ctx(call, principal)
+    by_arn = by_account = False
+    for st in _statements(trust):
+        if not _action_matches(st.get("Action"), "sts:AssumeRole") or not _conditions_hold(st.get("Condition"), ctx):
+            continue
+        names = _trust_principals(st, "AWS")
+        if st.get("Effect") == "Deny" and (caller in names or "*" in names):
+            by_arn = by_account = False
+            break
+        if st.get("Effect") != "Allow":
+            continue
+        if caller in names or principal.arn in names:
+            by_arn = True
+        if "*" in names or principal.account in names or f"arn:{call.partition}:iam::{principal.account}:root" in names:
+            by_account = True
+    ok = by_arn or (by_account and identity_decision == "allow")
+    _record(
+        {
+            "time": time.time(),
+            "principal": principal.arn,
+            "action": "sts:AssumeRole (trust)",
+            "resource": role_arn,
+            "allowed": ok,
+            "decided_by": f"{role_arn}:trust" if ok else None,
+            "modelled": True,
+        }
+    )
+    if not ok:
+        raise _refuse(call.resp, "sts", "AccessDenied", f"User: {principal.arn} is not authorized to perform: sts:AssumeRole on resource: {role_arn}")
+
+
+def _jwt_claims(token: str) -> dict[str, Any] | None:
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        pad = "=" * (-len(parts[1]) % 4)
+        return json.loads(base64.urlsafe_b64decode(parts[1] + pad))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _check_web_identity(resp: Any, account: str, partition: str) -> None:
+    """What STS checks before AssumeRoleWithWebIdentity answers (all but the signature)."""
+    from moto.iam.models import iam_backends
+
+    qs = resp.querystring or {}
+    role_arn = (qs.get("RoleArn") or [""])[0]
+    token = (qs.get("WebIdentityToken") or [""])[0]
+    claims = _jwt_claims(token)
+
+    def deny(code: str, message: str, status: int = 400) -> Refusal:
+        _record(
+            {
+                "time": time.time(),
+                "principal": f"web-identity:{(claims or {}).get('sub')}",
+                "action": "sts:AssumeRoleWithWebIdentity",
+                "resource": role_arn,
+                "allowed": False,
+                "decided_by": code,
+                "modelled": True,
+            }
+        )
+        return _refuse(resp, "sts", code, message, status)
+
+    if claims is None:
+        raise deny("InvalidIdentityToken", "The ID Token provided is not a valid JWT. (You may see this error if you sent an Access Token)")
+    iss = str(claims.get("iss", ""))
+    host_path = re.sub(r"^https://", "", iss).rstrip("/")
+    iam = iam_backends[account][partition]
+    provider = next((p for p in iam.open_id_providers.values() if p.url.rstrip("/") == host_path), None)
+    if provider is None:
+        raise deny("InvalidIdentityToken", f"No OpenIDConnect provider found in your account for {iss}")
+    exp = claims.get("exp")
+    if not isinstance(exp, (int, float)) or exp < time.time():
+        raise deny("ExpiredTokenException", "Token expired: current date/time must be before the expiration date/time")
+    auds = [str(a) for a in _as_list(claims.get("aud"))]
+    if not any(a in provider.client_id_list for a in auds):
+        raise deny("InvalidIdentityToken", "Incorrect token audience")
+    try:
+        role = iam.get_role_by_arn(role_arn)
+    except Exception:  # noqa: BLE001
+        raise deny("AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity", 403)
+    ctx: dict[str, list[str]] = {
+        f"{host_path}:sub": [str(claims.get("sub", ""))],
+        f"{host_path}:aud": auds,
+        f"{host_path}:amr": [str(a) for a in _as_list(claims.get("amr"))],
+    }
+    allowed, denied = None, False
+    for i, st in enumerate(_statements(_doc_of(role.assume_role_policy_document))):
+        if not _action_matches(st.get("Action"), "sts:AssumeRoleWithWebIdentity"):
+            continue
+        if provider.arn not in _trust_principals(st, "Federated"):
+            continue
+        if not _conditions_hold(st.get("Condition"), ctx):
+            continue
+        if st.get("Effect") == "Deny":
+            denied = True
+        elif st.get("Effect") == "Allow":
+            allowed = f"{role_arn}:trust#{st.get('Sid') or i}"
+    if denied or not allowed:
+        raise deny("AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity", 403)
+    _record(
+        {
+            "time": time.time(),
+            "principal": f"web-identity:{claims.get('sub')}",
+            "action": "sts:AssumeRoleWithWebIdentity",
+            "resource": role_arn,
+            "allowed": True,
+            "decided_by": allowed,
+            "modelled": True,
+        }
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# The hook.
+
+
+def _global_ctx(call: Call, principal: Principal) -> dict[str, list[str]]:
+    ctx = {
+        "aws:PrincipalArn": [principal.role_arn() or principal.arn],
+        "aws:PrincipalAccount": [principal.account],
+        "aws:PrincipalType": ["AssumedRole" if principal.kind == "assumed-role" else "User"],
+        "aws:RequestedRegion": [call.region],
+        "aws:SecureTransport": ["false"],
+    }
+    if principal.kind == "user":
+        ctx["aws:username"] = [principal.name]
+    return ctx
+
+
+_UNSIGNED_STS = ("AssumeRoleWithWebIdentity", "AssumeRoleWithSAML")
+
+
+def _resolve_access_key(resp: Any, iam_request: Any) -> None:
+    """Session expiry, which moto does not check."""
+    from moto.iam.access_control import AssumedRoleAccessKey
+    from moto.sts.models import sts_backends
+
+    key = iam_request._access_key
+    if isinstance(key, AssumedRoleAccessKey):
+        for r in sts_backends[key.account_id][key.partition].assumed_roles:
+            if r.access_key_id == key._access_key_id:
+                import datetime
+
+                exp = r.expiration
+                now = datetime.datetime.now(exp.tzinfo) if exp.tzinfo else datetime.datetime.utcnow()
+                if exp < now:
+                    raise _refuse(resp, iam_request._service, "ExpiredToken", "The security token included in the request is expired", 400)
+
+
+def _service_of(auth: str) -> str:
+    scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
+    return scope[3] if len(scope) > 3 else ""
+
+
+def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
+    """Replaces moto's `_authenticate_and_authorize_action`."""
+    from moto.iam.access_control import IAMRequest
+    from moto.utilities.utils import get_partition
+
+    op = resp._get_action()
+    auth = resp.headers.get("Authorization")
+    if not auth:
+        parsed = urlparse(resp.uri)
+        query = parse_qs(parsed.query)
+        if op in _UNSIGNED_STS:
+            if op == "AssumeRoleWithWebIdentity":
+                _check_web_identity(resp, resp.current_account, get_partition(resp.region))
+            return
+        if op == "GetCallerIdentity" and "X-Amz-Signature" in query:
+            # A presigned GetCallerIdentity (the EKS token): always allowed, as on AWS;
+            # verifying its signature is the EKS token authenticator's job.
+            return
+        raise _refuse(resp, "sts" if "sts" in (resp.uri or "") else "iam", "MissingAuthenticationToken", "Request is missing Authentication Token", 403)
+    # The default credentials send a session token with their long-term key (tests export
+    # AWS_SESSION_TOKEN=testing); AWS would refuse that, the local world takes it as the admin.
+    headers = resp.headers
+    if auth.split("Credential=", 1)[-1].split("/", 1)[0] == identity.ACCESS_KEY_ID and "X-Amz-Security-Token" in headers:
+        headers = {k: v for k, v in headers.items() if k.lower() != "x-amz-security-token"}
+        headers_for_signature = resp.headers
+    else:
+        headers_for_signature = headers
+    parsed_url = urlparse(resp.uri)
+    path = resp.raw_path
+    if parsed_url.query:
+        path += "?" + parsed_url.query
+    service = _service_of(auth)
+    from moto.core.exceptions import AuthFailureError, InvalidClientTokenIdError, SignatureDoesNotMatchError
+
+    try:
+        req = IAMRequest(
+            account_id=resp.current_account,
+            method=resp.method,
+            path=path,
+            # A body-less request (REST GET/DELETE) is signed over an empty payload; moto
+            # would otherwise sign its parsed parameters as a form body.
+            data={} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data,
+            body=resp.raw_body,
+            headers=headers,
+            action=op,
+        )
+        req._headers = headers_for_signature
+        req.check_signature()
+    except SignatureDoesNotMatchError:
+        raise _refuse(
+            resp,
+            service,
+            "SignatureDoesNotMatch",
+            "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.",
+        )
+    except (InvalidClientTokenIdError, AuthFailureError):
+        if service == "ec2":
+            raise _refuse(resp, "ec2", "AuthFailure", "AWS was not able to validate the provided access credentials", 401)
+        raise _refuse(
+            resp,
+            service,
+            "UnrecognizedClientException" if service not in ("iam", "sts", "sqs") else "InvalidClientTokenId",
+            "The security token included in the request is invalid.",
+        )
+    _resolve_access_key(resp, req)
+    partition = get_partition(req._region)
+    principal = _principal_of(req._access_key, resp.current_account, partition)
+    service = req._service
+    if service == "sts" and op == "GetCallerIdentity":
+        return
+    call = Call(resp, service, req._region, resp.current_account, partition, op)
+    try:
+        checks, modelled = _checks(call)
+    except MissingInstanceProfile as e:
+        raise _refuse(
+            resp,
+            "ec2",
+            "InvalidParameterValue",
+            f"Value ({e.name}) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+            400,
+        )
+    policies = principal.policies()
+    base_ctx = _global_ctx(call, principal)
+    identity_decision = "allow"
+    for action, arn, extra in checks:
+        ctx = dict(base_ctx)
+        ctx.update(extra)
+        decision, by = evaluate(policies, action, arn, ctx)
+        _record(
+            {
+                "time": time.time(),
+                "principal": principal.arn,
+                "operation": f"{service}:{op}",
+                "action": action,
+                "resource": arn,
+                "allowed": decision == "allow",
+                "decided_by": by,
+                "modelled": modelled,
+            }
+        )
+        if decision != "allow":
+            identity_decision = decision
+            if op == "AssumeRole":
+                break
+            why = (
+                f"with an explicit deny in an identity-based policy: {by}"
+                if decision == "deny"
+                else f"because no identity-based policy allows the {action} action"
+            )
+            message = f"User: {principal.arn} is not authorized to perform: {action} on resource: {arn} {why}"
+            if service == "ec2":
+                encoded = base64.b64encode(json.dumps({"allowed": False, "action": action, "resource": arn}).encode()).decode()
+                raise _refuse(
+                    resp,
+                    "ec2",
+                    "UnauthorizedOperation",
+                    f"You are not authorized to perform this operation. {message}. Encoded authorization failure message: {encoded}",
+                )
+            raise _refuse(resp, service, "AccessDenied", message)
+    if op == "AssumeRole":
+        _check_assume_role(call, principal, identity_decision)
+
+
+def _decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
+    query = parse_qs(urlparse(full_url).query)
+    principal = (query.get("principal") or [None])[0]
+    rows = decisions(principal)
+    body = {
+        "enforced": True,
+        "calls": len(rows),
+        "refused": sum(1 for r in rows if not r["allowed"]),
+        "unmodelled": sorted({r["action"] for r in rows if not r.get("modelled", True)}),
+        "decisions": rows,
+    }
+    return 200, {"Content-Type": "application/json"}, json.dumps(body)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "").lower() == "enforce"
+
+
+def install() -> None:
+    if not enabled():
+        return
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.moto_api._internal import urls as api_urls
+    from moto.moto_api._internal.models import MotoAPIBackend
+
+    def _authenticate_and_authorize_action(self: Any, iam_request_cls: type, resource: str = "*") -> None:
+        authorize(self, iam_request_cls, resource)
+
+    ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action  # type: ignore[method-assign]
+    api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = _decisions_endpoint
+    original_reset = MotoAPIBackend.reset
+
+    def reset(self: MotoAPIBackend) -> None:
+        original_reset(self)
+        clear()
+
+    MotoAPIBackend.reset = reset  # type: ignore[method-assign]

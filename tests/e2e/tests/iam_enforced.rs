@@ -1,0 +1,445 @@
+//! IAM enforced in the local world (`tests/aws-local/joiner_local/iam_enforce.py`), driven
+//! with the real AWS SDK for Rust: what a least-privilege principal may and may not do, and
+//! that every refusal answers with the code and message the real service sends.
+
+use aws_credential_types::Credentials;
+use joiner_e2e::{Aws, MotoServer};
+use serde_json::{json, Value};
+
+const ACCOUNT: &str = "123456789012";
+const ADMIN: &str = "arn:aws:iam::123456789012:user/local-admin";
+
+fn admin_trust() -> String {
+    json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": ADMIN}, "Action": "sts:AssumeRole"}]})
+    .to_string()
+}
+
+/// A role with `policy` inline, trusted by the admin, and clients signing as its session.
+fn role_session(moto: &MotoServer, admin: &Aws, name: &str, policy: Value) -> Aws {
+    let iam = aws_sdk_iam::Client::new(admin.sdk_config());
+    admin
+        .block_on(
+            iam.create_role()
+                .role_name(name)
+                .assume_role_policy_document(admin_trust())
+                .send(),
+        )
+        .expect("iam:CreateRole");
+    admin
+        .block_on(
+            iam.put_role_policy()
+                .role_name(name)
+                .policy_name("scoped")
+                .policy_document(policy.to_string())
+                .send(),
+        )
+        .expect("iam:PutRolePolicy");
+    let out = admin
+        .block_on(
+            admin
+                .sts()
+                .assume_role()
+                .role_arn(format!("arn:aws:iam::{ACCOUNT}:role/{name}"))
+                .role_session_name("under-test")
+                .send(),
+        )
+        .expect("sts:AssumeRole by the admin, whom the trust names");
+    let c = out.credentials().expect("credentials");
+    Aws::with_credentials(
+        moto,
+        Credentials::new(
+            c.access_key_id(),
+            c.secret_access_key(),
+            Some(c.session_token().to_string()),
+            None,
+            "role-session",
+        ),
+    )
+}
+
+fn ec2(aws: &Aws) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::new(aws.sdk_config())
+}
+
+fn run_instance(admin: &Aws, tags: &[(&str, &str)]) -> String {
+    let ec2 = ec2(admin);
+    let image = admin
+        .block_on(ec2.describe_images().send())
+        .unwrap()
+        .images()[0]
+        .image_id()
+        .unwrap()
+        .to_string();
+    let out = admin
+        .block_on(
+            ec2.run_instances()
+                .image_id(image)
+                .min_count(1)
+                .max_count(1)
+                .send(),
+        )
+        .unwrap();
+    let id = out.instances()[0].instance_id().unwrap().to_string();
+    if !tags.is_empty() {
+        let mut req = ec2.create_tags().resources(&id);
+        for (k, v) in tags {
+            req = req.tags(aws_sdk_ec2::types::Tag::builder().key(*k).value(*v).build());
+        }
+        admin.block_on(req.send()).unwrap();
+    }
+    id
+}
+
+fn decisions(moto: &MotoServer, principal: &str) -> Value {
+    serde_json::from_str(&moto.iam_decisions(principal)).expect("decisions are JSON")
+}
+
+const SESSION: &str = "arn:aws:sts::123456789012:assumed-role/";
+
+/// The agent's shape of permissions: terminate only what carries the cluster tag, create
+/// launch templates only tagged for the cluster; an explicit Deny wins over an Allow.
+#[test]
+fn scoped_role_is_allowed_its_resources_and_refused_the_rest_with_aws_messages() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let tagged = run_instance(&admin, &[("joiner.dev/cluster", "c1")]);
+    let other = run_instance(&admin, &[("joiner.dev/cluster", "c2")]);
+    let protected = run_instance(&admin, &[("joiner.dev/cluster", "c1"), ("keep", "yes")]);
+    let role = role_session(
+        &moto,
+        &admin,
+        "agent",
+        json!({"Version": "2012-10-17", "Statement": [
+            {"Sid": "Read", "Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"},
+            {"Sid": "DeleteOwn", "Effect": "Allow", "Action": "ec2:TerminateInstances",
+             "Resource": "arn:aws:ec2:us-east-1:123456789012:instance/*",
+             "Condition": {"StringEquals": {"aws:ResourceTag/joiner.dev/cluster": "c1"}}},
+            {"Sid": "NeverKept", "Effect": "Deny", "Action": "ec2:TerminateInstances",
+             "Resource": "*", "Condition": {"StringEquals": {"ec2:ResourceTag/keep": "yes"}}},
+            {"Sid": "CreateTagged", "Effect": "Allow",
+             "Action": ["ec2:CreateLaunchTemplate", "ec2:CreateTags"],
+             "Resource": "arn:aws:ec2:us-east-1:123456789012:launch-template/*",
+             "Condition": {"StringEquals": {"aws:RequestTag/joiner.dev/cluster": "c1"}}},
+        ]}),
+    );
+    let ec2 = ec2(&role);
+    let principal = format!("{SESSION}agent/under-test");
+
+    // Describe* on "*" is allowed.
+    role.block_on(ec2.describe_instances().send())
+        .expect("ec2:DescribeInstances is granted");
+    // The tagged instance may be terminated...
+    role.block_on(ec2.terminate_instances().instance_ids(&tagged).send())
+        .expect("terminate an instance tagged for c1");
+    // ...another cluster's may not: UnauthorizedOperation naming the action and the ARN.
+    let err = role
+        .block_on(ec2.terminate_instances().instance_ids(&other).send())
+        .expect_err("another cluster's instance");
+    let svc = err.into_service_error();
+    let meta = aws_sdk_ec2::error::ProvideErrorMetadata::meta(&svc);
+    assert_eq!(meta.code(), Some("UnauthorizedOperation"));
+    let expected = format!(
+        "You are not authorized to perform this operation. User: {principal} is not authorized to perform: ec2:TerminateInstances on resource: arn:aws:ec2:us-east-1:{ACCOUNT}:instance/{other} because no identity-based policy allows the ec2:TerminateInstances action. Encoded authorization failure message: "
+    );
+    assert!(
+        meta.message().unwrap_or("").starts_with(&expected),
+        "{:?}",
+        meta.message()
+    );
+    // An explicit Deny beats the Allow that also matches.
+    let err = role
+        .block_on(ec2.terminate_instances().instance_ids(&protected).send())
+        .expect_err("the Deny on keep=yes");
+    let msg = aws_sdk_ec2::error::ProvideErrorMetadata::message(&err.into_service_error())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains(
+            "with an explicit deny in an identity-based policy: role/agent:scoped#NeverKept"
+        ),
+        "{msg}"
+    );
+
+    // Tag-on-create: a launch template tagged for c1 may be created, an untagged one not.
+    let data = aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+        .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
+        .build();
+    let spec = |v: &str| {
+        aws_sdk_ec2::types::TagSpecification::builder()
+            .resource_type(aws_sdk_ec2::types::ResourceType::LaunchTemplate)
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key("joiner.dev/cluster")
+                    .value(v)
+                    .build(),
+            )
+            .build()
+    };
+    role.block_on(
+        ec2.create_launch_template()
+            .launch_template_name("ok")
+            .launch_template_data(data.clone())
+            .tag_specifications(spec("c1"))
+            .send(),
+    )
+    .expect("a launch template tagged for c1");
+    let err = role
+        .block_on(
+            ec2.create_launch_template()
+                .launch_template_name("wrong")
+                .launch_template_data(data)
+                .tag_specifications(spec("c2"))
+                .send(),
+        )
+        .expect_err("a launch template tagged for another cluster");
+    let msg = aws_sdk_ec2::error::ProvideErrorMetadata::message(&err.into_service_error())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains(&format!("ec2:CreateLaunchTemplate on resource: arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/*")),
+        "{msg}"
+    );
+
+    // Query protocol (SQS's JSON protocol is query-compatible): AccessDenied.
+    let err = role
+        .block_on(role.sqs().list_queues().send())
+        .expect_err("no SQS grant");
+    let svc = err.into_service_error();
+    let meta = aws_sdk_sqs::error::ProvideErrorMetadata::meta(&svc);
+    assert_eq!(meta.code(), Some("AccessDenied"), "{svc:?}");
+    assert_eq!(
+        meta.message(),
+        Some(format!("User: {principal} is not authorized to perform: sqs:ListQueues on resource: * because no identity-based policy allows the sqs:ListQueues action").as_str())
+    );
+    // REST-JSON (EKS): AccessDeniedException, the cluster's ARN as the resource.
+    let eks = aws_sdk_eks::Client::new(role.sdk_config());
+    let err = role
+        .block_on(eks.describe_cluster().name("nope").send())
+        .expect_err("no EKS grant");
+    let svc = err.into_service_error();
+    let meta = aws_sdk_eks::error::ProvideErrorMetadata::meta(&svc);
+    assert_eq!(meta.code(), Some("AccessDeniedException"), "{svc:?}");
+    assert!(meta.message().unwrap_or("").contains(&format!(
+        "eks:DescribeCluster on resource: arn:aws:eks:us-east-1:{ACCOUNT}:cluster/nope"
+    )));
+    // IAM (query XML): AccessDenied.
+    let iam = aws_sdk_iam::Client::new(role.sdk_config());
+    let err = role
+        .block_on(iam.get_role().role_name("agent").send())
+        .expect_err("no IAM grant");
+    assert_eq!(
+        aws_sdk_iam::error::ProvideErrorMetadata::code(&err.into_service_error()),
+        Some("AccessDenied")
+    );
+
+    // Every decision is recorded with the statement that decided it.
+    let d = decisions(&moto, &principal);
+    assert_eq!(d["refused"], 6, "{d:#}");
+    let rows = d["decisions"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["action"] == "ec2:TerminateInstances"
+        && r["allowed"] == true
+        && r["decided_by"] == "role/agent:scoped#DeleteOwn"));
+    assert!(rows.iter().any(|r| r["action"] == "ec2:CreateTags"
+        && r["allowed"] == true
+        && r["resource"] == format!("arn:aws:ec2:us-east-1:{ACCOUNT}:launch-template/*")));
+    assert_eq!(d["unmodelled"], json!([]), "{d:#}");
+}
+
+/// AssumeRole needs the role's trust to admit the caller; a bad signature is refused.
+#[test]
+fn assume_role_checks_the_trust_and_signatures_are_verified() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let iam = aws_sdk_iam::Client::new(admin.sdk_config());
+    let trust_other = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:user/someone")},
+        "Action": "sts:AssumeRole"}]});
+    admin
+        .block_on(
+            iam.create_role()
+                .role_name("closed")
+                .assume_role_policy_document(trust_other.to_string())
+                .send(),
+        )
+        .unwrap();
+    let err = admin
+        .block_on(
+            admin
+                .sts()
+                .assume_role()
+                .role_arn(format!("arn:aws:iam::{ACCOUNT}:role/closed"))
+                .role_session_name("nope")
+                .send(),
+        )
+        .expect_err("the trust does not name the admin");
+    let svc = err.into_service_error();
+    let meta = aws_sdk_sts::error::ProvideErrorMetadata::meta(&svc);
+    assert_eq!(meta.code(), Some("AccessDenied"));
+    assert_eq!(
+        meta.message(),
+        Some(format!("User: {ADMIN} is not authorized to perform: sts:AssumeRole on resource: arn:aws:iam::{ACCOUNT}:role/closed").as_str())
+    );
+
+    let forged = Aws::with_credentials(
+        &moto,
+        Credentials::new("testing", "wrong-secret", None, None, "forged"),
+    );
+    let err = forged
+        .block_on(forged.sqs().list_queues().send())
+        .expect_err("a signature made with the wrong secret");
+    let code = aws_sdk_sqs::error::ProvideErrorMetadata::code(&err.into_service_error())
+        .map(str::to_string);
+    assert_eq!(code.as_deref(), Some("SignatureDoesNotMatch"));
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A projected ServiceAccount token's shape (the signature is not checked locally).
+fn token(iss: &str, sub: &str, aud: &str, exp_offset: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = json!({"iss": iss, "sub": sub, "aud": [aud], "iat": now, "exp": now + exp_offset});
+    format!(
+        "{}.{}.{}",
+        b64url(br#"{"alg":"RS256","kid":"k"}"#),
+        b64url(claims.to_string().as_bytes()),
+        b64url(b"not-checked")
+    )
+}
+
+/// IRSA: AssumeRoleWithWebIdentity needs an OIDC provider for the issuer, an unexpired token
+/// for an audience the provider lists, and a trust whose sub/aud conditions hold.
+#[test]
+fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let iam = aws_sdk_iam::Client::new(admin.sdk_config());
+    let issuer = "https://oidc.eks.us-east-1.amazonaws.com/id/ABCDEF";
+    let host = issuer.trim_start_matches("https://");
+    admin
+        .block_on(
+            iam.create_open_id_connect_provider()
+                .url(issuer)
+                .client_id_list("sts.amazonaws.com")
+                .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
+                .send(),
+        )
+        .unwrap();
+    let trust = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow",
+        "Principal": {"Federated": format!("arn:aws:iam::{ACCOUNT}:oidc-provider/{host}")},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {
+            format!("{host}:sub"): "system:serviceaccount:joiner:joiner-agent",
+            format!("{host}:aud"): "sts.amazonaws.com"}}}]});
+    admin
+        .block_on(
+            iam.create_role()
+                .role_name("irsa")
+                .assume_role_policy_document(trust.to_string())
+                .send(),
+        )
+        .unwrap();
+    let role_arn = format!("arn:aws:iam::{ACCOUNT}:role/irsa");
+    let sts = admin.sts();
+    let code_and_message = |e: aws_sdk_sts::error::SdkError<_>| {
+        let svc: aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError =
+            e.into_service_error();
+        let m = aws_sdk_sts::error::ProvideErrorMetadata::meta(&svc);
+        (
+            m.code().unwrap_or_default().to_string(),
+            m.message().unwrap_or_default().to_string(),
+        )
+    };
+    let assume = |t: String| {
+        admin
+            .block_on(
+                sts.assume_role_with_web_identity()
+                    .role_arn(&role_arn)
+                    .role_session_name("pod")
+                    .web_identity_token(t)
+                    .send(),
+            )
+            .map_err(code_and_message)
+    };
+    let ok = assume(token(
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        3600,
+    ))
+    .expect("the agent's ServiceAccount may assume the role");
+    assert!(ok
+        .assumed_role_user()
+        .unwrap()
+        .arn()
+        .ends_with("assumed-role/irsa/pod"));
+
+    let (code, msg) = assume(token(
+        issuer,
+        "system:serviceaccount:default:other",
+        "sts.amazonaws.com",
+        3600,
+    ))
+    .unwrap_err();
+    assert_eq!(
+        (code.as_str(), msg.as_str()),
+        (
+            "AccessDenied",
+            "Not authorized to perform sts:AssumeRoleWithWebIdentity"
+        )
+    );
+    let (code, msg) = assume(token(
+        "https://oidc.eks.us-east-1.amazonaws.com/id/OTHER",
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        3600,
+    ))
+    .unwrap_err();
+    assert_eq!(code, "InvalidIdentityToken");
+    assert_eq!(
+        msg,
+        "No OpenIDConnect provider found in your account for https://oidc.eks.us-east-1.amazonaws.com/id/OTHER"
+    );
+    let (code, _) = assume(token(
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        -60,
+    ))
+    .unwrap_err();
+    assert_eq!(code, "ExpiredTokenException");
+    let (code, msg) = assume(token(
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "somebody-else",
+        3600,
+    ))
+    .unwrap_err();
+    assert_eq!(
+        (code.as_str(), msg.as_str()),
+        ("InvalidIdentityToken", "Incorrect token audience")
+    );
+
+    let d = decisions(&moto, "web-identity:");
+    assert_eq!(d["calls"], 5, "{d:#}");
+    assert_eq!(d["refused"], 4, "{d:#}");
+}
