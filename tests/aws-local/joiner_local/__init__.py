@@ -8,10 +8,12 @@ the wire shapes of the real service:
 
 - `identity`: the default credentials (`testing`) are a real IAM user with admin rights.
 - `eks_access`: EKS access configuration and access entries (moto 5.2.5 answers 404).
+- `instance_profiles`: instances launched from a launch template (CreateFleet, RunInstances)
+  carry the template's IAM instance profile, so a node's role can be known.
 
 Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONPATH
 (`joiner_test_support::moto_command` does that); the arguments are moto_server's.
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access"]
+EXTENSIONS = ["identity", "eks_access", "instance_profiles"]

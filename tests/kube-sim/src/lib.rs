@@ -17,6 +17,7 @@ pub mod controllers;
 pub mod eviction;
 pub mod fargate;
 pub mod kubeconfig;
+pub mod node_auth;
 pub mod patch;
 pub mod proto;
 pub mod quantity;
