@@ -70,6 +70,8 @@ pub struct Context {
     pub claims: Arc<queue::Queue>,
     /// When the batch that created a claim saw its last pending pod (reaction metric).
     pub batch_seen: Mutex<HashMap<String, Instant>>,
+    /// NodePools in registration back-off (see `lifecycle::backoff`).
+    pub registration_health: Mutex<lifecycle::backoff::RegistrationHealth>,
 }
 
 /// A loop the leader runs until it loses leadership or the agent stops.
@@ -189,6 +191,7 @@ pub async fn run(
         config: Arc::new(config.clone()),
         claims: queue::Queue::new(),
         batch_seen: Mutex::new(HashMap::new()),
+        registration_health: Mutex::new(Default::default()),
     });
 
     tokio::select! {

@@ -97,7 +97,10 @@ mod tests {
             session_role("arn:aws:sts::123456789012:assumed-role/deployer/ci-42"),
             Some(("aws", "123456789012", "deployer"))
         );
-        assert_eq!(session_role("arn:aws:iam::123456789012:user/local-admin"), None);
+        assert_eq!(
+            session_role("arn:aws:iam::123456789012:user/local-admin"),
+            None
+        );
         assert_eq!(session_role("arn:aws:iam::123456789012:role/x"), None);
     }
 }

@@ -77,8 +77,7 @@ fn policy_arn(v: &Value) -> Result<(), String> {
     let ok = s.starts_with("arn:")
         && s.split(':').nth(2) == Some("eks")
         && s.split(':').nth(4) == Some("aws")
-        && s
-            .rsplit_once(":cluster-access-policy/")
+        && s.rsplit_once(":cluster-access-policy/")
             .is_some_and(|(_, n)| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric()));
     if ok {
         Ok(())
@@ -95,7 +94,9 @@ fn scope(v: &Value) -> Result<(), String> {
     if access_entry::SCOPES.contains(&s) {
         Ok(())
     } else {
-        Err(format!("{s:?} is not an access scope; allowed: cluster, namespace"))
+        Err(format!(
+            "{s:?} is not an access scope; allowed: cluster, namespace"
+        ))
     }
 }
 
@@ -103,7 +104,11 @@ fn groups(v: &Value) -> Result<(), String> {
     if !v.is_fully_known() {
         return Ok(());
     }
-    match v.as_string_list().into_iter().find(|g| g.starts_with("system:")) {
+    match v
+        .as_string_list()
+        .into_iter()
+        .find(|g| g.starts_with("system:"))
+    {
         Some(g) => Err(format!(
             "{g:?}: groups starting with \"system:\" are reserved by EKS (nodes get system:nodes \
              from their entry type)"
@@ -333,7 +338,11 @@ impl Resource<ProviderContext> for AccessEntry {
                 _ => {}
             }
         }
-        let arns: Vec<_> = m.access_policies.iter().filter_map(|p| p.policy_arn.clone()).collect();
+        let arns: Vec<_> = m
+            .access_policies
+            .iter()
+            .filter_map(|p| p.policy_arn.clone())
+            .collect();
         let unique: BTreeSet<_> = arns.iter().collect();
         if unique.len() < arns.len() {
             d.error_at(
@@ -359,7 +368,9 @@ impl Resource<ProviderContext> for AccessEntry {
             access_entry::associate(&eks, &spec.cluster_name, &spec.principal_arn, p, deadline)
                 .await
                 .map_err(|e| Diagnostics::from(e).with_partial_state(state.to_value()))?;
-            state.access_policies.push(planned_policy(&planned, &p.policy_arn));
+            state
+                .access_policies
+                .push(planned_policy(&planned, &p.policy_arn));
         }
         let info = access_entry::describe(&eks, &spec.cluster_name, &spec.principal_arn, deadline)
             .await?
@@ -382,7 +393,9 @@ impl Resource<ProviderContext> for AccessEntry {
             Ok(None) => Ok(None),
             Ok(Some(info)) => {
                 apply_remote(&mut state, &info);
-                Ok(Some(Applied::new(state.to_value()).with_private(req.private)))
+                Ok(Some(
+                    Applied::new(state.to_value()).with_private(req.private),
+                ))
             }
             // The cluster itself is gone: so is the entry.
             Err(e) if e.is_not_found() => Ok(None),
@@ -425,14 +438,18 @@ impl Resource<ProviderContext> for AccessEntry {
             access_entry::disassociate(&eks, cluster, principal, arn, deadline)
                 .await
                 .map_err(|e| progress(e, &state))?;
-            state.access_policies.retain(|p| p.policy_arn.as_deref() != Some(arn));
+            state
+                .access_policies
+                .retain(|p| p.policy_arn.as_deref() != Some(arn));
         }
         for (arn, p) in &want {
             if have.get(arn) != Some(p) {
                 access_entry::associate(&eks, cluster, principal, p, deadline)
                     .await
                     .map_err(|e| progress(e, &state))?;
-                state.access_policies.retain(|q| q.policy_arn.as_deref() != Some(arn));
+                state
+                    .access_policies
+                    .retain(|q| q.policy_arn.as_deref() != Some(arn));
                 state.access_policies.push(planned_policy(&planned, arn));
             }
         }
@@ -457,7 +474,11 @@ impl Resource<ProviderContext> for AccessEntry {
         }
     }
 
-    async fn import(&self, _ctx: &ProviderContext, import_id: &str) -> Result<Applied, Diagnostics> {
+    async fn import(
+        &self,
+        _ctx: &ProviderContext,
+        import_id: &str,
+    ) -> Result<Applied, Diagnostics> {
         let invalid = |why: String| -> Diagnostics {
             Diagnostic::error(
                 "Invalid import ID",
@@ -471,8 +492,10 @@ impl Resource<ProviderContext> for AccessEntry {
         let Some((cluster, principal)) = import_id.split_once(':') else {
             return Err(invalid("no \":\" after the cluster name".into()));
         };
-        inputs::cluster_name(&Value::string(cluster)).map_err(|e| invalid(format!("the cluster name {e}")))?;
-        principal_arn(&Value::string(principal)).map_err(|e| invalid(format!("the principal ARN {e}")))?;
+        inputs::cluster_name(&Value::string(cluster))
+            .map_err(|e| invalid(format!("the cluster name {e}")))?;
+        principal_arn(&Value::string(principal))
+            .map_err(|e| invalid(format!("the principal ARN {e}")))?;
         Ok(Applied::new(
             AccessEntryModel {
                 id: Some(id(cluster, principal)),
@@ -554,19 +577,29 @@ mod tests {
     #[test]
     fn principal_arns() {
         assert!(principal_arn(&Value::string("arn:aws:iam::123456789012:role/nodes")).is_ok());
-        assert!(principal_arn(&Value::string("arn:aws:iam::123456789012:user/local-admin")).is_ok());
+        assert!(
+            principal_arn(&Value::string("arn:aws:iam::123456789012:user/local-admin")).is_ok()
+        );
         let session = principal_arn(&Value::string(
             "arn:aws:sts::123456789012:assumed-role/deployer/ci-42",
         ))
         .unwrap_err();
-        assert!(session.contains("arn:aws:iam::123456789012:role/deployer"), "{session}");
+        assert!(
+            session.contains("arn:aws:iam::123456789012:role/deployer"),
+            "{session}"
+        );
         assert!(principal_arn(&Value::string("nodes")).is_err());
         assert!(policy_arn(&Value::string(
             "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
         ))
         .is_ok());
-        assert!(policy_arn(&Value::string("arn:aws:iam::aws:policy/AdministratorAccess")).is_err());
-        assert!(entry_type(&Value::string("ec2_linux")).unwrap_err().contains("EC2_LINUX"));
+        assert!(policy_arn(&Value::string(
+            "arn:aws:iam::aws:policy/AdministratorAccess"
+        ))
+        .is_err());
+        assert!(entry_type(&Value::string("ec2_linux"))
+            .unwrap_err()
+            .contains("EC2_LINUX"));
     }
 
     /// A node entry takes no groups, username or policy; each error names its attribute.
@@ -574,14 +607,19 @@ mod tests {
     fn node_entries_refuse_identity_inputs() {
         let config = Value::object([
             ("cluster_name", Value::string("prod")),
-            ("principal_arn", Value::string("arn:aws:iam::123456789012:user/u")),
+            (
+                "principal_arn",
+                Value::string("arn:aws:iam::123456789012:user/u"),
+            ),
             ("type", Value::string("EC2_LINUX")),
             ("kubernetes_groups", Value::Set(vec![Value::string("ops")])),
             ("username", Value::string("me")),
             (
                 "access_policy",
                 Value::Set(vec![AccessPolicyModel {
-                    policy_arn: Some("arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy".into()),
+                    policy_arn: Some(
+                        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy".into(),
+                    ),
                     scope: Some("cluster".into()),
                     namespaces: None,
                 }
@@ -590,7 +628,12 @@ mod tests {
         ]);
         let d = AccessEntry.validate(&config);
         let text = format!("{d:?}");
-        for attr in ["kubernetes_groups", "username", "access_policy", "principal_arn"] {
+        for attr in [
+            "kubernetes_groups",
+            "username",
+            "access_policy",
+            "principal_arn",
+        ] {
             assert!(text.contains(attr), "{attr} not named: {text}");
         }
     }
@@ -609,7 +652,10 @@ mod tests {
         let mut state = AccessEntryModel::default();
         apply_remote(&mut state, &info);
         assert_eq!(state.kubernetes_groups, Some(BTreeSet::new()));
-        assert_eq!(state.id.as_deref(), Some("prod:arn:aws:iam::123456789012:role/nodes"));
+        assert_eq!(
+            state.id.as_deref(),
+            Some("prod:arn:aws:iam::123456789012:role/nodes")
+        );
         assert_eq!(state.tags, None);
     }
 }

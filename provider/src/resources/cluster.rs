@@ -412,7 +412,10 @@ impl Resource<ProviderContext> for Cluster {
                 .is_known()
         {
             // Point at what the user wrote: the mode (the flag is usually left unset).
-            let at = if config.get("bootstrap_cluster_creator_admin_permissions").is_null() {
+            let at = if config
+                .get("bootstrap_cluster_creator_admin_permissions")
+                .is_null()
+            {
                 "authentication_mode"
             } else {
                 "bootstrap_cluster_creator_admin_permissions"
@@ -489,7 +492,9 @@ impl Resource<ProviderContext> for Cluster {
                 prior.authentication_mode.as_deref(),
                 planned.authentication_mode.as_deref(),
             ) {
-                if let (Some(o), Some(n)) = (eks_cluster::mode_rank(old), eks_cluster::mode_rank(new)) {
+                if let (Some(o), Some(n)) =
+                    (eks_cluster::mode_rank(old), eks_cluster::mode_rank(new))
+                {
                     if n < o {
                         return Err(Diagnostic::error_at(
                             "authentication_mode",

@@ -129,7 +129,11 @@ fn remote_entries(aws: &Aws, cluster: &str) -> Vec<(String, String, Vec<String>)
             p.sort();
             out.push((
                 arn.clone(),
-                e.access_entry().unwrap().r#type().unwrap_or_default().to_string(),
+                e.access_entry()
+                    .unwrap()
+                    .r#type()
+                    .unwrap_or_default()
+                    .to_string(),
                 p,
             ));
         }
@@ -141,7 +145,11 @@ fn remote_entries(aws: &Aws, cluster: &str) -> Vec<(String, String, Vec<String>)
 fn strings(v: &Value) -> Vec<String> {
     let mut out: Vec<String> = v
         .as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     out.sort();
     out
@@ -188,9 +196,15 @@ fn lifecycle_import_update_drift_and_mode_change() {
     assert_eq!(node["id"], format!("access:{}", p.node_role));
     assert_eq!(node["username"], "system:node:{{EC2PrivateDNSName}}");
     assert_eq!(strings(&node["kubernetes_groups"]), Vec::<String>::new());
-    assert!(node["arn"].as_str().unwrap().contains(":access-entry/access/"));
+    assert!(node["arn"]
+        .as_str()
+        .unwrap()
+        .contains(":access-entry/access/"));
     let admin = tf.values(ADMIN);
-    assert_eq!(admin["username"], LOCAL_ADMIN, "EKS names a user by its ARN");
+    assert_eq!(
+        admin["username"], LOCAL_ADMIN,
+        "EKS names a user by its ARN"
+    );
     assert_eq!(strings(&admin["kubernetes_groups"]), ["platform"]);
 
     tf.plan_is_empty();
@@ -230,7 +244,10 @@ fn lifecycle_import_update_drift_and_mode_change() {
     tf.plan_is_empty();
     tf.refresh_plan_is_empty();
     let admin = tf.values(ADMIN);
-    assert_eq!(strings(&admin["kubernetes_groups"]), ["platform", "viewers"]);
+    assert_eq!(
+        strings(&admin["kubernetes_groups"]),
+        ["platform", "viewers"]
+    );
     assert_eq!(admin["tags"]["env"], "test");
     let remote = remote_entries(&aws, "access");
     let mine = remote.iter().find(|e| e.0 == LOCAL_ADMIN).unwrap();
@@ -316,12 +333,10 @@ fn refusals() {
     tf.plan_fails_with("kubernetes_groups", "No Kubernetes groups on a node entry");
     tf.write_config(&node_with(r#"  username = "me""#));
     tf.plan_fails_with("username", "remove username");
-    tf.write_config(
-        &node_with("").replace(
-            &p.node_role,
-            "arn:aws:sts::123456789012:assumed-role/deployer/ci",
-        ),
-    );
+    tf.write_config(&node_with("").replace(
+        &p.node_role,
+        "arn:aws:sts::123456789012:assumed-role/deployer/ci",
+    ));
     tf.plan_fails_with("principal_arn", "arn:aws:iam::123456789012:role/deployer");
 
     // EKS's own refusal: an entry on a CONFIG_MAP cluster.
@@ -337,5 +352,8 @@ fn refusals() {
     assert!(d.mentions("authentication mode"), "{d}");
     // EKS gave the creator its implicit admin on that cluster (CONFIG_MAP: in aws-auth,
     // which the emulator does not model) and made no entry.
-    assert_eq!(tf.attr(C, "bootstrap_cluster_creator_admin_permissions"), true);
+    assert_eq!(
+        tf.attr(C, "bootstrap_cluster_creator_admin_permissions"),
+        true
+    );
 }

@@ -173,15 +173,25 @@ impl Authorizer {
     /// The role of an instance profile (`Err` is a refusal: no such profile, no role).
     async fn role_of(&self, profile_arn: &str) -> anyhow::Result<Result<String, String>> {
         let name = profile_arn.rsplit('/').next().unwrap_or(profile_arn);
-        match self.iam.get_instance_profile().instance_profile_name(name).send().await {
-            Ok(out) => Ok(match out.instance_profile().and_then(|p| p.roles().first()) {
-                Some(r) => Ok(r.arn().to_string()),
-                None => Err(format!("instance profile {profile_arn} has no role")),
-            }),
+        match self
+            .iam
+            .get_instance_profile()
+            .instance_profile_name(name)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(
+                match out.instance_profile().and_then(|p| p.roles().first()) {
+                    Some(r) => Ok(r.arn().to_string()),
+                    None => Err(format!("instance profile {profile_arn} has no role")),
+                },
+            ),
             Err(e) => {
                 let svc = e.into_service_error();
                 if svc.is_no_such_entity_exception() {
-                    Ok(Err(format!("instance profile {profile_arn} does not exist")))
+                    Ok(Err(format!(
+                        "instance profile {profile_arn} does not exist"
+                    )))
                 } else {
                     Err(svc).context("IAM GetInstanceProfile")
                 }
@@ -251,10 +261,22 @@ mod tests {
   username: viewer
   groups: [viewers]
 "#;
-        assert!(map_roles_authorize(yaml, "arn:aws:iam::123456789012:role/prod-node"));
-        assert!(map_roles_authorize(yaml, "arn:aws:iam::123456789012:role/team/prod-node"));
-        assert!(!map_roles_authorize(yaml, "arn:aws:iam::123456789012:role/viewer"));
-        assert!(!map_roles_authorize(yaml, "arn:aws:iam::123456789012:role/other"));
+        assert!(map_roles_authorize(
+            yaml,
+            "arn:aws:iam::123456789012:role/prod-node"
+        ));
+        assert!(map_roles_authorize(
+            yaml,
+            "arn:aws:iam::123456789012:role/team/prod-node"
+        ));
+        assert!(!map_roles_authorize(
+            yaml,
+            "arn:aws:iam::123456789012:role/viewer"
+        ));
+        assert!(!map_roles_authorize(
+            yaml,
+            "arn:aws:iam::123456789012:role/other"
+        ));
         assert!(!map_roles_authorize("not: [yaml", "arn:aws:iam::1:role/x"));
     }
 }
@@ -291,7 +313,9 @@ pub async fn node_role(
         let doc = trust(service);
         async move {
             match iam.get_role().role_name(&name).send().await {
-                Ok(out) => Ok::<String, anyhow::Error>(out.role().map(|r| r.arn().to_string()).unwrap_or_default()),
+                Ok(out) => Ok::<String, anyhow::Error>(
+                    out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
+                ),
                 Err(_) => Ok(iam
                     .create_role()
                     .role_name(&name)
@@ -306,8 +330,16 @@ pub async fn node_role(
         }
     };
     let role_arn = ensure_role(role.to_string(), "ec2").await?;
-    let profile_arn = match iam.get_instance_profile().instance_profile_name(role).send().await {
-        Ok(out) => out.instance_profile().map(|p| p.arn().to_string()).unwrap_or_default(),
+    let profile_arn = match iam
+        .get_instance_profile()
+        .instance_profile_name(role)
+        .send()
+        .await
+    {
+        Ok(out) => out
+            .instance_profile()
+            .map(|p| p.arn().to_string())
+            .unwrap_or_default(),
         Err(_) => {
             let p = iam
                 .create_instance_profile()
@@ -321,7 +353,9 @@ pub async fn node_role(
                 .send()
                 .await
                 .context("IAM AddRoleToInstanceProfile")?;
-            p.instance_profile().map(|p| p.arn().to_string()).unwrap_or_default()
+            p.instance_profile()
+                .map(|p| p.arn().to_string())
+                .unwrap_or_default()
         }
     };
     if eks.describe_cluster().name(cluster).send().await.is_err() {

@@ -55,9 +55,10 @@ async fn an_instance_becomes_a_schedulable_node_on_every_target() {
         .await
         .unwrap();
         let conf = kube_sim::aws::sdk_config(&moto.endpoint(), "us-east-1").await;
-        let role = kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-nodes"), true)
-            .await
-            .expect("the node role and its access entry");
+        let role =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-nodes"), true)
+                .await
+                .expect("the node role and its access entry");
         let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
         let run = ec2
             .run_instances()
@@ -228,13 +229,22 @@ async fn launch(ec2: &aws_sdk_ec2::Client, image_id: &str, cluster: &str, profil
         .run_instances()
         .image_id(image_id)
         .instance_type(InstanceType::M5Large)
-        .iam_instance_profile(IamInstanceProfileSpecification::builder().name(profile).build())
+        .iam_instance_profile(
+            IamInstanceProfileSpecification::builder()
+                .name(profile)
+                .build(),
+        )
         .min_count(1)
         .max_count(1)
         .tag_specifications(
             TagSpecification::builder()
                 .resource_type(ResourceType::Instance)
-                .tags(Tag::builder().key(JOINER_CLUSTER_TAG).value(cluster).build())
+                .tags(
+                    Tag::builder()
+                        .key(JOINER_CLUSTER_TAG)
+                        .value(cluster)
+                        .build(),
+                )
                 .build(),
         )
         .send()
@@ -273,15 +283,18 @@ async fn an_unauthorized_role_never_becomes_a_node_on_every_target() {
     {
         let name = t.name();
         let cluster = format!("auth-{i}");
-        let allowed = kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-ok"), true)
-            .await
-            .unwrap();
-        let denied = kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-denied"), false)
-            .await
-            .unwrap();
-        let mapped = kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-mapped"), false)
-            .await
-            .unwrap();
+        let allowed =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-ok"), true)
+                .await
+                .unwrap();
+        let denied =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-denied"), false)
+                .await
+                .unwrap();
+        let mapped =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-mapped"), false)
+                .await
+                .unwrap();
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         t.bridge(
             BridgeOptions {
@@ -301,11 +314,15 @@ async fn an_unauthorized_role_never_becomes_a_node_on_every_target() {
 
         let refused = launch(&ec2, &image_id, &cluster, &denied.instance_profile).await;
         let ok = launch(&ec2, &image_id, &cluster, &allowed.instance_profile).await;
-        wait_for_async(&format!("[{name}] the authorized instance's Node"), Duration::from_secs(30), || {
-            let nodes = nodes.clone();
-            let ok = ok.clone();
-            async move { node_of(&nodes, &ok).await }
-        })
+        wait_for_async(
+            &format!("[{name}] the authorized instance's Node"),
+            Duration::from_secs(30),
+            || {
+                let nodes = nodes.clone();
+                let ok = ok.clone();
+                async move { node_of(&nodes, &ok).await }
+            },
+        )
         .await;
         assert!(
             node_of(&nodes, &refused).await.is_none(),
@@ -324,15 +341,24 @@ async fn an_unauthorized_role_never_becomes_a_node_on_every_target() {
             )}
         }))
         .unwrap();
-        cms.create(&PostParams::default(), &aws_auth).await.expect("create aws-auth");
+        cms.create(&PostParams::default(), &aws_auth)
+            .await
+            .expect("create aws-auth");
         let via_map = launch(&ec2, &image_id, &cluster, &mapped.instance_profile).await;
-        wait_for_async(&format!("[{name}] the aws-auth-mapped instance's Node"), Duration::from_secs(30), || {
-            let nodes = nodes.clone();
-            let id = via_map.clone();
-            async move { node_of(&nodes, &id).await }
-        })
+        wait_for_async(
+            &format!("[{name}] the aws-auth-mapped instance's Node"),
+            Duration::from_secs(30),
+            || {
+                let nodes = nodes.clone();
+                let id = via_map.clone();
+                async move { node_of(&nodes, &id).await }
+            },
+        )
         .await;
-        assert!(node_of(&nodes, &refused).await.is_none(), "[{name}] still refused");
+        assert!(
+            node_of(&nodes, &refused).await.is_none(),
+            "[{name}] still refused"
+        );
 
         // Granting the entry lets the role's instances join.
         aws_sdk_eks::Client::new(&conf)
@@ -344,11 +370,15 @@ async fn an_unauthorized_role_never_becomes_a_node_on_every_target() {
             .await
             .expect("EKS CreateAccessEntry");
         let later = launch(&ec2, &image_id, &cluster, &denied.instance_profile).await;
-        wait_for_async(&format!("[{name}] a Node for the newly authorized role"), Duration::from_secs(30), || {
-            let nodes = nodes.clone();
-            let id = later.clone();
-            async move { node_of(&nodes, &id).await }
-        })
+        wait_for_async(
+            &format!("[{name}] a Node for the newly authorized role"),
+            Duration::from_secs(30),
+            || {
+                let nodes = nodes.clone();
+                let id = later.clone();
+                async move { node_of(&nodes, &id).await }
+            },
+        )
         .await;
         let _ = stop.send(true);
     }

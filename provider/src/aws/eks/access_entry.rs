@@ -206,11 +206,7 @@ async fn list_policies(
 }
 
 /// UpdateAccessEntry: the Kubernetes groups and the username (STANDARD entries only).
-pub async fn update(
-    client: &Client,
-    spec: &EntrySpec,
-    deadline: Instant,
-) -> Result<(), EksError> {
+pub async fn update(client: &Client, spec: &EntrySpec, deadline: Instant) -> Result<(), EksError> {
     let token = request_token();
     retry(deadline, || async {
         client

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_eks::types::{
-    AuthenticationMode, ClusterStatus, CreateAccessConfigRequest, EncryptionConfig, LogSetup, LogType, Logging, Provider, Update, UpdateAccessConfigRequest, UpdateStatus,
-    VpcConfigRequest,
+    AuthenticationMode, ClusterStatus, CreateAccessConfigRequest, EncryptionConfig, LogSetup,
+    LogType, Logging, Provider, Update, UpdateAccessConfigRequest, UpdateStatus, VpcConfigRequest,
 };
 use aws_sdk_eks::Client;
 use tokio::time::Instant;

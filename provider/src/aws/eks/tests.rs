@@ -134,7 +134,10 @@ async fn cluster_lifecycle_against_the_emulator() {
         .starts_with("https://"));
     assert!(info.certificate_authority.is_some());
     let issuer = info.oidc_issuer.clone().expect("an OIDC issuer");
-    assert_eq!(info.authentication_mode.as_deref(), Some("API_AND_CONFIG_MAP"));
+    assert_eq!(
+        info.authentication_mode.as_deref(),
+        Some("API_AND_CONFIG_MAP")
+    );
     assert_eq!(info.bootstrap_creator_admin, Some(false));
 
     // The authentication mode moves forward in place (followed through DescribeUpdate);
@@ -540,7 +543,9 @@ async fn access_entry_requests_in_order() {
         tags: [("team".to_string(), "platform".to_string())].into(),
         ..Default::default()
     };
-    access_entry::create(&eks, &admin, deadline()).await.unwrap();
+    access_entry::create(&eks, &admin, deadline())
+        .await
+        .unwrap();
     let policy = PolicySpec {
         policy_arn: POLICY.into(),
         scope: "namespace".into(),
@@ -596,9 +601,14 @@ async fn access_entry_requests_in_order() {
     let create_node = sent[0].json();
     assert_eq!(create_node["principalArn"], NODE);
     assert_eq!(create_node["type"], "EC2_LINUX");
-    assert!(create_node.get("kubernetesGroups").is_none(), "{create_node}");
+    assert!(
+        create_node.get("kubernetesGroups").is_none(),
+        "{create_node}"
+    );
     assert!(create_node.get("username").is_none(), "{create_node}");
-    assert!(create_node["clientRequestToken"].as_str().is_some_and(|t| t.len() == 32));
+    assert!(create_node["clientRequestToken"]
+        .as_str()
+        .is_some_and(|t| t.len() == 32));
     let create_admin = sent[2].json();
     assert_eq!(create_admin["kubernetesGroups"], serde_json::json!(["ops"]));
     assert_eq!(create_admin["tags"]["team"], "platform");
@@ -608,7 +618,10 @@ async fn access_entry_requests_in_order() {
         assoc["accessScope"],
         serde_json::json!({"type": "namespace", "namespaces": ["apps"]})
     );
-    assert_eq!(sent[6].json()["kubernetesGroups"], serde_json::json!(["ops", "viewers"]));
+    assert_eq!(
+        sent[6].json()["kubernetesGroups"],
+        serde_json::json!(["ops", "viewers"])
+    );
 }
 
 /// The emulator's EKS refusals come back naming the operation and EKS's error code: an
@@ -625,7 +638,9 @@ async fn access_entry_refusals_name_the_operation_and_code() {
         bootstrap_creator_admin: Some(true),
         ..spec(&role, &subnets, &sg)
     };
-    cluster::create(&eks, &config_map, deadline()).await.unwrap();
+    cluster::create(&eks, &config_map, deadline())
+        .await
+        .unwrap();
     let entry = EntrySpec {
         cluster_name: "groupless".into(),
         principal_arn: role.clone(),
@@ -650,7 +665,9 @@ async fn access_entry_refusals_name_the_operation_and_code() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("InvalidParameterException"), "{err}");
-    let made = access_entry::create(&eks, &entry, deadline()).await.unwrap();
+    let made = access_entry::create(&eks, &entry, deadline())
+        .await
+        .unwrap();
     assert_eq!(made.kind, "EC2_LINUX");
     assert_eq!(made.username, "system:node:{{EC2PrivateDNSName}}");
 }
