@@ -21,7 +21,7 @@ variable "authentication_mode" {
 
   validation {
     condition     = contains(["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"], var.authentication_mode)
-    error_message = "authentication_mode must be CONFIG_MAP, API_AND_CONFIG_MAP or API."
+    error_message = "The authentication mode must be CONFIG_MAP, API_AND_CONFIG_MAP or API."
   }
 }
 

@@ -329,35 +329,8 @@ pub async fn node_role(
             }
         }
     };
-    let role_arn = ensure_role(role.to_string(), "ec2").await?;
-    let profile_arn = match iam
-        .get_instance_profile()
-        .instance_profile_name(role)
-        .send()
-        .await
-    {
-        Ok(out) => out
-            .instance_profile()
-            .map(|p| p.arn().to_string())
-            .unwrap_or_default(),
-        Err(_) => {
-            let p = iam
-                .create_instance_profile()
-                .instance_profile_name(role)
-                .send()
-                .await
-                .context("IAM CreateInstanceProfile")?;
-            iam.add_role_to_instance_profile()
-                .instance_profile_name(role)
-                .role_name(role)
-                .send()
-                .await
-                .context("IAM AddRoleToInstanceProfile")?;
-            p.instance_profile()
-                .map(|p| p.arn().to_string())
-                .unwrap_or_default()
-        }
-    };
+    let node = instance_profile(conf, role).await?;
+    let role_arn = node.role_arn.clone();
     if eks.describe_cluster().name(cluster).send().await.is_err() {
         let cluster_role = ensure_role(format!("{cluster}-cluster"), "eks").await?;
         let subnets = ec2
@@ -413,6 +386,47 @@ pub async fn node_role(
             }
         }
     }
+    Ok(node)
+}
+
+/// Test fixture: the IAM role `role` (trusted by EC2) and an instance profile of the same
+/// name holding it, as `joiner_node_role` makes them; idempotent. An instance can only be
+/// launched with a profile that exists.
+pub async fn instance_profile(conf: &aws_config::SdkConfig, role: &str) -> anyhow::Result<NodeRole> {
+    let iam = aws_sdk_iam::Client::new(conf);
+    let role_arn = match iam.get_role().role_name(role).send().await {
+        Ok(out) => out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
+        Err(_) => iam
+            .create_role()
+            .role_name(role)
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .context("IAM CreateRole")?
+            .role()
+            .map(|r| r.arn().to_string())
+            .unwrap_or_default(),
+    };
+    let profile_arn = match iam.get_instance_profile().instance_profile_name(role).send().await {
+        Ok(out) => out.instance_profile().map(|p| p.arn().to_string()).unwrap_or_default(),
+        Err(_) => {
+            let p = iam
+                .create_instance_profile()
+                .instance_profile_name(role)
+                .send()
+                .await
+                .context("IAM CreateInstanceProfile")?;
+            iam.add_role_to_instance_profile()
+                .instance_profile_name(role)
+                .role_name(role)
+                .send()
+                .await
+                .context("IAM AddRoleToInstanceProfile")?;
+            p.instance_profile().map(|p| p.arn().to_string()).unwrap_or_default()
+        }
+    };
     Ok(NodeRole {
         role_arn,
         instance_profile: role.to_string(),
