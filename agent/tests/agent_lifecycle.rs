@@ -461,7 +461,7 @@ async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
         .collect();
     assert_eq!(
         bought,
-        [instance.clone()],
+        std::slice::from_ref(&instance),
         "no relaunch during the back-off"
     );
 

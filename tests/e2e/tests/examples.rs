@@ -438,7 +438,10 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
                     .send()
                     .await
                     .expect("eks:DescribeAccessEntry");
-                let kind = e.access_entry().and_then(|e| e.r#type()).unwrap_or_default();
+                let kind = e
+                    .access_entry()
+                    .and_then(|e| e.r#type())
+                    .unwrap_or_default();
                 out.insert((arn.clone(), kind.to_string()));
             }
             out

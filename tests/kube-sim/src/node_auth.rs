@@ -392,7 +392,10 @@ pub async fn node_role(
 /// Test fixture: the IAM role `role` (trusted by EC2) and an instance profile of the same
 /// name holding it, as `joiner_node_role` makes them; idempotent. An instance can only be
 /// launched with a profile that exists.
-pub async fn instance_profile(conf: &aws_config::SdkConfig, role: &str) -> anyhow::Result<NodeRole> {
+pub async fn instance_profile(
+    conf: &aws_config::SdkConfig,
+    role: &str,
+) -> anyhow::Result<NodeRole> {
     let iam = aws_sdk_iam::Client::new(conf);
     let role_arn = match iam.get_role().role_name(role).send().await {
         Ok(out) => out.role().map(|r| r.arn().to_string()).unwrap_or_default(),
@@ -409,8 +412,16 @@ pub async fn instance_profile(conf: &aws_config::SdkConfig, role: &str) -> anyho
             .map(|r| r.arn().to_string())
             .unwrap_or_default(),
     };
-    let profile_arn = match iam.get_instance_profile().instance_profile_name(role).send().await {
-        Ok(out) => out.instance_profile().map(|p| p.arn().to_string()).unwrap_or_default(),
+    let profile_arn = match iam
+        .get_instance_profile()
+        .instance_profile_name(role)
+        .send()
+        .await
+    {
+        Ok(out) => out
+            .instance_profile()
+            .map(|p| p.arn().to_string())
+            .unwrap_or_default(),
         Err(_) => {
             let p = iam
                 .create_instance_profile()
@@ -424,7 +435,9 @@ pub async fn instance_profile(conf: &aws_config::SdkConfig, role: &str) -> anyho
                 .send()
                 .await
                 .context("IAM AddRoleToInstanceProfile")?;
-            p.instance_profile().map(|p| p.arn().to_string()).unwrap_or_default()
+            p.instance_profile()
+                .map(|p| p.arn().to_string())
+                .unwrap_or_default()
         }
     };
     Ok(NodeRole {
