@@ -350,7 +350,156 @@ async fn a_node_that_never_registers_is_deleted_after_the_ttl_and_its_instance_t
     );
     let events = w.events_for("default", &first).await;
     assert!(
-        events.iter().any(|e| e.starts_with("RegistrationTimeout")),
+        events.iter().any(|e| e.starts_with("RegistrationTimedOut")),
         "{events:?}"
     );
+}
+
+/// A NodePool whose NodeClass role may not join the cluster (no access entry, no aws-auth):
+/// its instance never becomes a Node (the bridge refuses it as EKS would), the claim is
+/// deleted at the registration TTL with an Event naming the instance, the role and the
+/// likely cause, the pool's `NodeRegistrationHealthy` turns False, and the replacement
+/// claim waits out the back-off instead of relaunching at once (`LaunchDeferred`, and still
+/// one instance bought). Once the role gets its EC2_LINUX entry, the deferred claim
+/// launches, registers, and the condition turns True.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
+    const ROLE: &str = "agent-test-unauthorized";
+    let w = World::start(Opts::default()).await;
+    let conf = agent_support::sdk_config(&w.moto.endpoint()).await;
+    let role = kube_sim::node_auth::node_role(&conf, agent_support::CLUSTER, ROLE, false)
+        .await
+        .expect("the unauthorized role");
+    let classes: Api<joiner_agent::api::NodeClass> = Api::all(w.client.clone());
+    let class = serde_json::from_value(json!({
+        "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
+        "metadata": {"name": "denied"},
+        "spec": {
+            "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": agent_support::CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": agent_support::CLUSTER}}],
+            "amiSelectorTerms": [{"id": w.image_id}],
+            "role": ROLE,
+        }
+    }))
+    .unwrap();
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    w.node_pool("denied", World::general_pool_spec("denied"))
+        .await;
+    let _agent = w
+        .agent(&["--registration-ttl", "3s", "--registration-backoff", "20s"])
+        .await;
+    w.deployment("needs-a-node", 1, "250m", "256Mi").await;
+
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let (first, instance) = wait_for("a launched claim", Duration::from_secs(60), || async {
+        let c = w
+            .claims()
+            .await
+            .into_iter()
+            .find(|c| c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))?;
+        let pid = c.status.as_ref()?.provider_id.clone()?;
+        Some((c.name_any(), pid.rsplit('/').next()?.to_string()))
+    })
+    .await;
+    wait_for(
+        "the claim deleted at the TTL",
+        Duration::from_secs(60),
+        || async { claims.get_opt(&first).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let events = w.events_for("default", &first).await;
+    let timed_out = events
+        .iter()
+        .find(|e| e.starts_with("RegistrationTimedOut"))
+        .unwrap_or_else(|| panic!("no RegistrationTimedOut event: {events:?}"));
+    for part in [instance.as_str(), ROLE, "EC2_LINUX", agent_support::CLUSTER] {
+        assert!(timed_out.contains(part), "{part:?} not in {timed_out}");
+    }
+    let pools: Api<NodePool> = Api::all(w.client.clone());
+    let condition = |healthy: &'static str| {
+        let pools = pools.clone();
+        move || {
+            let pools = pools.clone();
+            async move {
+                let p = pools.get("denied").await.ok()?;
+                p.status?
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "NodeRegistrationHealthy" && c.status == healthy)
+            }
+        }
+    };
+    let unhealthy = wait_for(
+        "NodeRegistrationHealthy=False on the pool",
+        Duration::from_secs(30),
+        condition("False"),
+    )
+    .await;
+    assert_eq!(unhealthy.reason, "RegistrationTimedOut");
+
+    // The pod is still pending: a new claim is made, and its launch is deferred.
+    let second = wait_for(
+        "the replacement claim deferred",
+        Duration::from_secs(60),
+        || async {
+            for c in w.claims().await {
+                let name = c.name_any();
+                if name != first
+                    && w.events_for("default", &name)
+                        .await
+                        .iter()
+                        .any(|e| e.starts_with("LaunchDeferred"))
+                {
+                    return Some(name);
+                }
+            }
+            None
+        },
+    )
+    .await;
+    let bought: Vec<String> = w
+        .ec2
+        .describe_instances()
+        .send()
+        .await
+        .unwrap()
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect();
+    assert_eq!(
+        bought,
+        std::slice::from_ref(&instance),
+        "no relaunch during the back-off"
+    );
+
+    // The role may join now: the deferred claim launches after the back-off and registers.
+    aws_sdk_eks::Client::new(&conf)
+        .create_access_entry()
+        .cluster_name(agent_support::CLUSTER)
+        .principal_arn(&role.role_arn)
+        .r#type("EC2_LINUX")
+        .send()
+        .await
+        .expect("EKS CreateAccessEntry");
+    wait_for(
+        "the deferred claim registered",
+        Duration::from_secs(90),
+        || async {
+            let c = claims.get_opt(&second).await.ok()??;
+            c.status?.node_name
+        },
+    )
+    .await;
+    let healthy = wait_for(
+        "NodeRegistrationHealthy=True again",
+        Duration::from_secs(30),
+        condition("True"),
+    )
+    .await;
+    assert_eq!(healthy.reason, "NodeRegistered");
 }

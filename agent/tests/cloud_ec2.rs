@@ -70,6 +70,11 @@ async fn world() -> World {
     let moto = MotoServer::start();
     let proxy = FaultProxy::start(&moto.endpoint());
     let direct = sdk_config(&moto.endpoint()).await;
+    // The NodeClass role's instance profile: EC2 refuses a launch template naming a
+    // profile that does not exist.
+    kube_sim::node_auth::instance_profile(&direct, "cloud-test-node")
+        .await
+        .expect("the node role's instance profile");
     let ec2 = aws_sdk_ec2::Client::new(&direct);
     let vpc = ec2
         .create_vpc()

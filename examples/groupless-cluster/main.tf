@@ -3,6 +3,8 @@
 # - Fargate profiles for kube-system and the agent's namespace, so that the system pods
 #   never ride on the Spot nodes the agent launches;
 # - the four IAM roles (cluster, Fargate pod execution, EC2 nodes, agent);
+# - the access entries that let the nodes join and let you (the identity that applies)
+#   administer the cluster;
 # - the interruption queue and the EventBridge rules that feed it.
 #
 # Subnets are discovered by tag: tag your private subnets with
@@ -84,6 +86,28 @@ resource "joiner_cluster" "this" {
   timeouts {
     create = "30m"
     update = "60m"
+  }
+}
+
+# Who may reach the Kubernetes API. The cluster allows access entries
+# (authentication_mode = API_AND_CONFIG_MAP, the default) and gives its creator nothing
+# implicitly: the node role gets EC2_LINUX (or no node ever registers), and the identity
+# that applies gets cluster admin.
+data "joiner_caller_identity" "current" {}
+
+resource "joiner_access_entry" "nodes" {
+  cluster_name  = joiner_cluster.this.name
+  principal_arn = joiner_node_role.node.arn
+  type          = "EC2_LINUX"
+}
+
+resource "joiner_access_entry" "admin" {
+  cluster_name  = joiner_cluster.this.name
+  principal_arn = data.joiner_caller_identity.current.principal_arn
+
+  access_policy {
+    policy_arn = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    scope      = "cluster"
   }
 }
 

@@ -1,7 +1,8 @@
 # A groupless EKS cluster: everything but the NodePools (see ../spot-node-pools).
 #
 # One apply creates, in this order: the IAM roles, the control plane (IRSA's OIDC provider,
-# CoreDNS on Fargate), Fargate profiles for kube-system and the agent's namespace, the
+# CoreDNS on Fargate), the access entries that let the nodes join and the identity that
+# applies (plus any extra admins) reach the Kubernetes API, Fargate profiles for kube-system and the agent's namespace, the
 # interruption queue and its EventBridge rules, the agent (CRDs, RBAC, Deployment on
 # Fargate) and the default NodeClass. Destroy runs it backwards: the NodeClass goes after
 # every NodePool that uses it, and the agent after the NodeClass, so the agent is still
@@ -13,6 +14,8 @@ locals {
   subnet_ids = var.subnet_ids != null ? var.subnet_ids : data.joiner_subnets.discovered[0].ids
 
   tags = merge(var.tags, { "joiner.dev/cluster" = var.name })
+
+  partition = split(":", data.joiner_caller_identity.current.arn)[1]
 }
 
 data "joiner_subnets" "discovered" {
@@ -55,6 +58,8 @@ resource "joiner_agent_role" "agent" {
 
 # --- Control plane -------------------------------------------------------------------------
 
+data "joiner_caller_identity" "current" {}
+
 resource "joiner_cluster" "this" {
   name       = var.name
   version    = var.kubernetes_version
@@ -69,7 +74,45 @@ resource "joiner_cluster" "this" {
 
   enable_irsa = true
 
+  # Access entries (and, in API_AND_CONFIG_MAP, an existing aws-auth ConfigMap) decide
+  # who reaches the Kubernetes API. Nobody gets in implicitly: the entries below say who.
+  authentication_mode                         = var.authentication_mode
+  bootstrap_cluster_creator_admin_permissions = var.authentication_mode == "CONFIG_MAP"
+
   tags = local.tags
+}
+
+# --- Cluster access ------------------------------------------------------------------------
+
+# The nodes' kubelets authenticate as the node role: without this entry (or an aws-auth
+# mapping) no instance the agent launches ever registers.
+resource "joiner_access_entry" "node" {
+  count = var.node_access_entry && var.authentication_mode != "CONFIG_MAP" ? 1 : 0
+
+  cluster_name  = joiner_cluster.this.name
+  principal_arn = joiner_node_role.node.arn
+  type          = "EC2_LINUX"
+  tags          = local.tags
+}
+
+# Cluster admins: the identity that applies this module (it installs the agent, the
+# NodeClass and the NodePools through the Kubernetes API) and `admin_principal_arns`.
+# The agent itself needs no entry: it runs on Fargate and talks to the API with its
+# ServiceAccount token.
+resource "joiner_access_entry" "admin" {
+  for_each = var.authentication_mode == "CONFIG_MAP" ? toset([]) : toset(concat(
+    var.caller_is_admin ? [data.joiner_caller_identity.current.principal_arn] : [],
+    var.admin_principal_arns,
+  ))
+
+  cluster_name  = joiner_cluster.this.name
+  principal_arn = each.value
+  tags          = local.tags
+
+  access_policy {
+    policy_arn = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    scope      = "cluster"
+  }
 }
 
 resource "joiner_fargate_profile" "kube_system" {
@@ -141,11 +184,15 @@ resource "joiner_agent" "this" {
   env          = var.agent_env
 
   # The agent's pods must land on Fargate (there is no node before the agent makes one),
-  # and it must hear about interruptions from its first minute.
+  # and it must hear about interruptions from its first minute. The admin entries first:
+  # this is the apply's first Kubernetes call, made as the identity that applies. And the
+  # node entry, so that the first instance the agent launches can join.
   depends_on = [
     joiner_fargate_profile.kube_system,
     joiner_fargate_profile.agent,
     joiner_interruption_rules.this,
+    joiner_access_entry.admin,
+    joiner_access_entry.node,
   ]
 }
 

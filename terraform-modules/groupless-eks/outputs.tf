@@ -97,3 +97,18 @@ output "node_class_name" {
   description = "The default NodeClass: what `spot-node-pools` and your own NodePools take as node_class. Referencing it orders NodePools after the agent."
   value       = joiner_node_class.default.name
 }
+
+output "authentication_mode" {
+  description = "The cluster's authentication mode."
+  value       = joiner_cluster.this.authentication_mode
+}
+
+output "node_access_entry_arn" {
+  description = "ARN of the node role's EC2_LINUX access entry (null when node_access_entry = false)."
+  value       = one(joiner_access_entry.node[*].arn)
+}
+
+output "admin_principal_arns" {
+  description = "The principals with a cluster-admin access entry made by this module."
+  value       = sort(keys(joiner_access_entry.admin))
+}

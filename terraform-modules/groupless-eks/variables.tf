@@ -14,6 +14,35 @@ variable "kubernetes_version" {
   default     = "1.31"
 }
 
+variable "authentication_mode" {
+  description = "How EKS authenticates IAM principals: API_AND_CONFIG_MAP (access entries, and an existing aws-auth ConfigMap keeps working), API (access entries only) or CONFIG_MAP (aws-auth only: no entries are created, and you must map the node role in aws-auth yourself). Changes in place, forward only."
+  type        = string
+  default     = "API_AND_CONFIG_MAP"
+
+  validation {
+    condition     = contains(["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"], var.authentication_mode)
+    error_message = "The authentication mode must be CONFIG_MAP, API_AND_CONFIG_MAP or API."
+  }
+}
+
+variable "node_access_entry" {
+  description = "Create the EC2_LINUX access entry that lets the nodes (the node role) join. Turn it off only if the node role is mapped in the aws-auth ConfigMap instead."
+  type        = bool
+  default     = true
+}
+
+variable "caller_is_admin" {
+  description = "Give the identity that applies this module a cluster-admin access entry (AmazonEKSClusterAdminPolicy). It needs cluster access to install the agent, the NodeClass and the NodePools; turn this off only if another entry (e.g. in admin_principal_arns, or one made outside this module) already grants it."
+  type        = bool
+  default     = true
+}
+
+variable "admin_principal_arns" {
+  description = "Further IAM roles or users (ARNs, not assumed-role sessions) that get a cluster-admin access entry."
+  type        = list(string)
+  default     = []
+}
+
 variable "subnet_ids" {
   description = "Private subnets for the control plane, Fargate and the nodes. Null (the default) discovers them by the `joiner.dev/discovery` tag instead."
   type        = list(string)

@@ -72,6 +72,8 @@ pub struct Context {
     pub batch_seen: Mutex<HashMap<String, Instant>>,
     /// The cluster's Fargate profiles as last read, and pods already told they are Fargate's.
     pub fargate: provisioning::fargate::FargateView,
+    /// NodePools in registration back-off (see `lifecycle::backoff`).
+    pub registration_health: Mutex<lifecycle::backoff::RegistrationHealth>,
 }
 
 /// A loop the leader runs until it loses leadership or the agent stops.
@@ -193,6 +195,7 @@ pub async fn run(
         claims: queue::Queue::new(),
         batch_seen: Mutex::new(HashMap::new()),
         fargate: Default::default(),
+        registration_health: Mutex::new(Default::default()),
     });
 
     tokio::select! {

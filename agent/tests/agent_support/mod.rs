@@ -80,6 +80,9 @@ enum Slot {
     Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
+/// The NodeClass role of [`World::node_class`]; authorized on the cluster by the world.
+pub const NODE_ROLE: &str = "agent-test-nodes";
+
 /// Which cluster a [`World`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
@@ -318,7 +321,14 @@ impl World {
         };
         let server = cluster.server().expect("a cluster this process started");
         let client = cluster.client().await.expect("cluster client");
-        let ec2 = aws_sdk_ec2::Client::new(&sdk_config(&moto.endpoint()).await);
+        let aws_conf = sdk_config(&moto.endpoint()).await;
+        let ec2 = aws_sdk_ec2::Client::new(&aws_conf);
+        // What a real cluster needs for its nodes to join: the EKS cluster, the NodeClass
+        // role with its instance profile, and the role's EC2_LINUX access entry. Without
+        // it the bridge registers no Node, as EKS would refuse the kubelet.
+        kube_sim::node_auth::node_role(&aws_conf, CLUSTER, NODE_ROLE, true)
+            .await
+            .expect("the node role and its access entry");
 
         // Discovery tags on moto's default subnets (three zones) and security group.
         let subnets = ec2

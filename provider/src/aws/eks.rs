@@ -5,6 +5,7 @@
 //! long-running change ends in a poll-until-status wait bounded by the resource's timeout,
 //! because EKS answers "CREATING" immediately and takes 10+ minutes to get to "ACTIVE".
 
+pub mod access_entry;
 pub mod addon;
 pub mod cluster;
 pub mod fargate;

@@ -11,6 +11,7 @@
 //! Unknown values (known only after apply) read as absent; resources check
 //! [`Value::is_fully_known`] before trusting a model built at plan time.
 
+pub mod access_entry;
 pub mod agent;
 pub mod cluster;
 pub mod fargate_profile;

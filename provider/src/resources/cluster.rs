@@ -1,15 +1,23 @@
 //! `joiner_cluster`: an EKS control plane for a cluster with no node groups.
 //!
-//! Besides CreateCluster it owns the two things such a cluster cannot live without and that
-//! people otherwise glue on by hand:
-//! - the IAM OIDC provider for the cluster's issuer (IRSA), on by default, because Fargate
-//!   pods (and so the agent) can only get AWS credentials through IRSA;
-//! - (CoreDNS on Fargate is switched by the kube-system `joiner_fargate_profile`, which must
-//!   exist first; `coredns_on_fargate` here is deprecated and ignored.)
+//! Besides CreateCluster it owns the IAM OIDC provider for the cluster's issuer (IRSA), on
+//! by default, because Fargate pods (and so the agent) can only get AWS credentials
+//! through IRSA.
 //!
-//! What EKS can change in place (version, log types, endpoint access, tags, the OIDC
-//! provider) is updated in place; the rest (name, role, subnets, security
-//! groups, encryption key) is `force_new` and the plan shows the replacement.
+//! Nodes may join it by default: the cluster is created with an authentication mode that
+//! honours access entries (`API_AND_CONFIG_MAP`), so that `joiner_access_entry` (and the
+//! groupless-eks module's entry for the node role) can authorize them without an
+//! `aws-auth` ConfigMap. The identity that applies gets no implicit admin entry
+//! (`bootstrap_cluster_creator_admin_permissions = false`): cluster access is granted by
+//! entries the configuration shows.
+//!
+//! CoreDNS on Fargate is switched by the kube-system `joiner_fargate_profile`, which must
+//! exist first; `coredns_on_fargate` here is deprecated and ignored.
+//!
+//! What EKS can change in place (version, log types, endpoint access, the authentication
+//! mode forward, tags, the OIDC provider) is updated in place; the rest (name,
+//! role, subnets, security groups, encryption key, bootstrap admin) is `force_new` and the
+//! plan shows the replacement.
 
 pub mod inputs;
 
@@ -26,6 +34,10 @@ use crate::model::cluster::ClusterModel;
 use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
+
+/// The mode a new cluster gets: access entries work, and an existing `aws-auth` mapping
+/// keeps working.
+pub const DEFAULT_AUTHENTICATION_MODE: &str = "API_AND_CONFIG_MAP";
 
 /// The tag the agent and the discovery data sources look for.
 pub const DISCOVERY_TAG: &str = "joiner.dev/discovery";
@@ -107,6 +119,8 @@ fn spec_from(m: &ClusterModel) -> ClusterSpec {
         kms_key_arn: m.kms_key_arn.clone(),
         log_types: m.enabled_log_types.clone().unwrap_or_default(),
         tags: all_tags(m),
+        authentication_mode: m.authentication_mode.clone(),
+        bootstrap_creator_admin: m.bootstrap_cluster_creator_admin_permissions,
     }
 }
 
@@ -154,6 +168,16 @@ fn apply_remote(state: &mut ClusterModel, info: &ClusterInfo) {
     }
     state.kms_key_arn = info.kms_key_arn.clone();
     state.enabled_log_types = Some(info.log_types.iter().cloned().collect());
+    // EKS reports the access configuration of every cluster; one that predates access
+    // entries reads as EKS's defaults.
+    state.authentication_mode = Some(
+        info.authentication_mode
+            .clone()
+            .unwrap_or_else(|| "CONFIG_MAP".to_string()),
+    );
+    if let Some(b) = info.bootstrap_creator_admin {
+        state.bootstrap_cluster_creator_admin_permissions = Some(b);
+    }
 
     // `tags` is what the user wrote: the remote tags minus the discovery tag we add.
     let user_has_discovery_key = state
@@ -179,6 +203,10 @@ fn fill_local_defaults(state: &mut ClusterModel) {
     }
     if state.oidc_thumbprints.is_none() {
         state.oidc_thumbprints = Some(vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()]);
+    }
+    // EKS's own default when it does not say (it only matters at creation).
+    if state.bootstrap_cluster_creator_admin_permissions.is_none() {
+        state.bootstrap_cluster_creator_admin_permissions = Some(true);
     }
 }
 
@@ -296,6 +324,26 @@ impl Resource<ProviderContext> for Cluster {
                     .deprecated()
                     .description("Deprecated and ignored: set `coredns_on_fargate` on the `joiner_fargate_profile` that selects kube-system, which switches CoreDNS once that profile is ACTIVE (created before it, the CoreDNS pods were never admitted to Fargate)."),
             )
+            .attribute(
+                Attribute::string("authentication_mode")
+                    .default(Value::string(DEFAULT_AUTHENTICATION_MODE))
+                    .validate(inputs::authentication_mode)
+                    .description(
+                        "How EKS authenticates IAM principals: `CONFIG_MAP` (the `aws-auth` ConfigMap only), \
+                         `API_AND_CONFIG_MAP` (access entries and `aws-auth`; the default) or `API` (access \
+                         entries only). Changes in place, forward only: CONFIG_MAP → API_AND_CONFIG_MAP → API.",
+                    ),
+            )
+            .attribute(
+                Attribute::bool("bootstrap_cluster_creator_admin_permissions")
+                    .default(false)
+                    .force_new()
+                    .description(
+                        "Whether EKS gives the identity that creates the cluster an implicit admin access \
+                         entry. Off by default: grant access with `joiner_access_entry`, so it shows in the \
+                         configuration. EKS requires it on with `CONFIG_MAP`. Fixed at creation.",
+                    ),
+            )
             .attribute(Attribute::string("arn").computed().description("Cluster ARN."))
             .attribute(Attribute::string("status").computed().description("Cluster status (ACTIVE once applied)."))
             .attribute(Attribute::string("endpoint").computed().description("Kubernetes API server URL."))
@@ -359,6 +407,30 @@ impl Resource<ProviderContext> for Cluster {
                 "public_access_cidrs only applies when endpoint_public_access = true",
             );
         }
+        if m.authentication_mode.as_deref() == Some("CONFIG_MAP")
+            && m.bootstrap_cluster_creator_admin_permissions != Some(true)
+            && config
+                .get("bootstrap_cluster_creator_admin_permissions")
+                .is_known()
+        {
+            // Point at what the user wrote: the mode (the flag is usually left unset).
+            let at = if config
+                .get("bootstrap_cluster_creator_admin_permissions")
+                .is_null()
+            {
+                "authentication_mode"
+            } else {
+                "bootstrap_cluster_creator_admin_permissions"
+            };
+            d.error_at(
+                at,
+                "CONFIG_MAP needs the bootstrap admin",
+                "EKS requires bootstrap_cluster_creator_admin_permissions = true when authentication_mode = \"CONFIG_MAP\": \
+                 without access entries, the creator's implicit admin is the only way into the cluster. \
+                 Set it to true, or use authentication_mode = \"API_AND_CONFIG_MAP\" (the default) and grant \
+                 access with joiner_access_entry.",
+            );
+        }
         // Raw for the same reason as public_access_cidrs above.
         if m.enable_irsa == Some(false) && !config.get("oidc_thumbprints").is_null() {
             d.push(Diagnostic::warning_at(
@@ -414,6 +486,31 @@ impl Resource<ProviderContext> for Cluster {
             }
             plan.set_unknown("platform_version");
             plan.set_unknown("status");
+        }
+
+        // Authentication mode: in place, forward only (EKS's rule).
+        if !replacing && plan.changed("authentication_mode") {
+            if let (Some(old), Some(new)) = (
+                prior.authentication_mode.as_deref(),
+                planned.authentication_mode.as_deref(),
+            ) {
+                if let (Some(o), Some(n)) =
+                    (eks_cluster::mode_rank(old), eks_cluster::mode_rank(new))
+                {
+                    if n < o {
+                        return Err(Diagnostic::error_at(
+                            "authentication_mode",
+                            "EKS cannot move the authentication mode back",
+                            format!(
+                                "the cluster uses {old}; EKS only moves forward ({}), so {new} is out of reach. \
+                                 Keep {old}, or replace the cluster (change its name).",
+                                eks_cluster::AUTHENTICATION_MODES.join(" → ")
+                            ),
+                        )
+                        .into());
+                    }
+                }
+            }
         }
 
         // The discovery tag is part of the plan, so reviewers see it.
@@ -559,6 +656,18 @@ impl Resource<ProviderContext> for Cluster {
             // Keep the configured CIDRs when the public endpoint is off (see apply_remote).
             state.public_access_cidrs = planned.public_access_cidrs.clone();
         }
+        if planned.authentication_mode != prior.authentication_mode {
+            if let Some(mode) = &planned.authentication_mode {
+                let info = unless_stopped(
+                    ctx,
+                    "changing the authentication mode",
+                    eks_cluster::update_authentication_mode(&eks, &name, mode, deadline, poll()),
+                )
+                .await
+                .map_err(|d| progress(d, &state))?;
+                apply_remote(&mut state, &info);
+            }
+        }
         let want_tags = all_tags(&planned);
         let have_tags = prior.tags_all.clone().unwrap_or_default();
         if want_tags != have_tags {
@@ -686,6 +795,8 @@ mod tests {
             enable_irsa: Some(true),
             oidc_thumbprints: Some(vec!["9e99a48a9960b14926bb7f3b02e22da2b0ab7280".into()]),
             coredns_on_fargate: Some(false),
+            authentication_mode: Some("API".into()),
+            bootstrap_cluster_creator_admin_permissions: Some(false),
             arn: Some("arn:aws:eks:us-east-1:123456789012:cluster/prod".into()),
             status: Some("ACTIVE".into()),
             endpoint: Some("https://example.eks.amazonaws.com".into()),

@@ -5,6 +5,7 @@ use crate::protocol::resource::Resource;
 use crate::provider::ProviderContext;
 use std::sync::Arc;
 
+pub mod access_entry;
 pub mod agent;
 pub mod agent_role;
 pub mod cluster;
@@ -28,6 +29,7 @@ pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
         Arc::new(agent_role::AgentRole::new()),
         Arc::new(interruption_rules::InterruptionRules),
         Arc::new(cluster::Cluster),
+        Arc::new(access_entry::AccessEntry),
         Arc::new(fargate_profile::FargateProfile),
         Arc::new(node_class::NodeClass),
         Arc::new(node_pool::NodePool),

@@ -11,10 +11,12 @@ the wire shapes of the real service:
 - `eks_addons`: EKS add-ons (moto 5.2.5 answers 404), which kube-sim turns into Deployments.
 - `eks_token`: EKS bearer tokens verified (botocore's SigV4) and mapped through access
   entries, served as a TokenReview webhook; EKS clusters bound to local API servers.
+- `instance_profiles`: instances launched from a launch template (CreateFleet, RunInstances)
+  carry the template's IAM instance profile, so a node's role can be known.
 
 Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONPATH
 (`joiner_test_support::moto_command` does that); the arguments are moto_server's.
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "instance_profiles", "iam_enforce"]

@@ -363,6 +363,28 @@ def list_associated_access_policies(self: EKSResponse) -> ActionResult:
     )
 
 
+def _updates(cluster: Any) -> dict[str, dict[str, Any]]:
+    if not hasattr(cluster, "joiner_updates"):
+        cluster.joiner_updates = {}
+    return cluster.joiner_updates
+
+
+def describe_update(self: EKSResponse) -> ActionResult:
+    """DescribeUpdate for the updates this module answers (moto has no update records)."""
+    cluster = _cluster(self.eks_backend, self._get_param("name"))
+    update_id = self._get_param("updateId")
+    update = _updates(cluster).get(update_id)
+    if update is None:
+        raise ResourceNotFoundException(
+            clusterName=cluster.name,
+            nodegroupName=None,
+            fargateProfileName=None,
+            addonName=None,
+            message=f"No update found for ID: {update_id}.",
+        )
+    return ActionResult({"update": update})
+
+
 def _wrap_create_cluster(original: Any) -> Any:
     def create_cluster(self: EKSResponse) -> ActionResult:
         config = self._get_param("accessConfig") or {}
@@ -419,21 +441,51 @@ def _wrap_update_cluster_config(original: Any) -> Any:
             cluster.access_config.setdefault("bootstrapClusterCreatorAdminPermissions", True)
             if not self._get_param("resourcesVpcConfig") and not self._get_param("logging"):
                 # moto's own update needs one of its fields; an access-only update is ours.
-                return ActionResult(
-                    {
-                        "update": {
-                            "id": str(uuid.uuid4()),
-                            "status": "Successful",
-                            "type": "AccessConfigUpdate",
-                            "params": [{"type": "AuthenticationMode", "value": new}],
-                            "createdAt": utcnow(),
-                            "errors": [],
-                        }
-                    }
-                )
+                # Kept on the cluster so that DescribeUpdate can follow it, as on EKS.
+                update = {
+                    "id": str(uuid.uuid4()),
+                    "status": "Successful",
+                    "type": "AccessConfigUpdate",
+                    "params": [{"type": "AuthenticationMode", "value": new}],
+                    "createdAt": utcnow(),
+                    "errors": [],
+                }
+                _updates(cluster)[update["id"]] = update
+                return ActionResult({"update": update})
         return original(self)
 
     return update_cluster_config
+
+
+def _entry_by_arn(backend: Any, arn: str) -> dict[str, Any] | None:
+    for cluster in backend.clusters.values():
+        for entry in _entries(cluster).values():
+            if entry["accessEntryArn"] == arn:
+                return entry
+    return None
+
+
+def _wrap_tagging() -> None:
+    """TagResource/UntagResource on an access entry's ARN (moto tags clusters only)."""
+    from moto.eks.models import EKSBackend
+
+    tag, untag = EKSBackend.tag_resource, EKSBackend.untag_resource
+
+    def tag_resource(self: Any, resource_arn: str, tags: dict[str, str]) -> None:
+        entry = _entry_by_arn(self, resource_arn)
+        if entry is None:
+            return tag(self, resource_arn, tags)
+        entry["tags"].update(tags)
+
+    def untag_resource(self: Any, resource_arn: str, tag_keys: list[str]) -> None:
+        entry = _entry_by_arn(self, resource_arn)
+        if entry is None:
+            return untag(self, resource_arn, tag_keys)
+        for k in tag_keys if isinstance(tag_keys, list) else [tag_keys]:
+            entry["tags"].pop(k, None)
+
+    EKSBackend.tag_resource = tag_resource  # type: ignore[method-assign]
+    EKSBackend.untag_resource = untag_resource  # type: ignore[method-assign]
 
 
 def install() -> None:
@@ -445,6 +497,7 @@ def install() -> None:
         base + "/(?P<principalArn>arn:.+)/access-policies/(?P<policyArn>arn:aws[a-z-]*:eks::aws:cluster-access-policy/[^/]+)$": EKSResponse.dispatch,
         base + "/(?P<principalArn>arn:.+)/access-policies$": EKSResponse.dispatch,
         base + "/(?P<principalArn>arn:.+)$": EKSResponse.dispatch,
+        "{0}/clusters/(?P<name>[^/]+)/updates/(?P<updateId>[^/]+)$": EKSResponse.dispatch,
     }
     eks_urls.url_paths.update(routes)
     for fn in (
@@ -456,8 +509,10 @@ def install() -> None:
         associate_access_policy,
         disassociate_access_policy,
         list_associated_access_policies,
+        describe_update,
     ):
         setattr(EKSResponse, fn.__name__, fn)
+    _wrap_tagging()
     EKSResponse.create_cluster = _wrap_create_cluster(EKSResponse.create_cluster)
     EKSResponse.update_cluster_config = _wrap_update_cluster_config(EKSResponse.update_cluster_config)
     # DescribeCluster serialises attributes by name: give every cluster the default.

@@ -106,6 +106,13 @@ fn agent_does_its_whole_job_with_only_its_rendered_rbac_on_the_real_control_plan
 
     // KWOK plays the kubelet of the agent's home node and of every Node the bridge registers.
     rt.block_on(create(&nodes(&admin), system_node()));
+    // The NodeClass role may join: its instance profile and EC2_LINUX access entry.
+    rt.block_on(async {
+        let conf = kube_sim::aws::sdk_config(&moto.endpoint(), "us-east-1").await;
+        kube_sim::node_auth::node_role(&conf, CLUSTER, &format!("{CLUSTER}-node"), true)
+            .await
+            .expect("the node role and its access entry");
+    });
     let (bridge_stop, bridge_rx) = tokio::sync::watch::channel(false);
     rt.block_on(cluster.bridge(
         kube_sim::aws::BridgeOptions {

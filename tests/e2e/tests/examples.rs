@@ -491,6 +491,52 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
             .fargate_profiles
             .contains(&format!("{region}/{name}:joiner")));
     }
+    // The module's defaults let the nodes join: the node role's EC2_LINUX entry, and the
+    // identity that applied (local-admin) as cluster admin, on each cluster.
+    for (tf, (name, region)) in [(&dev, DEV), (&prod, PROD)] {
+        let node_role = tf
+            .attr("module.cluster.joiner_node_role.node", "arn")
+            .as_str()
+            .expect("node role arn")
+            .to_string();
+        let conf = in_region(&aws, region);
+        let entries: BTreeSet<(String, String)> = aws.block_on(async {
+            let eks = aws_sdk_eks::Client::new(&conf);
+            let list = eks
+                .list_access_entries()
+                .cluster_name(name)
+                .send()
+                .await
+                .expect("eks:ListAccessEntries");
+            let mut out = BTreeSet::new();
+            for arn in list.access_entries() {
+                let e = eks
+                    .describe_access_entry()
+                    .cluster_name(name)
+                    .principal_arn(arn)
+                    .send()
+                    .await
+                    .expect("eks:DescribeAccessEntry");
+                let kind = e
+                    .access_entry()
+                    .and_then(|e| e.r#type())
+                    .unwrap_or_default();
+                out.insert((arn.clone(), kind.to_string()));
+            }
+            out
+        });
+        assert_eq!(
+            entries,
+            BTreeSet::from([
+                (node_role, "EC2_LINUX".to_string()),
+                (
+                    "arn:aws:iam::123456789012:user/local-admin".to_string(),
+                    "STANDARD".to_string()
+                ),
+            ]),
+            "{name}: the module's default access entries"
+        );
+    }
 
     // Each cluster holds its own NodePools, shaped by its own inputs.
     assert_eq!(

@@ -293,6 +293,61 @@ fn one_apply_builds_the_aws_half_and_destroy_leaves_nothing() {
     });
     assert_eq!(fargate, ["joiner", "kube-system"]);
 
+    // Nodes may join: the node role has its EC2_LINUX entry, the identity that applied
+    // (local-admin) its cluster-admin entry, and nobody got in implicitly.
+    let node_role = tf.values("joiner_node_role.node")["arn"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let entries: Vec<(String, String)> = aws.block_on(async {
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        let c = eks.describe_cluster().name(CLUSTER).send().await.unwrap();
+        let access = c.cluster().unwrap().access_config().unwrap();
+        assert_eq!(
+            access.authentication_mode().map(|m| m.as_str()),
+            Some("API_AND_CONFIG_MAP")
+        );
+        assert_eq!(
+            access.bootstrap_cluster_creator_admin_permissions(),
+            Some(false)
+        );
+        let list = eks
+            .list_access_entries()
+            .cluster_name(CLUSTER)
+            .send()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        for arn in list.access_entries() {
+            let e = eks
+                .describe_access_entry()
+                .cluster_name(CLUSTER)
+                .principal_arn(arn)
+                .send()
+                .await
+                .unwrap();
+            out.push((
+                arn.clone(),
+                e.access_entry()
+                    .unwrap()
+                    .r#type()
+                    .unwrap_or_default()
+                    .to_string(),
+            ));
+        }
+        out.sort();
+        out
+    });
+    let mut want = vec![
+        (node_role, "EC2_LINUX".to_string()),
+        (
+            "arn:aws:iam::123456789012:user/local-admin".to_string(),
+            "STANDARD".to_string(),
+        ),
+    ];
+    want.sort();
+    assert_eq!(entries, want);
+
     // 1. A Spot interruption warning on the default bus reaches the queue.
     let queue_url = tf.output("queue_url").as_str().unwrap().to_string();
     let body = aws.block_on(async {

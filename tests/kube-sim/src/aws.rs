@@ -7,6 +7,12 @@
 //! DescribeInstanceTypes, the well-known labels, and the labels and taints asked for in the
 //! instance's tags or user data (see docs/kube-sim.md for the format).
 //!
+//! Only an instance whose IAM role may join registers (see [`crate::node_auth`]): an access
+//! entry of type EC2_LINUX on the EKS cluster named `cluster`, or a `system:nodes` mapping
+//! in the cluster's `kube-system/aws-auth`. Any other instance stays unregistered, and the
+//! bridge says why once per instance, which is what a kubelet's failed bootstrap looks like
+//! from outside.
+//!
 //! The bridge writes Nodes through a [`NodeSink`]: kube-sim's store in-process, or any API
 //! server through kube-rs. On a real control plane the Node carries KWOK's annotation, and
 //! KWOK plays its kubelet (conditions, heartbeats, pod status); when the instance goes
@@ -25,6 +31,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
 use crate::controllers::node_is_ready;
+use crate::node_auth::{Authorizer, Verdict};
 use crate::store::{DeleteOptions, Store, Write};
 
 /// KWOK's default selector: the Nodes it plays the kubelet for.
@@ -149,6 +156,29 @@ impl NodeSink {
         }
     }
 
+    /// `data.mapRoles` of `kube-system/aws-auth`, None when there is no such ConfigMap.
+    async fn aws_auth_map_roles(&self) -> anyhow::Result<Option<String>> {
+        let cm: Option<Value> = match self {
+            NodeSink::Store(store) => {
+                let t = store.find_type("", "v1", "configmaps").expect("configmaps");
+                store
+                    .get(&t, Some("kube-system"), "aws-auth")
+                    .ok()
+                    .map(|v| (*v).clone())
+            }
+            NodeSink::Api { client, .. } => {
+                let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+                    kube::Api::namespaced(client.clone(), "kube-system");
+                api.get_opt("aws-auth")
+                    .await
+                    .context("get ConfigMap kube-system/aws-auth")?
+                    .map(serde_json::to_value)
+                    .transpose()?
+            }
+        };
+        Ok(cm.and_then(|c| c["data"]["mapRoles"].as_str().map(str::to_string)))
+    }
+
     fn nodes(client: &kube::Client) -> kube::Api<Node> {
         kube::Api::all(client.clone())
     }
@@ -180,6 +210,8 @@ struct Tracked {
     first_seen: Instant,
     node: Option<String>,
     down_since: Option<Instant>,
+    /// Why the kubelet cannot join, as last logged (logged again only when it changes).
+    refused: Option<String>,
 }
 
 #[derive(Clone)]
@@ -269,6 +301,11 @@ fn allocatable(t: &TypeInfo) -> (i64, i64) {
 }
 
 pub async fn ec2_client(endpoint: &str, region: &str) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::new(&sdk_config(endpoint, region).await)
+}
+
+/// The emulator's SDK configuration, with the environment's credentials (default `testing`).
+pub async fn sdk_config(endpoint: &str, region: &str) -> aws_config::SdkConfig {
     use aws_smithy_http_client::tls;
     let http = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
@@ -288,14 +325,13 @@ pub async fn ec2_client(endpoint: &str, region: &str) -> aws_sdk_ec2::Client {
         None,
         "kube-sim",
     );
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
         .http_client(http)
         .endpoint_url(endpoint)
         .region(aws_config::Region::new(region.to_string()))
         .credentials_provider(creds)
         .load()
-        .await;
-    aws_sdk_ec2::Client::new(&conf)
+        .await
 }
 
 /// Runs the bridge on kube-sim's store until shutdown.
@@ -311,7 +347,9 @@ pub fn spawn_on(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     tokio::spawn(async move {
-        let client = ec2_client(&opts.endpoint, &opts.region).await;
+        let conf = sdk_config(&opts.endpoint, &opts.region).await;
+        let client = aws_sdk_ec2::Client::new(&conf);
+        let mut auth = Authorizer::new(&conf, &opts.cluster);
         let mut tracked: HashMap<String, Tracked> = HashMap::new();
         let mut types: HashMap<String, TypeInfo> = HashMap::new();
         let mut interval = tokio::time::interval(opts.poll);
@@ -320,7 +358,9 @@ pub fn spawn_on(
                 _ = shutdown.changed() => return,
                 _ = interval.tick() => {}
             }
-            if let Err(e) = poll_once(&sink, &client, &opts, &mut tracked, &mut types).await {
+            if let Err(e) =
+                poll_once(&sink, &client, &mut auth, &opts, &mut tracked, &mut types).await
+            {
                 tracing::warn!("kubelet bridge: {e:#}");
             }
         }
@@ -330,11 +370,13 @@ pub fn spawn_on(
 async fn poll_once(
     sink: &NodeSink,
     client: &aws_sdk_ec2::Client,
+    auth: &mut Authorizer,
     opts: &BridgeOptions,
     tracked: &mut HashMap<String, Tracked>,
     types: &mut HashMap<String, TypeInfo>,
 ) -> anyhow::Result<()> {
     let cluster_tag = cluster_tag_key(&opts.cluster);
+    auth.begin_poll();
     let mut token = None;
     let mut instances = Vec::new();
     loop {
@@ -375,6 +417,7 @@ async fn poll_once(
             first_seen: Instant::now(),
             node: None,
             down_since: None,
+            refused: None,
         });
         match state {
             InstanceStateName::Running => {
@@ -385,6 +428,20 @@ async fn poll_once(
                     }
                     entry.down_since = None;
                 } else if entry.first_seen.elapsed() >= opts.boot_delay {
+                    let profile = inst.iam_instance_profile().and_then(|p| p.arn());
+                    match auth.check(profile, || sink.aws_auth_map_roles()).await? {
+                        Verdict::Refused(why) => {
+                            if entry.refused.as_deref() != Some(why.as_str()) {
+                                tracing::warn!(instance = %id, "kubelet cannot join the cluster: {why}");
+                                entry.refused = Some(why);
+                            }
+                            continue;
+                        }
+                        Verdict::Authorized(how) => {
+                            tracing::debug!(instance = %id, "kubelet authorized: {how}");
+                            entry.refused = None;
+                        }
+                    }
                     let itype = inst
                         .instance_type()
                         .map(|t| t.as_str().to_string())

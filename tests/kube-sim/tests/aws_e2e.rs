@@ -100,12 +100,22 @@ async fn fleet_instance_becomes_a_node_and_its_termination_sends_pods_back_to_pe
         .expect("moto ships AMIs")
         .to_string();
     let user_data = "#!/bin/bash\n/etc/eks/bootstrap.sh e2e-cluster --kubelet-extra-args '--node-labels=joiner.dev/nodepool=default --register-with-taints=joiner.dev/startup=true:PreferNoSchedule'\n";
+    // The node role may join (its EC2_LINUX access entry), as on a real cluster.
+    let conf = kube_sim::aws::sdk_config(&moto.endpoint(), "us-east-1").await;
+    let role = kube_sim::node_auth::node_role(&conf, CLUSTER, "e2e-nodes", true)
+        .await
+        .expect("the node role and its access entry");
     let lt = ec2
         .create_launch_template()
         .launch_template_name("e2e-nodes")
         .launch_template_data(
             RequestLaunchTemplateData::builder()
                 .image_id(&image_id)
+                .iam_instance_profile(
+                    aws_sdk_ec2::types::LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                        .name(&role.instance_profile)
+                        .build(),
+                )
                 .user_data(base64::engine::general_purpose::STANDARD.encode(user_data))
                 .build(),
         )

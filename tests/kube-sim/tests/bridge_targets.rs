@@ -1,13 +1,16 @@
 //! The EC2 → Node bridge on every target: an emulator instance tagged for the cluster
 //! becomes a Node (providerID, labels and taints from its tags, allocatable from its type)
 //! on kube-sim and on the real control plane, where KWOK plays its kubelet and the real
-//! kube-scheduler binds a pod to it; terminating the instance deletes the Node.
+//! kube-scheduler binds a pod to it; terminating the instance deletes the Node. Only an
+//! instance whose role may join (an EC2_LINUX access entry, or aws-auth) becomes a Node.
 
 mod common;
 
 use std::time::Duration;
 
-use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{
+    IamInstanceProfileSpecification, InstanceType, ResourceType, Tag, TagSpecification,
+};
 use common::wait_for_async;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
@@ -51,11 +54,21 @@ async fn an_instance_becomes_a_schedulable_node_on_every_target() {
         )
         .await
         .unwrap();
+        let conf = kube_sim::aws::sdk_config(&moto.endpoint(), "us-east-1").await;
+        let role =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-nodes"), true)
+                .await
+                .expect("the node role and its access entry");
         let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
         let run = ec2
             .run_instances()
             .image_id(&image_id)
             .instance_type(InstanceType::M5Large)
+            .iam_instance_profile(
+                IamInstanceProfileSpecification::builder()
+                    .name(&role.instance_profile)
+                    .build(),
+            )
             .min_count(1)
             .max_count(1)
             .tag_specifications(
@@ -188,6 +201,182 @@ async fn an_instance_becomes_a_schedulable_node_on_every_target() {
                         .is_some_and(|o| o.is_none())
                         .then_some(())
                 }
+            },
+        )
+        .await;
+        let _ = stop.send(true);
+    }
+}
+
+/// The Node whose providerID ends with the instance id, if any.
+async fn node_of(nodes: &Api<Node>, id: &str) -> Option<Node> {
+    nodes
+        .list(&Default::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| p.ends_with(&format!("/{id}")))
+        })
+}
+
+async fn launch(ec2: &aws_sdk_ec2::Client, image_id: &str, cluster: &str, profile: &str) -> String {
+    let run = ec2
+        .run_instances()
+        .image_id(image_id)
+        .instance_type(InstanceType::M5Large)
+        .iam_instance_profile(
+            IamInstanceProfileSpecification::builder()
+                .name(profile)
+                .build(),
+        )
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(
+                    Tag::builder()
+                        .key(JOINER_CLUSTER_TAG)
+                        .value(cluster)
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .expect("EC2 RunInstances");
+    run.instances()[0].instance_id().unwrap().to_string()
+}
+
+/// EKS refuses the kubelet of a role with no access entry (and no aws-auth mapping): its
+/// instance never becomes a Node, on kube-sim and on the real control plane alike. The
+/// refused instance is launched before an authorized one; once the authorized one is a
+/// Node, the bridge has judged both (it goes through the instances in launch order), so the
+/// refused one's missing Node is a decision, not a delay. Granting the role its EC2_LINUX
+/// entry lets a new instance of it join. An aws-auth mapping (read from the cluster the
+/// Nodes go to) authorizes a third role in API_AND_CONFIG_MAP mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unauthorized_role_never_becomes_a_node_on_every_target() {
+    let moto = joiner_test_support::MotoServer::start();
+    let conf = kube_sim::aws::sdk_config(&moto.endpoint(), "us-east-1").await;
+    let ec2 = aws_sdk_ec2::Client::new(&conf);
+    let image_id = ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("EC2 DescribeImages")
+        .images()
+        .first()
+        .and_then(|i| i.image_id())
+        .expect("moto ships AMIs")
+        .to_string();
+    for (i, t) in TargetCluster::all(Options::default())
+        .unwrap()
+        .into_iter()
+        .enumerate()
+    {
+        let name = t.name();
+        let cluster = format!("auth-{i}");
+        let allowed =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-ok"), true)
+                .await
+                .unwrap();
+        let denied =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-denied"), false)
+                .await
+                .unwrap();
+        let mapped =
+            kube_sim::node_auth::node_role(&conf, &cluster, &format!("{cluster}-mapped"), false)
+                .await
+                .unwrap();
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        t.bridge(
+            BridgeOptions {
+                endpoint: moto.endpoint(),
+                cluster: cluster.clone(),
+                region: "us-east-1".into(),
+                boot_delay: Duration::from_millis(200),
+                node_grace: Duration::from_millis(200),
+                poll: Duration::from_millis(200),
+            },
+            stop_rx,
+        )
+        .await
+        .unwrap();
+        let client = t.client().await.unwrap();
+        let nodes: Api<Node> = Api::all(client.clone());
+
+        let refused = launch(&ec2, &image_id, &cluster, &denied.instance_profile).await;
+        let ok = launch(&ec2, &image_id, &cluster, &allowed.instance_profile).await;
+        wait_for_async(
+            &format!("[{name}] the authorized instance's Node"),
+            Duration::from_secs(30),
+            || {
+                let nodes = nodes.clone();
+                let ok = ok.clone();
+                async move { node_of(&nodes, &ok).await }
+            },
+        )
+        .await;
+        assert!(
+            node_of(&nodes, &refused).await.is_none(),
+            "[{name}] an instance of {} (no access entry) became a Node",
+            denied.role_arn
+        );
+
+        // aws-auth in the cluster itself maps the third role.
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "kube-system");
+        let aws_auth = serde_json::from_value(json!({
+            "metadata": {"name": "aws-auth", "namespace": "kube-system"},
+            "data": {"mapRoles": format!(
+                "- rolearn: {}\n  username: system:node:{{{{EC2PrivateDNSName}}}}\n  groups:\n    - system:bootstrappers\n    - system:nodes\n",
+                mapped.role_arn
+            )}
+        }))
+        .unwrap();
+        cms.create(&PostParams::default(), &aws_auth)
+            .await
+            .expect("create aws-auth");
+        let via_map = launch(&ec2, &image_id, &cluster, &mapped.instance_profile).await;
+        wait_for_async(
+            &format!("[{name}] the aws-auth-mapped instance's Node"),
+            Duration::from_secs(30),
+            || {
+                let nodes = nodes.clone();
+                let id = via_map.clone();
+                async move { node_of(&nodes, &id).await }
+            },
+        )
+        .await;
+        assert!(
+            node_of(&nodes, &refused).await.is_none(),
+            "[{name}] still refused"
+        );
+
+        // Granting the entry lets the role's instances join.
+        aws_sdk_eks::Client::new(&conf)
+            .create_access_entry()
+            .cluster_name(&cluster)
+            .principal_arn(&denied.role_arn)
+            .r#type("EC2_LINUX")
+            .send()
+            .await
+            .expect("EKS CreateAccessEntry");
+        let later = launch(&ec2, &image_id, &cluster, &denied.instance_profile).await;
+        wait_for_async(
+            &format!("[{name}] a Node for the newly authorized role"),
+            Duration::from_secs(30),
+            || {
+                let nodes = nodes.clone();
+                let id = later.clone();
+                async move { node_of(&nodes, &id).await }
             },
         )
         .await;

@@ -142,6 +142,34 @@ async fn fail(ctx: &Context, claim: &NodeClaim, reason: &str, message: &str) {
 
 pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     let name = claim.name_any();
+    // A pool whose last nodes did not register waits out its back-off before launching:
+    // the claim stays (its pods count on it), the instance is not bought yet.
+    let pool = claim
+        .labels()
+        .get(labels::JOINER_NODEPOOL)
+        .cloned()
+        .unwrap_or_default();
+    let wait = ctx
+        .registration_health
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .wait(&pool, std::time::Instant::now());
+    if let Some(wait) = wait {
+        let msg = format!(
+            "NodePool {pool} is in registration back-off (its last node did not register); launching in {}s",
+            wait.as_secs().max(1)
+        );
+        tracing::info!(nodeclaim = %name, nodepool = %pool, "{msg}");
+        ctx.events
+            .publish(
+                &events::reference(claim),
+                Type::Normal,
+                "LaunchDeferred",
+                &msg,
+            )
+            .await;
+        return Some(wait);
+    }
     let class_name = &claim.spec.node_class_ref.name;
     let Some(class) = ctx.state.node_classes.get(class_name) else {
         fail(

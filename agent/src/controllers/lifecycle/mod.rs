@@ -4,6 +4,7 @@
 //! [`crate::controllers::termination`]. Triggers: claim and node changes, pods leaving a
 //! draining node, and a periodic resync that catches anything a lagged watch hid.
 
+pub mod backoff;
 pub mod initialization;
 pub mod launch;
 pub mod registration;

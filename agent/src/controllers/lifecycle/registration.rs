@@ -2,7 +2,11 @@
 //! and taints, the termination finalizer, and the NodePool's startup taints (once, at
 //! registration, as Karpenter does: whatever removes them later is not fought). A claim
 //! whose Node has not registered within `--registration-ttl` of its launch is deleted and
-//! its instance terminated.
+//! its instance terminated, with an Event saying the likely cause (the node role may not
+//! join the cluster), a metric, and a back-off on its NodePool's launches
+//! ([`super::backoff`]) reported as the pool's `NodeRegistrationHealthy` condition, so that
+//! a pool whose nodes cannot join does not relaunch in a loop. The next claim of the pool
+//! that registers clears it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,6 +52,71 @@ pub fn registered_taints(node: &Node, claim: &NodeClaim) -> Vec<Taint> {
     taints
 }
 
+/// The condition on a NodePool saying whether its nodes register (Karpenter v1's name).
+pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
+
+fn pool_of(claim: &NodeClaim) -> String {
+    claim
+        .labels()
+        .get(labels::JOINER_NODEPOOL)
+        .or_else(|| claim.labels().get(labels::KARPENTER_NODEPOOL))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// What the operator reads on the NodeClaim's Event: which instance, which role it runs as,
+/// on which cluster, the likely cause and what the pool does now.
+pub fn timeout_message(
+    claim: &NodeClaim,
+    class: Option<&crate::api::NodeClass>,
+    cluster: &str,
+    ttl: Duration,
+    wait: Duration,
+) -> String {
+    let name = claim.name_any();
+    let instance = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap_or("(unknown instance)");
+    let identity = match class {
+        Some(c) => match (&c.spec.instance_profile, &c.spec.role) {
+            (Some(p), _) => format!("instance profile {p}"),
+            (None, Some(r)) => format!("node role {r}"),
+            (None, None) => "its instance profile".to_string(),
+        },
+        None => "its instance profile".to_string(),
+    };
+    format!(
+        "the Node of NodeClaim {name} (instance {instance}) did not register within {}s of its launch;          the claim is deleted and the instance terminated. Likely cause: {identity} may not join EKS          cluster {cluster}: it needs an access entry of type EC2_LINUX (joiner_access_entry) or a          system:nodes mapping in kube-system/aws-auth. NodePool {pool} launches again in {}s at the earliest.",
+        ttl.as_secs(),
+        wait.as_secs(),
+        pool = pool_of(claim),
+    )
+}
+
+/// Writes the pool's `NodeRegistrationHealthy` condition (merge patch of the conditions
+/// the watch last saw, with this one set).
+async fn set_pool_health(ctx: &Context, pool: &str, healthy: bool, reason: &str, msg: &str) {
+    let Some(np) = ctx.state.node_pools.get(pool) else {
+        return;
+    };
+    let mut conds = np.status.clone().unwrap_or_default().conditions;
+    if !conditions::set(&mut conds, NODE_REGISTRATION_HEALTHY, healthy, reason, msg) {
+        return;
+    }
+    let api: Api<crate::api::NodePool> = Api::all(ctx.client.clone());
+    let patch = json!({"status": {"conditions": conds}});
+    if let Err(e) = api
+        .patch_status(pool, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        ctx.metrics.kube_error("nodepools/status patch", &e);
+        tracing::warn!(nodepool = %pool, error = %e, "NodePool status patch failed");
+    }
+}
+
 pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     let name = claim.name_any();
     let Some(node) = ctx.state.node_for_claim(claim) else {
@@ -59,19 +128,46 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
             .and_then(conditions::age_seconds)
             .unwrap_or(0.0);
         if age >= ttl.as_secs_f64() {
-            let msg = format!(
-                "the Node of NodeClaim {name} did not register within {}s of its launch; deleting the claim and terminating its instance",
-                ttl.as_secs()
+            let pool = pool_of(claim);
+            let health = ctx
+                .registration_health
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .failed(
+                    &pool,
+                    std::time::Instant::now(),
+                    ctx.config.registration_backoff,
+                    ctx.config.registration_backoff_max,
+                );
+            let wait = health
+                .retry_at
+                .saturating_duration_since(std::time::Instant::now());
+            let msg = timeout_message(
+                claim,
+                ctx.state
+                    .node_classes
+                    .get(&claim.spec.node_class_ref.name)
+                    .as_deref(),
+                &ctx.config.cluster_name,
+                ttl,
+                wait,
             );
-            tracing::warn!(nodeclaim = %name, "{msg}");
+            tracing::warn!(nodeclaim = %name, nodepool = %pool, failures = health.failures, "{msg}");
+            ctx.metrics
+                .nodeclaims_registration_timeouts
+                .get_or_create(&crate::controllers::operator::metrics::l(&[(
+                    "nodepool", &pool,
+                )]))
+                .inc();
             ctx.events
                 .publish(
                     &events::reference(claim),
                     Type::Warning,
-                    "RegistrationTimeout",
+                    "RegistrationTimedOut",
                     &msg,
                 )
                 .await;
+            set_pool_health(ctx, &pool, false, "RegistrationTimedOut", &msg).await;
             if let Err(e) =
                 request_termination(ctx, &name, TerminationReason::RegistrationTimeout).await
             {
@@ -131,6 +227,14 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
                 .get_or_create(&super::claim_metric_labels(&updated))
                 .inc();
             tracing::info!(nodeclaim = %name, node = %node.name_any(), "registered");
+            let pool = pool_of(&updated);
+            ctx.registration_health
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .registered(&pool);
+            // Also after a restart, when only the condition remembers the failure; a
+            // no-op (no patch) once the condition is True.
+            set_pool_health(ctx, &pool, true, "NodeRegistered", "").await;
             super::initialization::reconcile(ctx, &updated).await
         }
         Err(_) => Some(Duration::from_secs(2)),

@@ -57,6 +57,13 @@ pub struct Config {
     /// A launched NodeClaim whose Node has not registered after this long is deleted.
     #[arg(long, env = "JOINER_REGISTRATION_TTL", default_value = "15m", value_parser = parse_duration)]
     pub registration_ttl: Duration,
+    /// After a registration timeout, the NodePool's next launch waits this long, doubling
+    /// with each consecutive timeout up to `--registration-backoff-max`, until one of its
+    /// claims registers.
+    #[arg(long, env = "JOINER_REGISTRATION_BACKOFF", default_value = "1m", value_parser = parse_duration)]
+    pub registration_backoff: Duration,
+    #[arg(long, env = "JOINER_REGISTRATION_BACKOFF_MAX", default_value = "30m", value_parser = parse_duration)]
+    pub registration_backoff_max: Duration,
     /// How long the Lease stays valid without renewal (hand-over time after a crash).
     #[arg(long, env = "JOINER_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,

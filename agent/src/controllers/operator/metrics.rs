@@ -29,6 +29,7 @@ pub struct Metrics {
     pub nodeclaims_created: Family<Labels, Counter<u64, AtomicU64>>,
     pub nodeclaims_launched: Family<Labels, Counter<u64, AtomicU64>>,
     pub nodeclaims_registered: Family<Labels, Counter<u64, AtomicU64>>,
+    pub nodeclaims_registration_timeouts: Family<Labels, Counter<u64, AtomicU64>>,
     pub nodeclaims_initialized: Family<Labels, Counter<u64, AtomicU64>>,
     pub nodeclaims_terminated: Family<Labels, Counter<u64, AtomicU64>>,
     pub cloud_errors: Family<Labels, Counter<u64, AtomicU64>>,
@@ -71,6 +72,7 @@ impl Metrics {
             nodeclaims_created: Family::default(),
             nodeclaims_launched: Family::default(),
             nodeclaims_registered: Family::default(),
+            nodeclaims_registration_timeouts: Family::default(),
             nodeclaims_initialized: Family::default(),
             nodeclaims_terminated: Family::default(),
             cloud_errors: Family::default(),
@@ -134,6 +136,11 @@ impl Metrics {
             "nodeclaims_registered",
             "NodeClaims whose Node registered, by nodepool and capacity type",
             m.nodeclaims_registered.clone(),
+        );
+        r.register(
+            "nodeclaims_registration_timeouts",
+            "NodeClaims deleted because their Node did not register within the registration TTL, by nodepool",
+            m.nodeclaims_registration_timeouts.clone(),
         );
         r.register(
             "nodeclaims_initialized",

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_eks::types::{
-    ClusterStatus, EncryptionConfig, LogSetup, LogType, Logging, Provider, Update, UpdateStatus,
-    VpcConfigRequest,
+    AuthenticationMode, ClusterStatus, CreateAccessConfigRequest, EncryptionConfig, LogSetup,
+    LogType, Logging, Provider, Update, UpdateAccessConfigRequest, UpdateStatus, VpcConfigRequest,
 };
 use aws_sdk_eks::Client;
 use tokio::time::Instant;
@@ -23,6 +23,15 @@ pub const LOG_TYPES: [&str; 5] = [
     "scheduler",
 ];
 
+/// How EKS authenticates IAM principals, in the only order EKS lets a cluster move:
+/// from the `aws-auth` ConfigMap alone, to both, to access entries alone.
+pub const AUTHENTICATION_MODES: [&str; 3] = ["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"];
+
+/// The position of `mode` in [`AUTHENTICATION_MODES`]; a change may only go forward.
+pub fn mode_rank(mode: &str) -> Option<usize> {
+    AUTHENTICATION_MODES.iter().position(|m| *m == mode)
+}
+
 /// What we ask EKS for. Everything the resource lets the user set.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClusterSpec {
@@ -39,6 +48,11 @@ pub struct ClusterSpec {
     pub kms_key_arn: Option<String>,
     pub log_types: BTreeSet<String>,
     pub tags: BTreeMap<String, String>,
+    /// `accessConfig.authenticationMode`; `None` leaves EKS's default (CONFIG_MAP).
+    pub authentication_mode: Option<String>,
+    /// `accessConfig.bootstrapClusterCreatorAdminPermissions`; `None` leaves EKS's default
+    /// (true).
+    pub bootstrap_creator_admin: Option<bool>,
 }
 
 /// What EKS reports about a cluster, flattened for the resource's state.
@@ -64,6 +78,8 @@ pub struct ClusterInfo {
     pub kms_key_arn: Option<String>,
     pub log_types: BTreeSet<String>,
     pub tags: BTreeMap<String, String>,
+    pub authentication_mode: Option<String>,
+    pub bootstrap_creator_admin: Option<bool>,
 }
 
 impl ClusterInfo {
@@ -123,6 +139,13 @@ impl ClusterInfo {
                 .tags()
                 .map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
                 .unwrap_or_default(),
+            authentication_mode: c
+                .access_config()
+                .and_then(|a| a.authentication_mode())
+                .map(|m| m.as_str().to_string()),
+            bootstrap_creator_admin: c
+                .access_config()
+                .and_then(|a| a.bootstrap_cluster_creator_admin_permissions()),
         }
     }
 }
@@ -201,9 +224,21 @@ pub async fn create(
             .provider(Provider::builder().key_arn(key).build())
             .build()]
     });
+    let access = (spec.authentication_mode.is_some() || spec.bootstrap_creator_admin.is_some())
+        .then(|| {
+            CreateAccessConfigRequest::builder()
+                .set_authentication_mode(
+                    spec.authentication_mode
+                        .as_deref()
+                        .map(AuthenticationMode::from),
+                )
+                .set_bootstrap_cluster_creator_admin_permissions(spec.bootstrap_creator_admin)
+                .build()
+        });
     let out = retry(deadline, || async {
         client
             .create_cluster()
+            .set_access_config(access.clone())
             .name(&spec.name)
             .set_version(spec.version.clone())
             .role_arn(&spec.role_arn)
@@ -408,6 +443,33 @@ pub async fn update_endpoint_access(
             .update_cluster_config()
             .name(name)
             .resources_vpc_config(vpc.clone())
+            .client_request_token(&token)
+            .send()
+            .await
+            .aws("eks:UpdateClusterConfig")
+    })
+    .await?;
+    wait_update(client, name, out.update(), deadline, poll).await
+}
+
+/// Moves the cluster's authentication mode forward (EKS refuses to go back). Like every
+/// cluster-config update, one kind per call.
+pub async fn update_authentication_mode(
+    client: &Client,
+    name: &str,
+    mode: &str,
+    deadline: Instant,
+    poll: PollInterval,
+) -> Result<ClusterInfo, EksError> {
+    let token = request_token();
+    let access = UpdateAccessConfigRequest::builder()
+        .authentication_mode(AuthenticationMode::from(mode))
+        .build();
+    let out = retry(deadline, || async {
+        client
+            .update_cluster_config()
+            .name(name)
+            .access_config(access.clone())
             .client_request_token(&token)
             .send()
             .await

@@ -98,6 +98,8 @@ fn spec(role_arn: &str, subnets: &[String], sg: &str) -> ClusterSpec {
         ),
         log_types: ["api", "audit"].iter().map(|s| s.to_string()).collect(),
         tags: [("joiner.dev/discovery".to_string(), "groupless".to_string())].into(),
+        authentication_mode: Some("API_AND_CONFIG_MAP".into()),
+        bootstrap_creator_admin: Some(false),
     }
 }
 
@@ -132,6 +134,30 @@ async fn cluster_lifecycle_against_the_emulator() {
         .starts_with("https://"));
     assert!(info.certificate_authority.is_some());
     let issuer = info.oidc_issuer.clone().expect("an OIDC issuer");
+    assert_eq!(
+        info.authentication_mode.as_deref(),
+        Some("API_AND_CONFIG_MAP")
+    );
+    assert_eq!(info.bootstrap_creator_admin, Some(false));
+
+    // The authentication mode moves forward in place (followed through DescribeUpdate);
+    // EKS refuses the way back, and the error names the operation and code.
+    let after = cluster::update_authentication_mode(&eks, "groupless", "API", deadline(), FAST)
+        .await
+        .unwrap();
+    assert_eq!(after.authentication_mode.as_deref(), Some("API"));
+    let back = cluster::update_authentication_mode(
+        &eks,
+        "groupless",
+        "API_AND_CONFIG_MAP",
+        deadline(),
+        FAST,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(back.contains("eks:UpdateClusterConfig"), "{back}");
+    assert!(back.contains("InvalidParameterException"), "{back}");
 
     // In-place updates EKS allows.
     let fewer: BTreeSet<String> = ["audit".to_string()].into();
@@ -520,4 +546,195 @@ async fn version_upgrade_request_and_wait() {
             .contains("SubnetNotFound: subnet-1 not found"),
         "{err}"
     );
+}
+
+/// The access-entry calls as they go on the wire, against a scripted EKS: create with the
+/// node type and no identity inputs, a STANDARD entry with groups, a policy association
+/// with its scope, the read (DescribeAccessEntry, then ListAssociatedAccessPolicies for
+/// STANDARD only), update, disassociate and delete, in that exact order.
+#[tokio::test]
+async fn access_entry_requests_in_order() {
+    use super::access_entry::{self, EntrySpec, PolicySpec};
+    const NODE: &str = "arn:aws:iam::123456789012:role/prod-node";
+    const ADMIN: &str = "arn:aws:iam::123456789012:role/ops/admin";
+    const POLICY: &str = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
+    let endpoint = ScriptedEndpoint::start(|req| {
+        let entry = |principal: &str, kind: &str, groups: &str| {
+            format!(
+                r#"{{"accessEntry":{{"clusterName":"prod","principalArn":"{principal}","type":"{kind}","kubernetesGroups":{groups},"username":"u","accessEntryArn":"arn:aws:eks:us-east-1:123456789012:access-entry/prod/role/x","tags":{{}}}}}}"#
+            )
+        };
+        let node = req.path.contains("prod-node");
+        match req.method.as_str() {
+            "POST" if req.path.ends_with("/access-policies") => (
+                200,
+                format!(r#"{{"clusterName":"prod","principalArn":"{ADMIN}","associatedAccessPolicy":{{"policyArn":"{POLICY}","accessScope":{{"type":"namespace","namespaces":["apps"]}}}}}}"#),
+            ),
+            "POST" if req.path == "/clusters/prod/access-entries" => {
+                let body = req.json();
+                let p = body["principalArn"].as_str().unwrap_or("").to_string();
+                let kind = body["type"].as_str().unwrap_or("STANDARD").to_string();
+                (200, entry(&p, &kind, "[]"))
+            }
+            "GET" if req.path.ends_with("/access-policies") => (
+                200,
+                format!(r#"{{"associatedAccessPolicies":[{{"policyArn":"{POLICY}","accessScope":{{"type":"namespace","namespaces":["apps"]}}}}]}}"#),
+            ),
+            "GET" if node => (200, entry(NODE, "EC2_LINUX", r#"["system:nodes"]"#)),
+            "GET" => (200, entry(ADMIN, "STANDARD", r#"["ops"]"#)),
+            "POST" => (200, entry(ADMIN, "STANDARD", r#"["ops","viewers"]"#)),
+            "DELETE" => (200, "{}".into()),
+            _ => (404, String::new()),
+        }
+    })
+    .await;
+    let (eks, _) = eks_client(&endpoint.url);
+    let node = EntrySpec {
+        cluster_name: "prod".into(),
+        principal_arn: NODE.into(),
+        kind: "EC2_LINUX".into(),
+        ..Default::default()
+    };
+    access_entry::create(&eks, &node, deadline()).await.unwrap();
+    let read = access_entry::describe(&eks, "prod", NODE, deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.kind, "EC2_LINUX");
+    assert!(read.policies.is_empty());
+    let admin = EntrySpec {
+        cluster_name: "prod".into(),
+        principal_arn: ADMIN.into(),
+        kind: "STANDARD".into(),
+        kubernetes_groups: ["ops".to_string()].into(),
+        tags: [("team".to_string(), "platform".to_string())].into(),
+        ..Default::default()
+    };
+    access_entry::create(&eks, &admin, deadline())
+        .await
+        .unwrap();
+    let policy = PolicySpec {
+        policy_arn: POLICY.into(),
+        scope: "namespace".into(),
+        namespaces: ["apps".to_string()].into(),
+    };
+    access_entry::associate(&eks, "prod", ADMIN, &policy, deadline())
+        .await
+        .unwrap();
+    let read = access_entry::describe(&eks, "prod", ADMIN, deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.policies.into_iter().collect::<Vec<_>>(), [policy]);
+    let more = EntrySpec {
+        kubernetes_groups: ["ops".to_string(), "viewers".to_string()].into(),
+        ..admin.clone()
+    };
+    access_entry::update(&eks, &more, deadline()).await.unwrap();
+    access_entry::disassociate(&eks, "prod", ADMIN, POLICY, deadline())
+        .await
+        .unwrap();
+    access_entry::delete(&eks, "prod", ADMIN, deadline())
+        .await
+        .unwrap();
+
+    let sent = endpoint.sent();
+    // The SDK percent-encodes the ARN in the path; decode for readability.
+    let calls: Vec<String> = sent
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {}",
+                s.method,
+                s.path.replace("%3A", ":").replace("%2F", "/")
+            )
+        })
+        .collect();
+    let admin_path = format!("/clusters/prod/access-entries/{ADMIN}");
+    assert_eq!(
+        calls,
+        [
+            "POST /clusters/prod/access-entries".to_string(),
+            format!("GET /clusters/prod/access-entries/{NODE}"),
+            "POST /clusters/prod/access-entries".to_string(),
+            format!("POST {admin_path}/access-policies"),
+            format!("GET {admin_path}"),
+            format!("GET {admin_path}/access-policies"),
+            format!("POST {admin_path}"),
+            format!("DELETE {admin_path}/access-policies/{POLICY}"),
+            format!("DELETE {admin_path}"),
+        ]
+    );
+    let create_node = sent[0].json();
+    assert_eq!(create_node["principalArn"], NODE);
+    assert_eq!(create_node["type"], "EC2_LINUX");
+    assert!(
+        create_node.get("kubernetesGroups").is_none(),
+        "{create_node}"
+    );
+    assert!(create_node.get("username").is_none(), "{create_node}");
+    assert!(create_node["clientRequestToken"]
+        .as_str()
+        .is_some_and(|t| t.len() == 32));
+    let create_admin = sent[2].json();
+    assert_eq!(create_admin["kubernetesGroups"], serde_json::json!(["ops"]));
+    assert_eq!(create_admin["tags"]["team"], "platform");
+    let assoc = sent[3].json();
+    assert_eq!(assoc["policyArn"], POLICY);
+    assert_eq!(
+        assoc["accessScope"],
+        serde_json::json!({"type": "namespace", "namespaces": ["apps"]})
+    );
+    assert_eq!(
+        sent[6].json()["kubernetesGroups"],
+        serde_json::json!(["ops", "viewers"])
+    );
+}
+
+/// The emulator's EKS refusals come back naming the operation and EKS's error code: an
+/// entry on a CONFIG_MAP cluster, and a node entry carrying groups.
+#[tokio::test]
+async fn access_entry_refusals_name_the_operation_and_code() {
+    use super::access_entry::{self, EntrySpec};
+    let moto = MotoServer::start();
+    let aws = moto_clients(&moto).await;
+    let (role, subnets, sg) = prerequisites(&aws).await;
+    let eks = aws.eks();
+    let config_map = ClusterSpec {
+        authentication_mode: Some("CONFIG_MAP".into()),
+        bootstrap_creator_admin: Some(true),
+        ..spec(&role, &subnets, &sg)
+    };
+    cluster::create(&eks, &config_map, deadline())
+        .await
+        .unwrap();
+    let entry = EntrySpec {
+        cluster_name: "groupless".into(),
+        principal_arn: role.clone(),
+        kind: "EC2_LINUX".into(),
+        ..Default::default()
+    };
+    let err = access_entry::create(&eks, &entry, deadline())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("eks:CreateAccessEntry"), "{err}");
+    assert!(err.contains("InvalidRequestException"), "{err}");
+    cluster::update_authentication_mode(&eks, "groupless", "API_AND_CONFIG_MAP", deadline(), FAST)
+        .await
+        .unwrap();
+    let grouped = EntrySpec {
+        kubernetes_groups: ["ops".to_string()].into(),
+        ..entry.clone()
+    };
+    let err = access_entry::create(&eks, &grouped, deadline())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("InvalidParameterException"), "{err}");
+    let made = access_entry::create(&eks, &entry, deadline())
+        .await
+        .unwrap();
+    assert_eq!(made.kind, "EC2_LINUX");
+    assert_eq!(made.username, "system:node:{{EC2PrivateDNSName}}");
 }

@@ -4,7 +4,7 @@
 //! `terraform plan` with the attribute named, instead of by CreateCluster ten minutes into
 //! an apply. Messages say what is allowed and echo the offending value.
 
-use crate::aws::eks::cluster::LOG_TYPES;
+use crate::aws::eks::cluster::{AUTHENTICATION_MODES, LOG_TYPES};
 use crate::policy::arn::Arn;
 use crate::protocol::prelude::*;
 
@@ -180,6 +180,19 @@ pub fn log_types(v: &Value) -> Result<(), String> {
     }
 }
 
+/// One of EKS's authentication modes.
+pub fn authentication_mode(v: &Value) -> Result<(), String> {
+    let Some(s) = v.as_str() else { return Ok(()) };
+    if AUTHENTICATION_MODES.contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?} is not an EKS authentication mode; allowed: {}",
+            AUTHENTICATION_MODES.join(", ")
+        ))
+    }
+}
+
 /// AWS resource tags: up to 50, keys 1-128 and values up to 256 characters, no `aws:` prefix.
 pub fn tags(v: &Value) -> Result<(), String> {
     if !v.is_fully_known() {
@@ -281,5 +294,15 @@ mod tests {
         assert!(namespace(&s("kube-system")).is_ok());
         assert!(namespace(&s("Kube")).is_err());
         assert!(namespace(&s("-a")).is_err());
+    }
+
+    #[test]
+    fn authentication_modes() {
+        for ok in ["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"] {
+            assert!(authentication_mode(&s(ok)).is_ok());
+        }
+        assert!(authentication_mode(&s("api"))
+            .unwrap_err()
+            .contains("CONFIG_MAP, API_AND_CONFIG_MAP, API"));
     }
 }

@@ -57,6 +57,13 @@ pub fn eks_with_fargate_role(aws: &Aws, name: &str, role_name: &str, octet: u8) 
                     .set_subnet_ids(Some(subnets.clone()))
                     .build(),
             )
+            // As joiner_cluster creates it: access entries allowed (nodes join by them).
+            .access_config(
+                aws_sdk_eks::types::CreateAccessConfigRequest::builder()
+                    .authentication_mode(aws_sdk_eks::types::AuthenticationMode::ApiAndConfigMap)
+                    .bootstrap_cluster_creator_admin_permissions(false)
+                    .build(),
+            )
             .send()
             .await
             .expect("eks:CreateCluster");
