@@ -80,9 +80,6 @@ enum Slot {
     Alone(tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
-/// The NodeClass role of [`World::node_class`]; authorized on the cluster by the world.
-pub const NODE_ROLE: &str = "agent-test-nodes";
-
 /// Which cluster a [`World`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
@@ -187,29 +184,11 @@ pub fn rendered_agent_policy() -> serde_json::Value {
         .clone()
 }
 
-/// As the admin: the nodes' role and its instance profile (what `joiner_node_role` makes),
-/// and the agent's role with the rendered policy; returns a session of the agent's role.
+/// As the admin: the agent's role with the rendered policy; returns a session of it. (The
+/// nodes' role, its instance profile and access entry come first, from
+/// `kube_sim::node_auth::node_role`, as `joiner_node_role` and the module make them.)
 async fn agent_identity(admin: &aws_config::SdkConfig) -> aws_credential_types::Credentials {
     let iam = aws_sdk_iam::Client::new(admin);
-    let ec2_trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
-    iam.create_role()
-        .role_name(NODE_ROLE)
-        .assume_role_policy_document(ec2_trust.to_string())
-        .send()
-        .await
-        .expect("iam:CreateRole nodes");
-    iam.create_instance_profile()
-        .instance_profile_name(NODE_ROLE)
-        .send()
-        .await
-        .expect("iam:CreateInstanceProfile");
-    iam.add_role_to_instance_profile()
-        .instance_profile_name(NODE_ROLE)
-        .role_name(NODE_ROLE)
-        .send()
-        .await
-        .expect("iam:AddRoleToInstanceProfile");
     let admin_trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
         "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:user/local-admin")},
         "Action": "sts:AssumeRole"}]});
