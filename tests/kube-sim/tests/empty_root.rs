@@ -16,8 +16,10 @@ use serde_json::{json, Value};
 
 /// Prints its identity, whether it can write `/tmp/probe`, and which paths it can open.
 const PROBE_C: &str = r#"
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +45,17 @@ int main(void) {
   gethostname(host, sizeof host - 1);
   char cwd[256] = {0};
   printf("hostname=%s cwd=%s\n", host, getcwd(cwd, sizeof cwd) ? cwd : strerror(errno));
+  /* Name resolution through the static libc's built-in NSS `files`: the kubelet's hosts file. */
+  const char *names[] = {"localhost", host, 0};
+  for (int i = 0; names[i]; i++) {
+    struct addrinfo hints = {0}, *res;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int e = getaddrinfo(names[i], "443", &hints, &res);
+    char addr[64] = "?";
+    if (!e) inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, addr, sizeof addr);
+    printf("resolve %s: %s\n", names[i], e ? gai_strerror(e) : addr);
+  }
   return 0;
 }
 "#;
@@ -51,11 +64,14 @@ int main(void) {
 fn probe_rootfs(dir: &Path) -> ImageSource {
     let root = dir.join("rootfs");
     std::fs::create_dir_all(root.join("tmp")).unwrap();
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/nsswitch.conf"), "hosts: files dns\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777)).unwrap();
     let src = dir.join("probe.c");
     std::fs::write(&src, PROBE_C).unwrap();
     let out = Command::new("cc")
+        // getaddrinfo's link-time warning is about NSS modules other than files and dns.
         .args(["-static", "-O1", "-o"])
         .arg(root.join("probe"))
         .arg(&src)
@@ -160,6 +176,9 @@ async fn an_image_container_sees_only_its_image_and_the_kubelet_mounts() {
     for line in expect {
         assert!(log.lines().any(|l| l == line), "{line:?} not in:\n{log}");
     }
+    assert!(log.contains("resolve localhost: 127.0.0.1\n"), "{log}");
+    let ip = ro["status"]["podIP"].as_str().unwrap();
+    assert!(log.contains(&format!("resolve read-only: {ip}\n")), "{log}");
 
     // Without readOnlyRootFilesystem the image's user (65532:65532) writes its own /tmp.
     let rw = outcome(&target, "writable");

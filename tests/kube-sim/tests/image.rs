@@ -110,7 +110,13 @@ fn validate_and_unpack(layout: &Path, bundle: &Path) -> PathBuf {
     let version = agent_version();
     // The image spec's schemas, every descriptor's digest and size, the ref name.
     let out = run(Command::new(&validator)
-        .args(["validate", "--type", "image", "--ref", &format!("name={version}")])
+        .args([
+            "validate",
+            "--type",
+            "image",
+            "--ref",
+            &format!("name={version}"),
+        ])
         .arg(layout));
     assert!(out.contains("Validation succeeded"), "{out}");
     // umoci checks digests and sizes again while it reads and unpacks.
@@ -257,11 +263,12 @@ async fn the_agent_image_is_self_contained_and_runs_in_an_empty_root() {
             .map(|e| (e.0.as_str(), e.1.as_str(), e.2.as_str()))
             .collect::<Vec<_>>(),
         vec![
+            ("-rw-r--r--", "0/0", "etc/nsswitch.conf"),
             ("-rw-r--r--", "0/0", "etc/ssl/certs/ca-certificates.crt"),
             ("-rwxr-xr-x", "0/0", "joiner-agent"),
             ("-rw-r--r--", "0/0", "usr/share/doc/joiner-agent/crates.tsv"),
         ],
-        "only the static binary, the CA bundle and the crate list:\n{listing}"
+        "only the static binary, the CA bundle, nsswitch.conf and the crate list:\n{listing}"
     );
 
     let bundle = validate_and_unpack(&layout, &work.path().join("bundle"));
@@ -434,6 +441,7 @@ async fn a_dynamically_linked_agent_image_does_not_start_in_an_empty_root() {
     let state = &p["status"]["containerStatuses"][0]["state"];
     assert_eq!(state["waiting"]["reason"], "RunContainerError", "{p}");
     let message = state["waiting"]["message"].as_str().unwrap_or("");
+    eprintln!("the empty root refused the dynamically linked image: {message}");
     assert!(
         message.contains("exec /joiner-agent: no such file or directory")
             && message.contains("ld-linux-x86-64.so.2"),

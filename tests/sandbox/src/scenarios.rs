@@ -150,7 +150,11 @@ async fn run(w: &mut World) -> Result<()> {
     let catalog = Arc::new(cloud.catalog().await?);
     w.catalog = Some(catalog.clone());
 
-    let agent_source = w.args.agent_image.clone().unwrap_or_else(|| w.args.agent.clone());
+    let agent_source = w
+        .args
+        .agent_image
+        .clone()
+        .unwrap_or_else(|| w.args.agent.clone());
     step(
         w,
         &if w.args.agent_image.is_some() {
