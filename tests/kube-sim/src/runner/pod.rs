@@ -331,7 +331,8 @@ fn prepare(ctx: &PodCtx, c: &Value) -> Result<Launch, (&'static str, String)> {
     for (k, v) in ctx.injected.iter() {
         // In the image, the client finds the cluster as in a pod: the service variables and
         // the token volume (in-cluster config), not a kubeconfig from this machine.
-        if !k.starts_with("AWS_") && !(in_image && k == "KUBECONFIG") {
+        let kubeconfig_in_image = in_image && k == "KUBECONFIG";
+        if !(k.starts_with("AWS_") || kubeconfig_in_image) {
             env.set(k, v);
         }
     }
