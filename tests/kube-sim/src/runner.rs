@@ -13,6 +13,7 @@ pub mod image;
 pub mod logs;
 mod pod;
 pub mod probe;
+pub mod rootfs;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};

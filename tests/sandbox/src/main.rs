@@ -47,9 +47,14 @@ pub struct Args {
     /// The provider binary (dev_overrides points Terraform at it).
     #[arg(long)]
     pub provider: PathBuf,
-    /// The `joiner-agent` binary kube-sim runs for the agent's image.
+    /// The `joiner-agent` binary (its `run --help` is checked before anything starts; kube-sim
+    /// runs it for the agent's image when there is no `--agent-image`).
     #[arg(long)]
     pub agent: PathBuf,
+    /// The agent's image, unpacked (`umoci unpack` of `scripts/image`'s layout): kube-sim runs
+    /// it in an empty root, as a node runs the published image.
+    #[arg(long)]
+    pub agent_image: Option<PathBuf>,
     /// The `kube-sim` binary.
     #[arg(long)]
     pub kube_sim: PathBuf,
@@ -78,7 +83,10 @@ pub struct Args {
 fn main() {
     let mut args = Args::parse();
     // Terraform links to the provider from another directory: paths must be absolute.
-    for p in [&mut args.provider, &mut args.agent, &mut args.kube_sim] {
+    for p in [&mut args.provider, &mut args.agent, &mut args.kube_sim]
+        .into_iter()
+        .chain(args.agent_image.as_mut())
+    {
         if let Ok(abs) = std::fs::canonicalize(&*p) {
             *p = abs;
         }

@@ -143,14 +143,14 @@ fn http_ok(addr: SocketAddr, path: &str) -> bool {
 }
 
 /// How kube-sim is started: the EC2 bridge and Fargate simulation read the emulator, and
-/// the agent's image runs as the locally built binary.
+/// the agent's image runs unpacked in an empty root (or as the locally built binary).
 pub struct KubeSimOptions<'a> {
     pub bin: &'a Path,
     pub kubeconfig: PathBuf,
     pub cluster_name: &'a str,
     pub aws_endpoint: String,
     pub boot_delay: &'a str,
-    /// `(image name or prefix, local binary)` pairs.
+    /// `(image name or prefix, local binary or unpacked image)` pairs.
     pub images: Vec<(String, PathBuf)>,
     pub env: Vec<(String, String)>,
     /// The TokenReview webhook for EKS tokens (`--eks-token-webhook`).

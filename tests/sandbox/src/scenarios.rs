@@ -17,8 +17,8 @@ use crate::summary::Figures;
 use crate::terraform::Terraform;
 use crate::Args;
 
-/// The agent's image, as `joiner_agent` names it by default; kube-sim runs the local binary
-/// for any tag of it.
+/// The agent's image, as `joiner_agent` names it by default; kube-sim runs the unpacked image
+/// (or the local binary, without `--agent-image`) for any tag of it.
 const AGENT_IMAGE: &str = "public.ecr.aws/joiner/joiner-agent";
 /// The NodePool change reviewed in scenario 3: a newer minimum generation, which drifts
 /// every node of generation 5.
@@ -150,7 +150,19 @@ async fn run(w: &mut World) -> Result<()> {
     let catalog = Arc::new(cloud.catalog().await?);
     w.catalog = Some(catalog.clone());
 
-    step(w, "starting kube-sim (EC2 bridge, Fargate simulation, the agent's image → the built joiner-agent)");
+    let agent_source = w
+        .args
+        .agent_image
+        .clone()
+        .unwrap_or_else(|| w.args.agent.clone());
+    step(
+        w,
+        &if w.args.agent_image.is_some() {
+            format!("starting kube-sim (EC2 bridge, Fargate simulation, the agent's image → {} in an empty root)", agent_source.display())
+        } else {
+            "starting kube-sim (EC2 bridge, Fargate simulation, the agent's image → the built joiner-agent on this machine)".to_string()
+        },
+    );
     let ks_log = w.work.join("kube-sim.log");
     let aws_env = aws_env(&endpoint);
     w.kube_sim = Some(procs::start_kube_sim(
@@ -160,7 +172,7 @@ async fn run(w: &mut World) -> Result<()> {
             cluster_name: &w.cluster,
             aws_endpoint: endpoint.clone(),
             boot_delay: &w.args.boot_delay,
-            images: vec![(AGENT_IMAGE.to_string(), w.args.agent.clone())],
+            images: vec![(AGENT_IMAGE.to_string(), agent_source)],
             env: aws_env.clone(),
             eks_token_webhook: format!(
                 "{endpoint}/joiner-local/eks/{}/{}/authenticate",

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::env::{apply_container_env, Env};
 use super::image::{self, ImageSource};
+use super::rootfs::{self, EmptyRoot, Mount};
 use super::{probe, signal_group, RunnerConfig, Shared};
 use crate::controllers::set_condition;
 use crate::store::{name_of, namespace_of, now_rfc3339, Store, Write};
@@ -238,10 +239,36 @@ async fn sleep_or_stop(d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
 
 /// The command line, environment and working directory of one container.
 struct Launch {
+    /// A host path, or for an image the path inside the image's root.
     program: PathBuf,
     args: Vec<String>,
     env: Env,
+    /// The host directory the process starts in (a local binary's container only).
     cwd: PathBuf,
+    /// An image's container: the empty root it runs in, and the image's root on this machine.
+    root: Option<(Arc<EmptyRoot>, PathBuf)>,
+}
+
+impl Launch {
+    /// What the kubelet would report when the process cannot start. A program that exists
+    /// but whose ELF interpreter the image lacks gets `execve`'s ENOENT, which the runtime
+    /// reports as the program being missing: the message names the interpreter as well.
+    fn start_error(&self, e: &std::io::Error) -> String {
+        let Some((_, root)) = &self.root else {
+            return format!("start {}: {e}", self.program.display());
+        };
+        let program = self.program.display();
+        if e.kind() == std::io::ErrorKind::NotFound {
+            let host = root.join(self.program.strip_prefix("/").unwrap_or(&self.program));
+            if let Some(interp) = rootfs::elf_interpreter(&host) {
+                if !root.join(interp.trim_start_matches('/')).exists() {
+                    return format!("exec {program}: no such file or directory (the program is in the image; its ELF interpreter {interp} is not: the image is not self-contained)");
+                }
+            }
+            return format!("exec {program}: no such file or directory");
+        }
+        format!("start {program} in the image's empty root: {e}")
+    }
 }
 
 fn data_of(store: &Store, plural: &str, ns: &str, name: &str) -> Option<BTreeMap<String, String>> {
@@ -278,6 +305,7 @@ fn prepare(ctx: &PodCtx, c: &Value) -> Result<Launch, (&'static str, String)> {
         format!("image {image_ref} is not configured"),
     ))?;
     let mut env = Env::default();
+    let in_image = matches!(source, ImageSource::Rootfs { .. });
     match source {
         ImageSource::Binary(_) => {
             env.set("PATH", std::env::var("PATH").unwrap_or_default());
@@ -291,9 +319,20 @@ fn prepare(ctx: &PodCtx, c: &Value) -> Result<Launch, (&'static str, String)> {
         }
     }
     env.set("HOSTNAME", ctx.name());
-    env.set("HOME", ctx.dir.display().to_string());
+    // In the image, HOME is the runtime's default for a user without a passwd entry.
+    env.set(
+        "HOME",
+        if in_image {
+            "/".to_string()
+        } else {
+            ctx.dir.display().to_string()
+        },
+    );
     for (k, v) in ctx.injected.iter() {
-        if !k.starts_with("AWS_") {
+        // In the image, the client finds the cluster as in a pod: the service variables and
+        // the token volume (in-cluster config), not a kubeconfig from this machine.
+        let kubeconfig_in_image = in_image && k == "KUBECONFIG";
+        if !(k.starts_with("AWS_") || kubeconfig_in_image) {
             env.set(k, v);
         }
     }
@@ -349,22 +388,30 @@ fn prepare(ctx: &PodCtx, c: &Value) -> Result<Launch, (&'static str, String)> {
             (program, cwd)
         }
         ImageSource::Rootfs { root, config } => {
-            let program = image::resolve_program(root, first, &config.env).ok_or((
+            let host_program = image::resolve_program(root, first, &config.env).ok_or((
                 "RunContainerError",
                 format!("exec: \"{first}\": executable file not found in the image"),
             ))?;
-            if env.get("SSL_CERT_FILE").is_none() {
-                let bundle = root.join("etc/ssl/certs/ca-certificates.crt");
-                if bundle.is_file() {
-                    env.set("SSL_CERT_FILE", bundle.display().to_string());
-                }
-            }
+            let program =
+                Path::new("/").join(host_program.strip_prefix(root).unwrap_or(&host_program));
             let wd = c["workingDir"]
                 .as_str()
                 .or(config.working_dir.as_deref())
                 .unwrap_or("/");
-            let cwd = root.join(wd.trim_start_matches('/'));
-            (program, if cwd.is_dir() { cwd } else { root.clone() })
+            let wd = if root.join(wd.trim_start_matches('/')).is_dir() {
+                wd
+            } else {
+                "/"
+            };
+            let empty_root = empty_root(ctx, c, root, config.user.as_deref(), wd, &mut env)?;
+            let launch = Launch {
+                program,
+                args: rest.to_vec(),
+                env,
+                cwd: root.clone(),
+                root: Some((Arc::new(empty_root), root.clone())),
+            };
+            return Ok(launch);
         }
     };
     Ok(Launch {
@@ -372,6 +419,75 @@ fn prepare(ctx: &PodCtx, c: &Value) -> Result<Launch, (&'static str, String)> {
         args: rest.to_vec(),
         env,
         cwd,
+        root: None,
+    })
+}
+
+/// An image's container: its user, the volumes kubelet mounts (service-account token, IRSA
+/// token, /etc files), and the environment's host paths turned into the paths it sees.
+fn empty_root(
+    ctx: &PodCtx,
+    c: &Value,
+    root: &Path,
+    image_user: Option<&str>,
+    wd: &str,
+    env: &mut Env,
+) -> Result<EmptyRoot, (&'static str, String)> {
+    let sec = rootfs::security(&ctx.pod, c, image_user).map_err(|m| {
+        (
+            "CreateContainerConfigError",
+            format!(
+                "{m} (pod: \"{}_{}\", container: {})",
+                ctx.name(),
+                ctx.ns(),
+                c["name"].as_str().unwrap_or("")
+            ),
+        )
+    })?;
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |e: std::io::Error| ("CreateContainerError", format!("{what}: {e}"))
+    };
+    let mut mounts = rootfs::pod_etc_files(&ctx.dir.join("etc"), ctx.name(), ctx.ip)
+        .map_err(io("write the pod's /etc files"))?;
+    let volumes = [
+        (ctx.dir.join("serviceaccount"), rootfs::SERVICE_ACCOUNT_DIR),
+        (
+            ctx.dir.join("eks.amazonaws.com/serviceaccount"),
+            rootfs::IRSA_DIR,
+        ),
+    ];
+    for (source, target) in volumes {
+        if source.is_dir() {
+            rootfs::own_token_files(&source, &sec).map_err(io("own the token volume"))?;
+            mounts.push(Mount {
+                source,
+                target: target.to_string(),
+                read_only: true,
+            });
+        }
+    }
+    // IRSA's AWS_WEB_IDENTITY_TOKEN_FILE (and any other injected path) as the container sees it.
+    let rewritten: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|(k, v)| {
+            mounts.iter().find_map(|m| {
+                let rest = Path::new(v).strip_prefix(&m.source).ok()?;
+                Some((
+                    k.to_string(),
+                    Path::new(&m.target).join(rest).display().to_string(),
+                ))
+            })
+        })
+        .collect();
+    for (k, v) in rewritten {
+        env.set(&k, v);
+    }
+    EmptyRoot::prepare(root, &mounts, ctx.name(), wd, sec).map_err(|e| {
+        (
+            "RunContainerError",
+            format!("prepare the container's empty root: {e}"),
+        )
     })
 }
 
@@ -396,16 +512,25 @@ fn spawn(launch: &Launch) -> std::io::Result<tokio::process::Child> {
     cmd.args(&launch.args)
         .env_clear()
         .envs(launch.env.iter())
-        .current_dir(&launch.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // SAFETY: prctl only sets a flag of the child being started; it allocates nothing.
+    // An image's program is a path inside the image: exec happens after entering its root.
+    if launch.root.is_none() {
+        cmd.current_dir(&launch.cwd);
+    }
+    let root = launch.root.as_ref().map(|(r, _)| r.clone());
+    // SAFETY: between fork and exec the closure makes system calls only (EmptyRoot::enter
+    // was prepared before the fork); it allocates nothing.
     unsafe {
-        cmd.pre_exec(|| {
-            // Take the process down with kube-sim if kube-sim dies without stopping it.
+        cmd.pre_exec(move || {
+            if let Some(r) = &root {
+                r.enter()?;
+            }
+            // Take the process down with kube-sim if kube-sim dies without stopping it (after
+            // the user switch, which clears this flag).
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
@@ -521,7 +646,7 @@ async fn container_loop(
         let mut child = match spawn(&launch) {
             Ok(ch) => ch,
             Err(e) => {
-                let message = format!("start {}: {e}", launch.program.display());
+                let message = launch.start_error(&e);
                 tracing::warn!(pod = ctx.name(), container = %name, "{message}");
                 update(&statuses, i, |s| {
                     s.state =
