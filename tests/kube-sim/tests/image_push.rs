@@ -26,19 +26,17 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The agent binary the suite built (`JOINER_AGENT_BIN`, as scripts/test sets it), else the
-/// debug one, built when missing.
+/// The image's statically linked agent (`JOINER_AGENT_STATIC_BIN`, as scripts/test sets it),
+/// else the one `scripts/static-agent --profile dev` builds: `scripts/image` refuses a
+/// dynamically linked binary.
 fn agent_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("JOINER_AGENT_BIN").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os("JOINER_AGENT_STATIC_BIN").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let bin = root().join("target/debug/joiner-agent");
-    if !bin.is_file() {
-        run(Command::new(env!("CARGO"))
-            .current_dir(root())
-            .args(["build", "-p", "joiner-agent"]));
-    }
-    bin
+    let out = run(Command::new(root().join("scripts/static-agent"))
+        .current_dir(root())
+        .args(["--profile", "dev"]));
+    PathBuf::from(out.trim())
 }
 
 fn sha256_of(file: &Path) -> String {
