@@ -7,7 +7,7 @@ mod agent_support;
 use std::time::Duration;
 
 use agent_support::{sdk_config, wait_for, Opts, World, CLUSTER};
-use aws_sdk_eks::types::{FargateProfileSelector, VpcConfigRequest};
+use aws_sdk_eks::types::FargateProfileSelector;
 use kube::ResourceExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,15 +25,8 @@ async fn pods_a_fargate_profile_selects_get_no_ec2_capacity() {
     })
     .await;
 
-    // Then the EKS cluster's Fargate profile that selects them.
+    // Then the EKS cluster's (the world made it) Fargate profile that selects them.
     let eks = aws_sdk_eks::Client::new(&sdk_config(&w.moto.endpoint()).await);
-    eks.create_cluster()
-        .name(CLUSTER)
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(VpcConfigRequest::builder().build())
-        .send()
-        .await
-        .expect("eks:CreateCluster");
     eks.create_fargate_profile()
         .cluster_name(CLUSTER)
         .fargate_profile_name("system")

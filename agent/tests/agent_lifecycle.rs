@@ -364,12 +364,21 @@ async fn a_node_that_never_registers_is_deleted_after_the_ttl_and_its_instance_t
 /// launches, registers, and the condition turns True.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
-    const ROLE: &str = "agent-test-unauthorized";
+    // The world's node role, with its access entry taken away: the agent's policy may pass
+    // only that role to EC2 (iam:PassRole), so an unauthorized node is this role unmapped.
+    const ROLE: &str = agent_support::NODE_ROLE;
     let w = World::start(Opts::default()).await;
     let conf = agent_support::sdk_config(&w.moto.endpoint()).await;
-    let role = kube_sim::node_auth::node_role(&conf, agent_support::CLUSTER, ROLE, false)
+    let role = kube_sim::node_auth::node_role(&conf, agent_support::CLUSTER, ROLE, true)
         .await
-        .expect("the unauthorized role");
+        .expect("the node role");
+    aws_sdk_eks::Client::new(&conf)
+        .delete_access_entry()
+        .cluster_name(agent_support::CLUSTER)
+        .principal_arn(&role.role_arn)
+        .send()
+        .await
+        .expect("EKS DeleteAccessEntry");
     let classes: Api<joiner_agent::api::NodeClass> = Api::all(w.client.clone());
     let class = serde_json::from_value(json!({
         "apiVersion": "joiner.dev/v1", "kind": "NodeClass",

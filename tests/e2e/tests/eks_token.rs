@@ -224,6 +224,19 @@ resource "joiner_cluster" "c" {{
   role_arn   = "{role}"
   subnet_ids = [{subnets}]
 }}
+
+# The cluster gives its creator nothing implicitly: the applying identity is admitted by
+# its own access entry, which the Kubernetes half waits for.
+data "joiner_caller_identity" "me" {{}}
+
+resource "joiner_access_entry" "me" {{
+  cluster_name  = joiner_cluster.c.name
+  principal_arn = data.joiner_caller_identity.me.principal_arn
+  access_policy {{
+    policy_arn = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    scope      = "cluster"
+  }}
+}}
 {half}"#,
         role = net.role_arn,
         subnets = net
@@ -232,7 +245,7 @@ resource "joiner_cluster" "c" {{
             .map(|s| format!("{s:?}"))
             .collect::<Vec<_>>()
             .join(", "),
-        half = kubernetes_half("joiner_cluster.c.name"),
+        half = kubernetes_half("joiner_access_entry.me.cluster_name"),
     ));
     tf.apply();
     tf.plan_is_empty();
