@@ -33,8 +33,9 @@ pub struct Selector {
 pub struct Profile {
     pub name: String,
     pub selectors: Vec<Selector>,
-    /// When the emulator created the profile (Unix seconds), if it says.
-    pub created_secs: Option<i64>,
+    /// When the emulator created the profile (Unix milliseconds, as EKS's `createdAt`
+    /// carries them), if it says.
+    pub created_ms: Option<i64>,
 }
 
 /// The cluster's active Fargate profiles, as last read from the emulator.
@@ -42,6 +43,10 @@ pub struct Profile {
 pub struct Profiles {
     inner: RwLock<Vec<Profile>>,
     loaded: std::sync::atomic::AtomicBool,
+    /// When each pod that no profile took was admitted (Unix ms, by "namespace/name"): a
+    /// pod's `creationTimestamp` has whole seconds, too coarse to tell a pod created just
+    /// before a profile from one created just after it in the same second.
+    admitted_ms: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl Profiles {
@@ -82,19 +87,58 @@ impl Profiles {
         profiles.iter().find(|p| matches(p)).map(|p| p.name.clone())
     }
 
-    /// The profile a pod created at `created_secs` would have got at admission had kube-sim
-    /// known every profile then: one that matches and is no younger than the pod.
+    /// The profile a pod admitted at `admitted_ms` would have got at admission had kube-sim
+    /// known every profile then: one that matches and is older than the pod.
     pub fn matching_since(
         &self,
         namespace: &str,
         labels: &Value,
-        created_secs: i64,
+        admitted_ms: i64,
     ) -> Option<String> {
         let name = self.matching(namespace, labels)?;
         let profiles = self.inner.read().unwrap_or_else(|p| p.into_inner());
         let p = profiles.iter().find(|p| p.name == name)?;
-        (p.created_secs? <= created_secs).then_some(name)
+        (p.created_ms? <= admitted_ms).then_some(name)
     }
+
+    fn record_admission(&self, pod: &Value) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        self.admitted_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pod_key(pod), now);
+    }
+
+    /// When the pod was admitted: kube-sim's own instant if it admitted it, else the start
+    /// of its `creationTimestamp` second.
+    fn admitted_at(&self, pod: &Value) -> Option<i64> {
+        if let Some(ms) = self
+            .admitted_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&pod_key(pod))
+        {
+            return Some(*ms);
+        }
+        pod["metadata"]["creationTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| t.as_millisecond())
+    }
+
+    /// Forgets the admissions of pods no longer pending.
+    fn forget_except(&self, pending: &HashSet<String>) {
+        self.admitted_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|k, _| pending.contains(k));
+    }
+}
+
+fn pod_key(pod: &Value) -> String {
+    format!("{}/{}", namespace_of(pod), name_of(pod))
 }
 
 /// Glob matching with `*` (any run) and `?` (one character), as Fargate selectors allow.
@@ -160,6 +204,8 @@ pub fn admit(profiles: &Profiles, rt: &ResourceType, pod: &mut Value) {
             pod["metadata"]["annotations"] = json!({});
         }
         pod["metadata"]["annotations"][PROFILE_KEY] = json!(profile);
+    } else {
+        profiles.record_admission(pod);
     }
 }
 
@@ -247,9 +293,10 @@ fn node_for(pod: &Value, region: &str, profile: &str) -> Value {
 /// and the provider waits for ACTIVE before creating what runs there (the agent's
 /// Deployment); kube-sim learns of profiles up to one poll late, so without this the agent's
 /// pods, created right after its profile, would stay on the default scheduler with no node
-/// to go to. A pod created in the same second as the profile but before it counts as after
-/// (creation timestamps have whole seconds).
+/// to go to. A pod created before the profile stays where it is, as on EKS: the
+/// comparison uses the instant kube-sim admitted the pod, to the millisecond.
 fn readmit_late(store: &Store, profiles: &Profiles, pods_t: &ResourceType, pods: &[Arc<Value>]) {
+    let mut pending = HashSet::new();
     for pod in pods {
         let unadmitted = pod["spec"]["schedulerName"]
             .as_str()
@@ -260,17 +307,13 @@ fn readmit_late(store: &Store, profiles: &Profiles, pods_t: &ResourceType, pods:
         if !unadmitted {
             continue;
         }
-        let Some(created) = pod["metadata"]["creationTimestamp"]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        else {
+        pending.insert(pod_key(pod));
+        let Some(admitted) = profiles.admitted_at(pod) else {
             continue;
         };
-        let Some(profile) = profiles.matching_since(
-            namespace_of(pod),
-            &pod["metadata"]["labels"],
-            created.as_second(),
-        ) else {
+        let Some(profile) =
+            profiles.matching_since(namespace_of(pod), &pod["metadata"]["labels"], admitted)
+        else {
             continue;
         };
         let uid = pod["metadata"]["uid"].clone();
@@ -297,9 +340,10 @@ fn readmit_late(store: &Store, profiles: &Profiles, pods_t: &ResourceType, pods:
         tracing::info!(
             pod = name_of(pod),
             profile = %profile,
-            "fargate: admitted a pod created before kube-sim read its profile"
+            "fargate: admitted a pod created after its profile but before kube-sim read it"
         );
     }
+    profiles.forget_except(&pending);
 }
 
 /// Gives each pending Fargate pod a Node of its own and binds it there; removes the Nodes
@@ -498,7 +542,9 @@ pub async fn read_profiles(
         profiles.push(Profile {
             name: p.fargate_profile_name().unwrap_or(&name).to_string(),
             selectors,
-            created_secs: p.created_at().map(|t| t.secs()),
+            created_ms: p
+                .created_at()
+                .map(|t| t.secs() * 1000 + i64::from(t.subsec_nanos() / 1_000_000)),
         });
     }
     Ok(profiles)
@@ -581,7 +627,7 @@ mod tests {
                     namespace: "kube-system".into(),
                     labels: BTreeMap::from([("k8s-app".into(), "kube-dns".into())]),
                 }],
-                created_secs: None,
+                created_ms: None,
             },
             Profile {
                 name: "agent".into(),
@@ -589,7 +635,7 @@ mod tests {
                     namespace: "joiner".into(),
                     labels: BTreeMap::new(),
                 }],
-                created_secs: Some(100),
+                created_ms: Some(100_500),
             },
         ]);
         assert_eq!(
@@ -602,16 +648,30 @@ mod tests {
         );
         assert_eq!(profiles.matching("kube-system", &json!({})), None);
         assert_eq!(profiles.matching("default", &json!({"a": "b"})), None);
-        // Late admission: only pods no older than the profile, and only with a known age.
-        assert_eq!(profiles.matching_since("joiner", &json!({}), 99), None);
+        // Late admission: only pods no older than the profile, to the millisecond (a pod
+        // admitted in the profile's second but before it stays put), and only with a known age.
+        assert_eq!(profiles.matching_since("joiner", &json!({}), 100_499), None);
         assert_eq!(
-            profiles.matching_since("joiner", &json!({}), 100),
+            profiles.matching_since("joiner", &json!({}), 100_500),
             Some("agent".into())
         );
         assert_eq!(
             profiles.matching_since("kube-system", &json!({"k8s-app": "kube-dns"}), 1 << 40),
             None
         );
+    }
+
+    #[test]
+    fn a_pod_kube_sim_admitted_is_dated_to_the_millisecond() {
+        let profiles = Profiles::default();
+        let pod = json!({"metadata": {"namespace": "default", "name": "dns-1",
+            "creationTimestamp": "2026-01-01T00:00:00Z"}});
+        assert_eq!(profiles.admitted_at(&pod), Some(1_767_225_600_000));
+        profiles.record_admission(&pod);
+        let ms = profiles.admitted_at(&pod).expect("recorded");
+        assert!(ms > 1_767_225_600_000, "kube-sim's own instant: {ms}");
+        profiles.forget_except(&HashSet::new());
+        assert_eq!(profiles.admitted_at(&pod), Some(1_767_225_600_000));
     }
 
     #[test]

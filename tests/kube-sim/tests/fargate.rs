@@ -241,9 +241,9 @@ async fn a_pod_created_between_a_profile_and_kube_sims_next_read_still_lands_on_
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "joiner"},
             "spec": {"containers": [{"name": "c", "image": "example.com/agent:1"}]}})
     };
+    // No pause before the profile: the pod and the profile usually share a second, and
+    // kube-sim must still tell which came first (creation timestamps have whole seconds).
     apply(&target, &pod("before"));
-    // Creation timestamps have whole seconds: the profile must be a later second.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     let eks = kube_sim::fargate::eks_client(&moto.endpoint(), "us-east-1").await;
     eks.create_cluster()
