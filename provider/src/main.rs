@@ -70,39 +70,56 @@ fn main() -> ExitCode {
 /// `policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN`: prints the agent role's inline policy
 /// exactly as `joiner_agent_role` renders it, for review, for a role made outside Terraform,
 /// and for the agent's tests, which run the agent with only this policy under enforced IAM.
+///
+/// `policy deployer CLUSTER_ARN`: prints what the identity that runs `terraform apply` of
+/// `terraform-modules/groupless-eks` needs (`docs/guides/deployer-permissions.md`); the
+/// sandbox applies and destroys the quickstart with only this policy.
 fn print_policy(binary: &str, args: &[String]) -> ExitCode {
     use joiner_provider::policy::agent::{agent_policy, AgentScope};
     use joiner_provider::policy::arn::Arn;
-    let usage = format!("usage: {binary} policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN");
-    let [kind, cluster, queue, node_role] = args else {
-        eprintln!("{usage}");
-        return ExitCode::from(2);
+    use joiner_provider::policy::deployer::deployer_policy;
+    use joiner_provider::resources::interruption_rules::naming::rule_prefix;
+    let usage = format!(
+        "usage: {binary} policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN\n       {binary} policy deployer CLUSTER_ARN"
+    );
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        eprintln!("{binary}: {what}: {e}");
+        ExitCode::from(2)
     };
-    if kind != "agent" {
-        eprintln!("{usage}");
-        return ExitCode::from(2);
-    }
-    let cluster = match Arn::expect(cluster, "eks", "cluster/") {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{binary}: CLUSTER_ARN: {e}");
-            return ExitCode::from(2);
+    match args {
+        [kind, cluster] if kind == "deployer" => {
+            let cluster = match Arn::expect(cluster, "eks", "cluster/") {
+                Ok(a) => a,
+                Err(e) => return fail("CLUSTER_ARN", &e),
+            };
+            let prefix = rule_prefix(cluster.resource_name());
+            println!("{}", deployer_policy(&cluster, &prefix).to_json());
+            ExitCode::SUCCESS
         }
-    };
-    for (what, arn, service, prefix) in [
-        ("QUEUE_ARN", queue, "sqs", ""),
-        ("NODE_ROLE_ARN", node_role, "iam", "role/"),
-    ] {
-        if let Err(e) = Arn::expect(arn, service, prefix) {
-            eprintln!("{binary}: {what}: {e}");
-            return ExitCode::from(2);
+        [kind, cluster, queue, node_role] if kind == "agent" => {
+            let cluster = match Arn::expect(cluster, "eks", "cluster/") {
+                Ok(a) => a,
+                Err(e) => return fail("CLUSTER_ARN", &e),
+            };
+            for (what, arn, service, prefix) in [
+                ("QUEUE_ARN", queue, "sqs", ""),
+                ("NODE_ROLE_ARN", node_role, "iam", "role/"),
+            ] {
+                if let Err(e) = Arn::expect(arn, service, prefix) {
+                    return fail(what, &e);
+                }
+            }
+            let scope = AgentScope {
+                cluster,
+                queue_arn: queue.clone(),
+                node_role_arn: node_role.clone(),
+            };
+            println!("{}", agent_policy(&scope).to_json());
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("{usage}");
+            ExitCode::from(2)
         }
     }
-    let scope = AgentScope {
-        cluster,
-        queue_arn: queue.clone(),
-        node_role_arn: node_role.clone(),
-    };
-    println!("{}", agent_policy(&scope).to_json());
-    ExitCode::SUCCESS
 }

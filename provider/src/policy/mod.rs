@@ -5,6 +5,7 @@
 
 pub mod agent;
 pub mod arn;
+pub mod deployer;
 pub mod document;
 pub mod managed;
 pub mod trust;

@@ -684,31 +684,86 @@ def _sqs_checks(call: Call) -> list[Check] | None:
     return [(action, call.arn("sqs", name), ctx)]
 
 
+_EKS_PATH = re.compile(
+    r"^/clusters/(?P<cluster>[^/]+)(?:/(?P<kind>access-entries|addons|fargate-profiles|updates)(?:/(?P<child>[^/]+))?)?"
+)
+
+
+def _eks_request_tags(call: Call) -> dict[str, list[str]]:
+    tags = call.body.get("tags") or {}
+    if not isinstance(tags, dict) or not tags:
+        return {}
+    ctx = _tag_ctx("aws:RequestTag", tags)
+    ctx["aws:TagKeys"] = sorted(tags)
+    return ctx
+
+
+def _eks_access_entry_arn(call: Call, cluster: str, principal_arn: str) -> str:
+    """The entry's ARN as EKS forms it; the trailing ID is EKS's own, so a policy can only
+    name it with a wildcard, which the literal `*` here matches."""
+    kind = "role" if ":role/" in principal_arn else "user"
+    account = principal_arn.split(":")[4] if principal_arn.count(":") >= 5 else call.account
+    name = principal_arn.rsplit("/", 1)[-1]
+    return call.arn("eks", f"access-entry/{cluster}/{kind}/{account}/{name}/*")
+
+
 def _eks_checks(call: Call) -> list[Check] | None:
-    name = call.param("name") or call.param("clusterName")
-    if call.op in ("ListClusters",):
-        return [(f"eks:{call.op}", "*", {})]
-    if call.op == "CreateCluster":
+    """EKS authorizes each action on the resource type the Service Authorization Reference
+    gives it: creating or listing a cluster's parts on the cluster, the rest on the part
+    (access entry, add-on, Fargate profile), tagging on the ARN tagged. Passing a role to
+    EKS needs `iam:PassRole` too."""
+    op = call.op
+    if op in ("ListClusters", "DescribeAddonVersions", "ListAccessPolicies"):
+        return [(f"eks:{op}", "*", {})]
+    if op in ("TagResource", "UntagResource", "ListTagsForResource"):
+        arn = call.param("resourceArn") or unquote(call.resp.path.split("/tags/", 1)[-1])
+        ctx = _eks_request_tags(call) if op == "TagResource" else {}
+        if op == "UntagResource":
+            ctx = {"aws:TagKeys": call.qs.get("tagKeys") or []}
+        return [(f"eks:{op}", arn, ctx)]
+    if op == "CreateCluster":
         name = call.body.get("name")
-        tags = call.body.get("tags") or {}
-        ctx = _tag_ctx("aws:RequestTag", tags)
-        ctx["aws:TagKeys"] = sorted(tags)
-        return [("eks:CreateCluster", call.arn("eks", f"cluster/{name}"), ctx)]
-    if name and call.op in (
+        out: list[Check] = [("eks:CreateCluster", call.arn("eks", f"cluster/{name}"), _eks_request_tags(call))]
+        if call.body.get("roleArn"):
+            out.append(("iam:PassRole", call.body["roleArn"], {"iam:PassedToService": ["eks.amazonaws.com"]}))
+        return out
+    m = _EKS_PATH.match(call.resp.path or "")
+    cluster = unquote(m.group("cluster")) if m else (call.param("name") or call.param("clusterName"))
+    if not cluster:
+        return None
+    cluster_arn = call.arn("eks", f"cluster/{cluster}")
+    kind = m.group("kind") if m else None
+    child = unquote(m.group("child")) if m and m.group("child") else None
+    if op == "CreateFargateProfile":
+        out = [("eks:CreateFargateProfile", cluster_arn, _eks_request_tags(call))]
+        if call.body.get("podExecutionRoleArn"):
+            out.append(
+                ("iam:PassRole", call.body["podExecutionRoleArn"], {"iam:PassedToService": ["eks-fargate-pods.amazonaws.com"]})
+            )
+        return out
+    if op in ("CreateAccessEntry", "CreateAddon", "CreatePodIdentityAssociation"):
+        return [(f"eks:{op}", cluster_arn, _eks_request_tags(call))]
+    if kind == "access-entries" and child:
+        return [(f"eks:{op}", _eks_access_entry_arn(call, cluster, child), {})]
+    if kind == "addons" and child:
+        return [(f"eks:{op}", call.arn("eks", f"addon/{cluster}/{child}/*"), {})]
+    if kind == "fargate-profiles" and child:
+        return [(f"eks:{op}", call.arn("eks", f"fargateprofile/{cluster}/{child}/*"), {})]
+    if op == "DescribeUpdate" and call.param("addonName"):
+        return [(f"eks:{op}", call.arn("eks", f"addon/{cluster}/{call.param('addonName')}/*"), {})]
+    if op in (
         "DescribeCluster",
         "DeleteCluster",
         "UpdateClusterConfig",
         "UpdateClusterVersion",
+        "DescribeUpdate",
+        "ListUpdates",
         "ListFargateProfiles",
         "ListAccessEntries",
-        "CreateAccessEntry",
+        "ListAddons",
         "ListPodIdentityAssociations",
-        "CreatePodIdentityAssociation",
     ):
-        return [(f"eks:{call.op}", call.arn("eks", f"cluster/{name}"), {})]
-    fp = call.param("fargateProfileName") or call.body.get("fargateProfileName")
-    if name and fp:
-        return [(f"eks:{call.op}", call.arn("eks", f"fargateprofile/{name}/{fp}/*"), {})]
+        return [(f"eks:{op}", cluster_arn, {})]
     return None
 
 
@@ -759,11 +814,20 @@ def _iam_checks(call: Call) -> list[Check] | None:
 
 
 def _events_checks(call: Call) -> list[Check] | None:
+    if call.op in ("TagResource", "UntagResource", "ListTagsForResource") and call.body.get("ResourceARN"):
+        ctx: dict[str, list[str]] = {}
+        if call.op == "TagResource":
+            tags = {t["Key"]: t.get("Value", "") for t in call.body.get("Tags") or []}
+            ctx = _tag_ctx("aws:RequestTag", tags)
+            ctx["aws:TagKeys"] = sorted(tags)
+        elif call.op == "UntagResource":
+            ctx = {"aws:TagKeys": list(call.body.get("TagKeys") or [])}
+        return [(f"events:{call.op}", call.body["ResourceARN"], ctx)]
     name = call.body.get("Name") or call.body.get("Rule")
     if name:
         bus = call.body.get("EventBusName") or "default"
         rule = f"rule/{name}" if bus == "default" else f"rule/{bus}/{name}"
-        ctx: dict[str, list[str]] = {}
+        ctx = {}
         tags = {t["Key"]: t.get("Value", "") for t in call.body.get("Tags") or []}
         if tags:
             ctx = _tag_ctx("aws:RequestTag", tags)
@@ -791,11 +855,48 @@ _MODELS = {
 }
 
 
+# Creating with tags is also tagging: IAM, SQS, EKS and EventBridge authorize the service's
+# tagging action on the new resource as well (EC2's tag-on-create is modelled in its own
+# checks, with `ec2:CreateAction`).
+_TAG_ON_CREATE = {
+    ("iam", "CreateRole"): "iam:TagRole",
+    ("iam", "CreateInstanceProfile"): "iam:TagInstanceProfile",
+    ("iam", "CreateOpenIDConnectProvider"): "iam:TagOpenIDConnectProvider",
+    ("iam", "CreateUser"): "iam:TagUser",
+    ("iam", "CreatePolicy"): "iam:TagPolicy",
+    ("sqs", "CreateQueue"): "sqs:TagQueue",
+    ("eks", "CreateCluster"): "eks:TagResource",
+    ("eks", "CreateFargateProfile"): "eks:TagResource",
+    ("eks", "CreateAddon"): "eks:TagResource",
+    ("eks", "CreateAccessEntry"): "eks:TagResource",
+    ("events", "PutRule"): "events:TagResource",
+}
+
+
+def _tag_on_create(call: Call, checks: list[Check]) -> list[Check]:
+    action = _TAG_ON_CREATE.get((call.service, call.op))
+    if not action or not checks:
+        return checks
+    ctx = checks[0][2]
+    if not ctx.get("aws:TagKeys"):
+        return checks
+    resource = checks[0][1]
+    if call.service == "eks" and call.op != "CreateCluster":
+        cluster = resource.rsplit("cluster/", 1)[-1]
+        if call.op == "CreateFargateProfile":
+            resource = call.arn("eks", f"fargateprofile/{cluster}/{call.body.get('fargateProfileName')}/*")
+        elif call.op == "CreateAddon":
+            resource = call.arn("eks", f"addon/{cluster}/{call.body.get('addonName')}/*")
+        else:
+            resource = _eks_access_entry_arn(call, cluster, str(call.body.get("principalArn") or ""))
+    return checks + [(action, resource, ctx)]
+
+
 def _checks(call: Call) -> tuple[list[Check], bool]:
     model = _MODELS.get(call.service)
     checks = model(call) if model else None
     if checks is not None:
-        return checks, True
+        return _tag_on_create(call, checks), True
     key = f"{call.service}:{call.op}"
     with _LOCK:
         first = key not in _UNMODELLED_SEEN
@@ -1027,7 +1128,12 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
             path=path,
             # A body-less request (REST GET/DELETE) is signed over an empty payload; moto
             # would otherwise sign its parsed parameters as a form body.
-            data={} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data,
+            # A form body (the query protocols) is parsed by werkzeug before moto sees it,
+            # and moto would re-encode the parsed form to hash it: `%20` comes back as `+`,
+            # and a correctly signed call (the Rust SDK's encoding) would not verify. The
+            # bytes as they arrived are kept by `_keep_form_bodies`.
+            data=_raw_form_body(resp)
+            or ({} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data),
             body=resp.raw_body,
             headers=headers,
             action=op,
@@ -1123,6 +1229,39 @@ def _decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
     return 200, {"Content-Type": "application/json"}, json.dumps(body)
 
 
+_RAW_BODY_KEY = "joiner_local.raw_form_body"
+
+
+def _raw_form_body(resp: Any) -> bytes | None:
+    request = getattr(resp, "normalized_request", None)
+    environ = getattr(request, "environ", None) or {}
+    return environ.get(_RAW_BODY_KEY)
+
+
+def _keep_form_bodies() -> None:
+    """Keeps a copy of every form-encoded request body in the WSGI environ, before
+    werkzeug's form parser consumes the stream, so that signatures are checked over the
+    bytes the client signed."""
+    import io
+
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original = DomainDispatcherApplication.__call__
+
+    def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            body = environ["wsgi.input"].read(length) if length > 0 else b""
+            environ[_RAW_BODY_KEY] = body
+            environ["wsgi.input"] = io.BytesIO(body)
+        return original(self, environ, start_response)
+
+    DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
+
+
 def enabled() -> bool:
     return os.environ.get(ENV, "").lower() == "enforce"
 
@@ -1138,6 +1277,7 @@ def install() -> None:
         authorize(self, iam_request_cls, resource)
 
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action  # type: ignore[method-assign]
+    _keep_form_bodies()
     api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = _decisions_endpoint
     original_reset = MotoAPIBackend.reset
 
