@@ -683,3 +683,92 @@ fn preferences_are_relaxed_when_they_cannot_be_met() {
         "an unsatisfiable soft spread is relaxed last"
     );
 }
+
+/// Seed 004's pool (large to 4xlarge, nitro, Spot and on-demand) and 100 pods of
+/// 250m/512Mi: GPU, accelerator and bare-metal types fit those pods too, but no claim lists
+/// them while an ordinary type fits, so CreateFleet can never fall back to a GPU node for
+/// CPU pods. A pod that asks for a GPU still gets GPU types.
+#[test]
+fn exotic_types_only_for_pods_that_need_them() {
+    let pool = node_pool(
+        "seed-004",
+        reqs(vec![
+            req(labels::CAPACITY_TYPE, Operator::In, &["spot", "on-demand"]),
+            req(labels::ARCH, Operator::In, &["amd64"]),
+            req(
+                labels::INSTANCE_FAMILY,
+                Operator::NotIn,
+                &[
+                    "t3", "t3a", "t4", "t2", "i3", "i4i", "i3en", "c6id", "m6id", "r6id", "d3",
+                    "d3en",
+                ],
+            ),
+            req(labels::INSTANCE_HYPERVISOR, Operator::In, &["nitro"]),
+            req(
+                labels::INSTANCE_SIZE,
+                Operator::In,
+                &["large", "xlarge", "2xlarge", "4xlarge"],
+            ),
+        ]),
+    );
+    let exotic = |name: &str| {
+        catalog()
+            .types
+            .iter()
+            .find(|t| t.name == name)
+            .is_some_and(|t| t.is_exotic())
+    };
+    // The pool admits exotic types: the filter, not the requirements, keeps them out.
+    let mut by_type_labels = Requirements::new();
+    for (k, r) in pool.requirements.iter() {
+        if k.as_str() != labels::CAPACITY_TYPE {
+            by_type_labels.add(k, r.clone());
+        }
+    }
+    let admitted_exotic: Vec<&str> = catalog()
+        .types
+        .iter()
+        .filter(|t| t.is_exotic() && by_type_labels.matches_labels(&t.labels))
+        .map(|t| t.name.as_str())
+        .collect();
+    assert!(
+        admitted_exotic.len() > 10,
+        "the pool admits GPU types: {admitted_exotic:?}"
+    );
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: pods(100, "shop", 250, 512 * MI),
+            node_pools: vec![pool.clone()],
+            ..Default::default()
+        },
+    );
+    assert!(!plan.new_claims.is_empty());
+    for c in &plan.new_claims {
+        let listed: Vec<&str> = c
+            .instance_types
+            .iter()
+            .map(|t| t.instance_type.as_str())
+            .filter(|t| exotic(t))
+            .collect();
+        assert!(listed.is_empty(), "a claim for CPU pods lists {listed:?}");
+    }
+
+    let mut gpu = Pod::new("default", "train", 1000, 4 * GI);
+    gpu.requests
+        .extended
+        .insert(joiner_agent::resources::NVIDIA_GPU.into(), 1);
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: vec![gpu],
+            node_pools: vec![pool],
+            ..Default::default()
+        },
+    );
+    assert_eq!(plan.new_claims.len(), 1, "{:?}", plan.unschedulable);
+    assert!(plan.new_claims[0]
+        .instance_types
+        .iter()
+        .all(|t| exotic(&t.instance_type)));
+}

@@ -114,6 +114,25 @@ impl InstanceType {
         }
     }
 
+    /// Whether the type is bought for hardware ordinary pods do not use: GPUs, other
+    /// accelerators (Inferentia, Trainium, FPGAs, video transcoders, Gaudi: the catalogue has
+    /// no accelerator counts, and these families exist only for theirs) or a whole bare-metal
+    /// host. Such a type also fits CPU pods, at many times the price of an ordinary one.
+    pub fn is_exotic(&self) -> bool {
+        const ACCELERATOR_FAMILIES: &[&str] = &["inf", "trn", "f1", "f2", "vt1", "dl1", "dl2q"];
+        let family = self
+            .labels
+            .get(crate::labels::INSTANCE_FAMILY)
+            .map(String::as_str)
+            .unwrap_or("");
+        self.record.gpu_count > 0
+            || self.record.bare_metal
+            || self.name.contains(".metal")
+            || ACCELERATOR_FAMILIES
+                .iter()
+                .any(|f| family == *f || (f.len() == 3 && family.starts_with(f)))
+    }
+
     /// Allocatable under different kubelet settings (a NodeClass's overrides).
     pub fn allocatable_with(&self, settings: &KubeletSettings) -> Resources {
         let max_pods = self

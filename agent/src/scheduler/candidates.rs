@@ -2,6 +2,12 @@
 //! holds, priced, with Spot offerings dearer than the cheapest on-demand dropped, cut to
 //! 60 types (CreateFleet's override limit, as in Karpenter) while keeping zone and family
 //! diversity for Spot and honouring minValues.
+//!
+//! Exotic types (GPU, accelerator, bare metal) are dropped from a claim whenever an
+//! ordinary type fits it: they fit CPU pods too, and listed last among the candidates they
+//! are still what CreateFleet falls back to when every cheaper offering is out of capacity:
+//! a GPU node for CPU pods at tens of times the price. Pods that need the hardware fit only
+//! such types, so they keep them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +55,7 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
                         || pool.within_limits(&others, &s.catalog.types[t].capacity))
             })
             .collect();
+        let fitting = without_exotic(fitting, |t| s.catalog.types[t].is_exotic());
         // Cheapest on-demand price among fitting types, for dropping dearer Spot offerings.
         let od_min = if ctm & CT_ON_DEMAND != 0 {
             fitting
@@ -204,6 +211,14 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
     (out, failed)
 }
 
+/// `types` without the exotic ones, unless only exotic ones are there.
+fn without_exotic(types: Vec<usize>, exotic: impl Fn(usize) -> bool) -> Vec<usize> {
+    if types.iter().all(|&t| exotic(t)) {
+        return types;
+    }
+    types.into_iter().filter(|&t| !exotic(t)).collect()
+}
+
 /// Indexes into `priced` (sorted by price) of at most 60 types, cheapest first.
 fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool) -> Vec<usize> {
     let mut chosen: BTreeSet<usize> = BTreeSet::new();
@@ -262,4 +277,17 @@ fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool)
         chosen.insert(k);
     }
     chosen.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_exotic;
+
+    #[test]
+    fn exotic_types_go_only_when_an_ordinary_one_fits() {
+        let exotic = |t: usize| t >= 10;
+        assert_eq!(without_exotic(vec![1, 2, 10, 11], exotic), vec![1, 2]);
+        assert_eq!(without_exotic(vec![10, 11], exotic), vec![10, 11]);
+        assert_eq!(without_exotic(vec![], exotic), Vec::<usize>::new());
+    }
 }
