@@ -26,6 +26,11 @@ pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
 pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
 pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
 pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
+/// Set only on GPU types, lower case (`a10g`, `nvidia`), as Karpenter sets them.
+pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
+pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+/// Local instance-store size in GB; set only on types that have one.
+pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
 
 // joiner.dev
 pub const JOINER_NODEPOOL: &str = "joiner.dev/nodepool";
@@ -55,8 +60,34 @@ pub const WELL_KNOWN: &[&str] = &[
     INSTANCE_MEMORY,
     INSTANCE_HYPERVISOR,
     INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_LOCAL_NVME,
     JOINER_NODEPOOL,
 ];
+
+/// joiner's own labels that users put on nodes (the critical pool's), and so may require.
+pub const JOINER_USER_LABELS: &[&str] = &["joiner.dev/critical"];
+
+/// Domains whose label keys describe the instance or the agent's bookkeeping: a key there
+/// that joiner does not model would otherwise be taken for a custom label, which the
+/// NodePool alone decides, so a pool asking for `karpenter.k8s.aws/instance-gpu-memory`
+/// would admit every type, GPU or not.
+pub const RESERVED_DOMAINS: &[&str] = &["karpenter.sh", "karpenter.k8s.aws", "joiner.dev"];
+
+/// Whether a requirement may name `key`: any key outside the reserved domains (and their
+/// subdomains), and inside them only the labels joiner models.
+pub fn is_requirable(key: &str) -> bool {
+    !in_reserved_domain(key) || is_well_known(key) || JOINER_USER_LABELS.contains(&key)
+}
+
+pub fn in_reserved_domain(key: &str) -> bool {
+    key.split_once('/').is_some_and(|(domain, _)| {
+        RESERVED_DOMAINS
+            .iter()
+            .any(|d| domain == *d || domain.ends_with(&format!(".{d}")))
+    })
+}
 
 /// Labels a user may not set in a NodePool template: the agent owns them.
 pub const RESTRICTED: &[&str] = &[

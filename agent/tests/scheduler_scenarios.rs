@@ -772,3 +772,35 @@ fn exotic_types_only_for_pods_that_need_them() {
         .iter()
         .all(|t| exotic(&t.instance_type)));
 }
+
+/// A migrated GPU pool (`instance-gpu-name In [a10g]`) admits the A10G types only: the
+/// label is modelled from the catalogue, not taken for a custom label that every type has.
+#[test]
+fn gpu_name_selects_only_those_gpus() {
+    let r = reqs(vec![req(
+        labels::INSTANCE_GPU_NAME,
+        Operator::In,
+        &["a10g"],
+    )]);
+    let admitted: Vec<&str> = catalog()
+        .types
+        .iter()
+        .filter(|t| t.allowed_by(&r))
+        .map(|t| t.name.as_str())
+        .collect();
+    assert!(!admitted.is_empty());
+    assert!(
+        admitted.iter().all(|t| t.starts_with("g5.")),
+        "{admitted:?}"
+    );
+    let r = reqs(vec![req(
+        labels::INSTANCE_GPU_MANUFACTURER,
+        Operator::In,
+        &["nvidia"],
+    )]);
+    assert!(catalog()
+        .types
+        .iter()
+        .filter(|t| t.allowed_by(&r))
+        .all(|t| t.record.gpu_count > 0));
+}

@@ -423,6 +423,24 @@ fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithM
                     r.key
                 ),
             );
+        } else if !labels::is_requirable(&r.key) {
+            let modelled: Vec<&str> = labels::WELL_KNOWN
+                .iter()
+                .chain(labels::JOINER_USER_LABELS)
+                .copied()
+                .filter(|k| !labels::RESTRICTED.contains(k) && labels::in_reserved_domain(k))
+                .collect();
+            e.push(
+                format!("{p}.key"),
+                format!(
+                    "{} is in a domain whose labels joiner sets itself ({}), and joiner does not \
+                     model this key: as a custom label it would admit every instance type. \
+                     Requirable keys there: {}",
+                    r.key,
+                    labels::RESERVED_DOMAINS.join(", "),
+                    modelled.join(", ")
+                ),
+            );
         }
         let op = match r.operator.parse::<Operator>() {
             Ok(op) => op,
@@ -676,6 +694,51 @@ mod tests {
     #[test]
     fn valid_pool_has_no_errors() {
         assert_eq!(node_pool(&pool(), "spec"), vec![]);
+    }
+
+    #[test]
+    fn unmodelled_keys_in_karpenter_and_joiner_domains_are_refused() {
+        let with = |key: &str| {
+            let mut p = pool();
+            p.template
+                .spec
+                .requirements
+                .push(NodeSelectorRequirementWithMinValues {
+                    key: key.into(),
+                    operator: "In".into(),
+                    values: vec!["x".into()],
+                    min_values: None,
+                });
+            node_pool(&p, "spec")
+        };
+        for key in [
+            "karpenter.k8s.aws/instance-gpu-memory",
+            "karpenter.k8s.aws/instance-network-bandwidth",
+            "karpenter.sh/something",
+            "joiner.dev/anything",
+            "node.karpenter.sh/x",
+        ] {
+            let errs = with(key);
+            assert_eq!(errs.len(), 1, "{key}: {errs:?}");
+            assert_eq!(errs[0].path, "spec.template.spec.requirements[1].key");
+            assert!(errs[0].message.contains(key), "{}", errs[0].message);
+            assert!(
+                errs[0]
+                    .message
+                    .contains("karpenter.k8s.aws/instance-gpu-name"),
+                "lists what is modelled: {}",
+                errs[0].message
+            );
+        }
+        for key in [
+            labels::INSTANCE_GPU_NAME,
+            labels::INSTANCE_LOCAL_NVME,
+            "joiner.dev/critical",
+            "example.com/team",
+            "team",
+        ] {
+            assert_eq!(with(key), vec![], "{key}");
+        }
     }
 
     #[test]

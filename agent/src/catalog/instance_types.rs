@@ -224,6 +224,26 @@ impl InstanceTypeRecord {
         put(labels::INSTANCE_MEMORY, self.memory_mib.to_string());
         put(labels::INSTANCE_HYPERVISOR, self.hypervisor.clone());
         put(labels::INSTANCE_GPU_COUNT, self.gpu_count.to_string());
+        if self.gpu_count > 0 {
+            if !self.gpu_name.is_empty() {
+                put(
+                    labels::INSTANCE_GPU_NAME,
+                    self.gpu_name.to_ascii_lowercase(),
+                );
+            }
+            if !self.gpu_manufacturer.is_empty() {
+                put(
+                    labels::INSTANCE_GPU_MANUFACTURER,
+                    self.gpu_manufacturer.to_ascii_lowercase(),
+                );
+            }
+        }
+        if self.local_storage_gb > 0 {
+            put(
+                labels::INSTANCE_LOCAL_NVME,
+                self.local_storage_gb.to_string(),
+            );
+        }
         l
     }
 }

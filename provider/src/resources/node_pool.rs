@@ -483,4 +483,27 @@ mod tests {
         );
         assert!(paths.contains(&"weight".to_string()), "{paths:?}");
     }
+
+    #[test]
+    fn an_unmodelled_karpenter_label_is_refused_at_plan() {
+        let mut m = full();
+        m.requirements[0] = RequirementModel {
+            key: "karpenter.k8s.aws/instance-gpu-memory".into(),
+            operator: "Gt".into(),
+            values: vec!["16000".into()],
+            min_values: None,
+        };
+        let d = NodePool.validate(&m.to_value());
+        let at: Vec<_> = d
+            .iter()
+            .filter(|d| d.path.clone().unwrap().to_string() == "requirement[0].key")
+            .collect();
+        assert_eq!(at.len(), 1, "{d:?}");
+        assert!(
+            at[0].detail.contains("karpenter.k8s.aws/instance-gpu-memory")
+                && at[0].detail.contains("would admit every instance type"),
+            "{}",
+            at[0].detail
+        );
+    }
 }
