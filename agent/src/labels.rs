@@ -69,11 +69,12 @@ pub const WELL_KNOWN: &[&str] = &[
 /// joiner's own labels that users put on nodes (the critical pool's), and so may require.
 pub const JOINER_USER_LABELS: &[&str] = &["joiner.dev/critical"];
 
-/// Domains whose label keys describe the instance or the agent's bookkeeping: a key there
+/// Domains whose label keys describe the instance or the agent's bookkeeping (`k8s.aws`
+/// covers `karpenter.k8s.aws` and `topology.k8s.aws`): a key there
 /// that joiner does not model would otherwise be taken for a custom label, which the
 /// NodePool alone decides, so a pool asking for `karpenter.k8s.aws/instance-gpu-memory`
 /// would admit every type, GPU or not.
-pub const RESERVED_DOMAINS: &[&str] = &["karpenter.sh", "karpenter.k8s.aws", "joiner.dev"];
+pub const RESERVED_DOMAINS: &[&str] = &["karpenter.sh", "k8s.aws", "joiner.dev"];
 
 /// Whether a requirement may name `key`: any key outside the reserved domains (and their
 /// subdomains), and inside them only the labels joiner models.

@@ -717,6 +717,7 @@ mod tests {
             "karpenter.sh/something",
             "joiner.dev/anything",
             "node.karpenter.sh/x",
+            "topology.k8s.aws/zone-id",
         ] {
             let errs = with(key);
             assert_eq!(errs.len(), 1, "{key}: {errs:?}");
