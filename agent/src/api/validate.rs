@@ -113,7 +113,14 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     }
     let d = format!("{path}.disruption");
     let pol = &spec.disruption.consolidation_policy;
-    if pol != "WhenEmpty" && pol != "WhenEmptyOrUnderutilized" {
+    if pol == "WhenUnderutilized" {
+        // Karpenter v1beta1's name: a pasted v1beta1 manifest should learn the v1 one.
+        e.push(
+            format!("{d}.consolidationPolicy"),
+            "WhenUnderutilized was renamed WhenEmptyOrUnderutilized in Karpenter v1 (same \
+             behaviour); must be one of WhenEmpty, WhenEmptyOrUnderutilized",
+        );
+    } else if pol != "WhenEmpty" && pol != "WhenEmptyOrUnderutilized" {
         e.push(
             format!("{d}.consolidationPolicy"),
             "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
@@ -694,6 +701,22 @@ mod tests {
     #[test]
     fn valid_pool_has_no_errors() {
         assert_eq!(node_pool(&pool(), "spec"), vec![]);
+    }
+
+    #[test]
+    fn a_v1beta1_policy_name_says_what_it_became() {
+        let mut p = pool();
+        p.disruption.consolidation_policy = "WhenUnderutilized".into();
+        let errs = node_pool(&p, "spec");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].path, "spec.disruption.consolidationPolicy");
+        assert!(
+            errs[0]
+                .message
+                .contains("renamed WhenEmptyOrUnderutilized in Karpenter v1"),
+            "{}",
+            errs[0].message
+        );
     }
 
     #[test]

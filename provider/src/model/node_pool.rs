@@ -52,6 +52,9 @@ pub struct DisruptionModel {
     pub consolidation_policy: Option<String>,
     pub consolidate_after: Option<String>,
     pub budgets: Vec<BudgetModel>,
+    /// Karpenter v1beta1's place for `expireAfter`; accepted by the schema only so that
+    /// validation can say where it moved (it is never stored or sent).
+    pub expire_after_v1beta1: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -123,6 +126,7 @@ impl Model for DisruptionModel {
             consolidation_policy: string(v, "consolidation_policy"),
             consolidate_after: string(v, "consolidate_after"),
             budgets: blocks(v, "budget"),
+            expire_after_v1beta1: string(v, "expire_after"),
         }
     }
     fn to_value(&self) -> Value {
@@ -130,6 +134,7 @@ impl Model for DisruptionModel {
             ("consolidation_policy", opt_str(&self.consolidation_policy)),
             ("consolidate_after", opt_str(&self.consolidate_after)),
             ("budget", block_list(&self.budgets)),
+            ("expire_after", opt_str(&self.expire_after_v1beta1)),
         ])
     }
 }
@@ -293,6 +298,7 @@ impl NodePoolModel {
                         })
                         .collect()
                 },
+                expire_after_v1beta1: None,
             })
         };
         NodePoolModel {

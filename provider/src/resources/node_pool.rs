@@ -173,6 +173,9 @@ impl Resource<ProviderContext> for NodePool {
                 Block::new()
                     .attribute(Attribute::string("consolidation_policy").optional())
                     .attribute(Attribute::string("consolidate_after").optional())
+                    .attribute(Attribute::string("expire_after").optional().description(
+                        "Not here: Karpenter v1 moved expireAfter out of disruption; set the pool's `expire_after`. Accepted only to say so at plan.",
+                    ))
                     .block(NestedBlock::list(
                         "budget",
                         Block::new()
@@ -196,6 +199,20 @@ impl Resource<ProviderContext> for NodePool {
     fn validate(&self, config: &Value) -> Diagnostics {
         let m = NodePoolModel::from_value(config);
         let mut d = Diagnostics::new();
+        if m.disruption
+            .as_ref()
+            .is_some_and(|x| x.expire_after_v1beta1.is_some())
+        {
+            d.push(Diagnostic::error_at(
+                AttributePath::root()
+                    .attr("disruption")
+                    .attr("expire_after"),
+                "expire_after moved",
+                "Karpenter v1 moved expireAfter out of disruption (v1beta1's \
+                 spec.disruption.expireAfter is v1's spec.template.spec.expireAfter): set \
+                 `expire_after` on the joiner_node_pool itself, beside `node_class`.",
+            ));
+        }
         for e in joiner_agent::api::validate::node_pool(&m.spec(), "spec") {
             let path = PATHS.translate(&e.path);
             if touches_unknown(config, &path) || unknown_source(config, &path) {
@@ -432,6 +449,7 @@ mod tests {
                     duration: Some("1h".into()),
                     reasons: vec!["Empty".into()],
                 }],
+                expire_after_v1beta1: None,
             }),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
@@ -500,10 +518,27 @@ mod tests {
             .collect();
         assert_eq!(at.len(), 1, "{d:?}");
         assert!(
-            at[0].detail.contains("karpenter.k8s.aws/instance-gpu-memory")
+            at[0]
+                .detail
+                .contains("karpenter.k8s.aws/instance-gpu-memory")
                 && at[0].detail.contains("would admit every instance type"),
             "{}",
             at[0].detail
         );
+    }
+
+    #[test]
+    fn expire_after_in_disruption_says_where_it_moved() {
+        let mut m = full();
+        m.disruption.as_mut().unwrap().expire_after_v1beta1 = Some("720h".into());
+        let d = NodePool.validate(&m.to_value());
+        let at: Vec<_> = d
+            .iter()
+            .filter(|d| d.path.clone().unwrap().to_string() == "disruption.expire_after")
+            .collect();
+        assert_eq!(at.len(), 1, "{d:?}");
+        assert!(at[0]
+            .detail
+            .contains("set `expire_after` on the joiner_node_pool itself"));
     }
 }
