@@ -27,6 +27,11 @@ pub struct NodePoolModel {
     pub expire_after: Option<String>,
     pub termination_grace_period: Option<String>,
     pub disruption: Option<DisruptionModel>,
+    /// `replace`: replace nodes on EC2 rebalance recommendations (the NodePool object's
+    /// `joiner.dev/rebalance` annotation, which the agent reads; not the nodes').
+    pub rebalance: Option<String>,
+    /// `N/duration`: at most N such replacements per window (`joiner.dev/rebalance-limit`).
+    pub rebalance_limit: Option<String>,
     /// Computed at plan time; carried through untouched.
     pub admitted_instance_types: Value,
     pub timeouts: Value,
@@ -156,6 +161,8 @@ impl Model for NodePoolModel {
             expire_after: string(v, "expire_after"),
             termination_grace_period: string(v, "termination_grace_period"),
             disruption: single(v, "disruption"),
+            rebalance: string(v, "rebalance"),
+            rebalance_limit: string(v, "rebalance_limit"),
             admitted_instance_types: v.get("admitted_instance_types").clone(),
             timeouts: v.get("timeouts").clone(),
         }
@@ -179,6 +186,8 @@ impl Model for NodePoolModel {
                 opt_str(&self.termination_grace_period),
             ),
             ("disruption", block_single(&self.disruption)),
+            ("rebalance", opt_str(&self.rebalance)),
+            ("rebalance_limit", opt_str(&self.rebalance_limit)),
             (
                 "admitted_instance_types",
                 self.admitted_instance_types.clone(),
@@ -205,6 +214,31 @@ fn taint_model(t: &Taint) -> TaintModel {
 }
 
 impl NodePoolModel {
+    /// The annotations of the NodePool object itself (not its node template): the rebalance
+    /// opt-in, which the agent reads from the pool.
+    pub fn object_annotations(&self) -> BTreeMap<String, String> {
+        use joiner_agent::interruption::actions::{
+            REBALANCE_ANNOTATION, REBALANCE_LIMIT_ANNOTATION,
+        };
+        let mut a = BTreeMap::new();
+        if let Some(r) = &self.rebalance {
+            a.insert(REBALANCE_ANNOTATION.to_string(), r.clone());
+        }
+        if let Some(l) = &self.rebalance_limit {
+            a.insert(REBALANCE_LIMIT_ANNOTATION.to_string(), l.clone());
+        }
+        a
+    }
+
+    /// Reads the rebalance opt-in back from the object's annotations.
+    pub fn set_object_annotations(&mut self, annotations: &BTreeMap<String, String>) {
+        use joiner_agent::interruption::actions::{
+            REBALANCE_ANNOTATION, REBALANCE_LIMIT_ANNOTATION,
+        };
+        self.rebalance = annotations.get(REBALANCE_ANNOTATION).cloned();
+        self.rebalance_limit = annotations.get(REBALANCE_LIMIT_ANNOTATION).cloned();
+    }
+
     /// The CRD spec this configuration declares, with the CRD's defaults filled in, so that
     /// it compares equal to what the cluster stores.
     pub fn spec(&self) -> NodePoolSpec {
@@ -325,6 +359,8 @@ impl NodePoolModel {
             expire_after: Some(t.expire_after.clone()).filter(|e| *e != "720h"),
             termination_grace_period: t.termination_grace_period.clone(),
             disruption,
+            rebalance: None,
+            rebalance_limit: None,
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

@@ -60,6 +60,7 @@ fn object(m: &NodePoolModel) -> serde_json::Value {
         "metadata": {
             "name": m.name,
             "labels": {"app.kubernetes.io/managed-by": "terraform"},
+            "annotations": m.object_annotations(),
         },
         "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
     })
@@ -153,6 +154,12 @@ impl Resource<ProviderContext> for NodePool {
             .attribute(Attribute::string_map("limits").optional())
             .attribute(Attribute::string("expire_after").optional().description("Duration or Never; default 720h."))
             .attribute(Attribute::string("termination_grace_period").optional())
+            .attribute(Attribute::string("rebalance").optional().description(
+                "`replace`: replace nodes on EC2 rebalance recommendations, ahead of a likely Spot interruption (the NodePool's `joiner.dev/rebalance` annotation). Unset: recommendations are only logged.",
+            ))
+            .attribute(Attribute::string("rebalance_limit").optional().description(
+                "`N/duration` (e.g. `2/10m`): at most N rebalance replacements per window; needs `rebalance`.",
+            ))
             .attribute(
                 Attribute::new("admitted_instance_types", admission::Admitted::value_type())
                     .computed()
@@ -199,6 +206,29 @@ impl Resource<ProviderContext> for NodePool {
     fn validate(&self, config: &Value) -> Diagnostics {
         let m = NodePoolModel::from_value(config);
         let mut d = Diagnostics::new();
+        if m.rebalance.as_deref().is_some_and(|r| r != "replace") {
+            d.push(Diagnostic::error_at(
+                "rebalance",
+                "Invalid rebalance",
+                "must be \"replace\" (replace nodes on rebalance recommendations), or unset",
+            ));
+        }
+        if let Some(l) = &m.rebalance_limit {
+            if m.rebalance.is_none() && !config.get("rebalance").is_unknown() {
+                d.push(Diagnostic::error_at(
+                    "rebalance_limit",
+                    "Invalid rebalance_limit",
+                    "limits rebalance replacements: set rebalance = \"replace\" too",
+                ));
+            }
+            if let Err(e) = joiner_agent::interruption::actions::parse_limit(l) {
+                d.push(Diagnostic::error_at(
+                    "rebalance_limit",
+                    "Invalid rebalance_limit",
+                    format!("{e}; e.g. 2/10m"),
+                ));
+            }
+        }
         if m.disruption
             .as_ref()
             .is_some_and(|x| x.expire_after_v1beta1.is_some())
@@ -297,10 +327,18 @@ impl Resource<ProviderContext> for NodePool {
                 ),
             )
         })?;
-        if live == state.spec() && !req.state.get("admitted_instance_types").is_null() {
+        let live_annotations: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(obj["metadata"]["annotations"].clone()).unwrap_or_default();
+        let mut live_opt_in = NodePoolModel::default();
+        live_opt_in.set_object_annotations(&live_annotations);
+        if live == state.spec()
+            && live_opt_in.object_annotations() == state.object_annotations()
+            && !req.state.get("admitted_instance_types").is_null()
+        {
             return Ok(Some(Applied::new(req.state).with_private(req.private)));
         }
         let mut fresh = NodePoolModel::from_spec(&cluster, &name, &live);
+        fresh.set_object_annotations(&live_annotations);
         fresh.timeouts = state.timeouts.clone();
         fresh.admitted_instance_types = admission::admitted(admission::catalog(), &fresh)
             .map(|a| a.to_value())
@@ -451,6 +489,8 @@ mod tests {
                 }],
                 expire_after_v1beta1: None,
             }),
+            rebalance: Some("replace".into()),
+            rebalance_limit: Some("2/10m".into()),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

@@ -102,6 +102,7 @@ resource "joiner_node_pool" "general" {{
   node_class   = joiner_node_class.default.name
   weight       = 10
   labels       = {{ team = "platform" }}
+  rebalance    = "replace"
   requirement {{
     key      = "karpenter.sh/capacity-type"
     operator = "In"
@@ -216,6 +217,13 @@ fn kubernetes_half_lifecycle() {
     let general = rt.block_on(pools.get("general")).unwrap();
     let spec = &general.data["spec"];
     assert_eq!(spec["weight"], 10);
+    // The rebalance opt-in is the pool object's annotation (what the agent reads), not the
+    // node template's.
+    assert_eq!(
+        general.metadata.annotations.clone().unwrap_or_default()["joiner.dev/rebalance"],
+        "replace"
+    );
+    assert!(spec["template"]["metadata"]["annotations"]["joiner.dev/rebalance"].is_null());
     assert_eq!(spec["template"]["spec"]["nodeClassRef"]["name"], "default");
     assert_eq!(spec["template"]["spec"]["requirements"][1]["minValues"], 2);
     assert_eq!(
@@ -607,6 +615,39 @@ fn bad_inputs_name_their_attribute() {
     consolidation_policy = "Always"
   }"#,
             "consolidation_policy",
+        ),
+        (
+            "joiner_node_pool",
+            r#"node_class = "d"
+  disruption {
+    consolidation_policy = "WhenUnderutilized"
+  }"#,
+            "consolidation_policy",
+        ),
+        (
+            "joiner_node_pool",
+            r#"node_class = "d"
+  disruption {
+    expire_after = "720h"
+  }"#,
+            "expire_after",
+        ),
+        (
+            "joiner_node_pool",
+            r#"node_class = "d"
+  requirement {
+    key      = "karpenter.k8s.aws/instance-gpu-memory"
+    operator = "Gt"
+    values   = ["16000"]
+  }"#,
+            "key",
+        ),
+        (
+            "joiner_node_pool",
+            r#"node_class = "d"
+  rebalance       = "replace"
+  rebalance_limit = "often""#,
+            "rebalance_limit",
         ),
         (
             "joiner_node_class",
