@@ -804,3 +804,38 @@ fn gpu_name_selects_only_those_gpus() {
         .filter(|t| t.allowed_by(&r))
         .all(|t| t.record.gpu_count > 0));
 }
+
+/// `limits: {nodes: "3"}` (Karpenter v1.11) caps a pool's node count, existing nodes
+/// included: pods that each need a node of their own get at most the remaining count, and
+/// the rest are unschedulable naming the limit.
+#[test]
+fn a_node_count_limit_caps_the_pool() {
+    let mut pool = general_pool();
+    pool.limits.insert("nodes".into(), 3);
+    // One node of the pool already exists.
+    pool.usage = Resources::new(2000, 8 * GI);
+    pool.usage.extended.insert("nodes".into(), 1);
+    // 6 pods that cannot share a node (hostname anti-affinity through a spread of 1).
+    let mut ps = pods(6, "solo", 500, GI);
+    for p in &mut ps {
+        p.topology_spread.push(spread(labels::HOSTNAME, "solo"));
+    }
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: ps,
+            node_pools: vec![pool],
+            ..Default::default()
+        },
+    );
+    assert_eq!(plan.new_claims.len(), 2, "3 nodes, 1 of which exists");
+    assert_eq!(plan.unschedulable.len(), 4, "{:?}", plan.unschedulable);
+    assert!(
+        plan.unschedulable[0]
+            .reasons
+            .iter()
+            .any(|r| r.contains("limit nodes=3 reached")),
+        "{:?}",
+        plan.unschedulable[0].reasons
+    );
+}

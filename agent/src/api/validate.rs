@@ -165,7 +165,11 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
         if k.is_empty() {
             e.push(&p, "resource name must not be empty");
         }
-        if let Err(m) = parse_quantity(v) {
+        if k == crate::scheduler::NODES {
+            if v.parse::<u32>().is_err() {
+                e.push(&p, "a node count: a whole number such as \"10\"");
+            }
+        } else if let Err(m) = parse_quantity(v) {
             e.push(&p, m);
         }
     }
@@ -701,6 +705,17 @@ mod tests {
     #[test]
     fn valid_pool_has_no_errors() {
         assert_eq!(node_pool(&pool(), "spec"), vec![]);
+    }
+
+    #[test]
+    fn a_node_count_limit_is_a_whole_number() {
+        let mut p = pool();
+        p.limits.insert("nodes".into(), "10".into());
+        assert_eq!(node_pool(&p, "spec"), vec![]);
+        p.limits.insert("nodes".into(), "10Gi".into());
+        let errs = node_pool(&p, "spec");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].path, "spec.limits[\"nodes\"]");
     }
 
     #[test]

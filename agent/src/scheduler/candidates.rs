@@ -16,7 +16,7 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-use super::pools::{CT_ON_DEMAND, CT_SPOT};
+use super::pools::{one_node, CT_ON_DEMAND, CT_SPOT};
 use super::{Candidate, NewNodeClaim, Scheduler, Unschedulable};
 
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -37,7 +37,7 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
     for claim in &s.claims {
         let pool = &s.pools[claim.pool];
         let mut others = committed[claim.pool].clone();
-        others.sub(&s.catalog.types[claim.target].capacity);
+        others.sub(&one_node(&s.catalog.types[claim.target].capacity));
         if claim.pods.is_empty() {
             // Opened up front for spreading (see `preferences`) and never used.
             committed[claim.pool] = others;
@@ -138,7 +138,7 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
         for &k in &chosen {
             cap_max.max_with(&s.catalog.types[priced[k].t].capacity);
         }
-        committed[claim.pool] = others.plus(&cap_max);
+        committed[claim.pool] = others.plus(&one_node(&cap_max));
 
         let cands: Vec<Candidate> = chosen
             .iter()

@@ -10,7 +10,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 use super::bitset::Bitset;
-use super::pools::{resource_value, CT_ON_DEMAND, CT_SPOT};
+use super::pools::{one_node, resource_value, CT_ON_DEMAND, CT_SPOT};
 use super::sizing::{pick_target, TargetOption};
 use super::{Attempt, Claim, Dom, Scheduler};
 
@@ -440,7 +440,7 @@ impl Scheduler<'_> {
         let pool = &self.pools[p];
         let mut others = self.committed[p].clone();
         if let Some(o) = own {
-            others.sub(o);
+            others.sub(&one_node(o));
         }
         let mut opts = Vec::new();
         let mut limit = None;
@@ -511,7 +511,7 @@ impl Scheduler<'_> {
                     let left =
                         (*lim - resource_value(&pool.input.usage, k) - resource_value(others, k))
                             .max(1);
-                    resource_value(cap, k) as f64 / left as f64
+                    resource_value(&one_node(cap), k) as f64 / left as f64
                 })
                 .fold(0.0, f64::max)
         };
@@ -531,10 +531,10 @@ impl Scheduler<'_> {
         let old = self.claims[c].target;
         if old != u.target {
             if old != usize::MAX {
-                let cap = self.catalog.types[old].capacity.clone();
+                let cap = one_node(&self.catalog.types[old].capacity);
                 self.committed[p].sub(&cap);
             }
-            let cap = self.catalog.types[u.target].capacity.clone();
+            let cap = one_node(&self.catalog.types[u.target].capacity);
             self.committed[p].add(&cap);
         }
         {

@@ -34,6 +34,7 @@ mod preferences;
 mod sizing;
 mod topology;
 
+pub use pools::NODES;
 use std::collections::{BTreeMap, HashMap};
 
 pub use input::*;
@@ -386,7 +387,7 @@ impl<'a> Scheduler<'a> {
                 .topo
                 .domains
                 .id(&format!("nodeclaim/new-{}", self.claims.len()));
-            let cap = self.catalog.types[t].capacity.clone();
+            let cap = pools::one_node(&self.catalog.types[t].capacity);
             self.committed[p].add(&cap);
             let c = self.claims.len();
             self.claims.push(Claim {

@@ -70,7 +70,7 @@ impl Pool {
         self.input.limits.iter().all(|(k, lim)| {
             resource_value(&self.input.usage, k)
                 + resource_value(committed, k)
-                + resource_value(cap, k)
+                + resource_value(&one_node(cap), k)
                 <= *lim
         })
     }
@@ -80,7 +80,7 @@ impl Pool {
         self.input.limits.iter().find_map(|(k, lim)| {
             let total = resource_value(&self.input.usage, k)
                 + resource_value(committed, k)
-                + resource_value(cap, k);
+                + resource_value(&one_node(cap), k);
             (total > *lim).then(|| {
                 let shown = if k == "cpu" {
                     crate::resources::fmt_cpu(*lim)
@@ -93,6 +93,19 @@ impl Pool {
             })
         })
     }
+}
+
+/// The pseudo-resource counting nodes in limit arithmetic (`limits: {nodes: "10"}`, as in
+/// Karpenter v1.11). Node counts live only in the sums the limits are checked against (a
+/// pool's usage and the scheduler's commitments), never in an instance type's capacity,
+/// which is written to Nodes and NodeClaims where an unqualified name is invalid.
+pub const NODES: &str = "nodes";
+
+/// A node's capacity as counted against limits: its resources and one node.
+pub(crate) fn one_node(cap: &Resources) -> Resources {
+    let mut r = cap.clone();
+    r.extended.insert(NODES.to_string(), 1);
+    r
 }
 
 pub(crate) fn resource_value(r: &Resources, name: &str) -> i64 {

@@ -303,7 +303,7 @@ pub async fn build(ctx: &Context) -> Round {
             .or_else(|| node_labels.get(labels::KARPENTER_NODEPOOL))
         {
             if let Ok(cap) = node_resources(status.and_then(|s| s.capacity.as_ref())) {
-                usage.entry(pool.clone()).or_default().add(&cap);
+                count_node(usage.entry(pool.clone()).or_default(), &cap);
             }
         }
         let initialized = claim
@@ -396,7 +396,7 @@ pub async fn build(ctx: &Context) -> Round {
         }
         let Some(allocatable) = alloc else { continue };
         if let Some(cap) = cap {
-            usage.entry(pool.clone()).or_default().add(&cap);
+            count_node(usage.entry(pool.clone()).or_default(), &cap);
         }
         let mut reqs = requirements;
         reqs.add(labels::JOINER_NODEPOOL, Requirement::one(&pool));
@@ -449,4 +449,14 @@ pub async fn build(ctx: &Context) -> Round {
 /// inputs themselves, such as the disruption loop's simulations).
 pub fn unavailable(ctx: &Context) -> UnavailableOfferings {
     ctx.cloud.unavailable()
+}
+
+/// Adds one node of capacity `cap` to a pool's usage, counted also as a node for a
+/// `nodes` limit.
+fn count_node(usage: &mut Resources, cap: &Resources) {
+    usage.add(cap);
+    *usage
+        .extended
+        .entry(crate::scheduler::NODES.to_string())
+        .or_default() += 1;
 }
