@@ -1,4 +1,5 @@
-//! The algebra of node requirements: In, NotIn, Exists, DoesNotExist, Gt, Lt.
+//! The algebra of node requirements: In, NotIn, Exists, DoesNotExist, Gt, Lt, and
+//! Karpenter's Gte and Lte (v1.9), which are Gt/Lt one step out on the integers.
 //!
 //! A requirement is kept as a set of allowed label values that is either listed
 //! (`In`, `DoesNotExist`) or complemented (`NotIn`, `Exists`, `Gt`, `Lt`), plus optional
@@ -26,9 +27,23 @@ pub enum Operator {
     DoesNotExist,
     Gt,
     Lt,
+    /// `>=`: a NodePool operator only (Karpenter v1.9); Kubernetes' own selectors lack it.
+    Gte,
+    /// `<=`, likewise.
+    Lte,
 }
 
-pub const OPERATORS: &str = "In, NotIn, Exists, DoesNotExist, Gt, Lt";
+pub const OPERATORS: &str = "In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte";
+
+impl Operator {
+    /// Whether the operator compares integers.
+    pub fn is_bound(self) -> bool {
+        matches!(
+            self,
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte
+        )
+    }
+}
 
 impl FromStr for Operator {
     type Err = String;
@@ -40,6 +55,8 @@ impl FromStr for Operator {
             "DoesNotExist" => Operator::DoesNotExist,
             "Gt" => Operator::Gt,
             "Lt" => Operator::Lt,
+            "Gte" => Operator::Gte,
+            "Lte" => Operator::Lte,
             _ => return Err(format!("must be one of {OPERATORS}")),
         })
     }
@@ -54,6 +71,8 @@ impl fmt::Display for Operator {
             Operator::DoesNotExist => "DoesNotExist",
             Operator::Gt => "Gt",
             Operator::Lt => "Lt",
+            Operator::Gte => "Gte",
+            Operator::Lte => "Lte",
         })
     }
 }
@@ -121,6 +140,23 @@ impl Requirement {
             },
             Operator::Lt => Requirement {
                 less_than: Some(bound()?),
+                ..Requirement::exists()
+            },
+            // Integer labels only: `>= n` is `> n-1`, `<= n` is `< n+1`.
+            Operator::Gte => Requirement {
+                greater_than: Some(
+                    bound()?
+                        .checked_sub(1)
+                        .ok_or_else(|| format!("operator {op}: value out of range"))?,
+                ),
+                ..Requirement::exists()
+            },
+            Operator::Lte => Requirement {
+                less_than: Some(
+                    bound()?
+                        .checked_add(1)
+                        .ok_or_else(|| format!("operator {op}: value out of range"))?,
+                ),
                 ..Requirement::exists()
             },
         };
@@ -511,10 +547,18 @@ mod tests {
         assert_eq!("Gt".parse::<Operator>().unwrap(), Operator::Gt);
         assert_eq!(
             "Equals".parse::<Operator>().unwrap_err(),
-            "must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
+            "must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte"
         );
         assert!(Requirement::new(Operator::In, &[] as &[&str]).is_err());
         assert!(Requirement::new(Operator::Gt, &["x"]).is_err());
+        assert_eq!("Gte".parse::<Operator>().unwrap(), Operator::Gte);
+        // >= 5 is > 4; <= 5 is < 6; both written back as Gt/Lt.
+        let ge = Requirement::new(Operator::Gte, &["5"]).unwrap();
+        assert!(ge.has("5") && !ge.has("4"));
+        assert_eq!(ge, Requirement::new(Operator::Gt, &["4"]).unwrap());
+        let le = Requirement::new(Operator::Lte, &["5"]).unwrap();
+        assert!(le.has("5") && !le.has("6"));
+        assert!(Requirement::new(Operator::Gte, &[i64::MIN.to_string()]).is_err());
         assert!(Requirement::new(Operator::Exists, &["x"]).is_err());
     }
 

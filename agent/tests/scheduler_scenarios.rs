@@ -839,3 +839,45 @@ fn a_node_count_limit_caps_the_pool() {
         plan.unschedulable[0].reasons
     );
 }
+
+/// `Gte`/`Lte` (Karpenter v1.9): inclusive bounds, so generation 6 is in `Gte 6` and
+/// 8 vCPU is in `Lte 8`.
+#[test]
+fn inclusive_bounds() {
+    let pool = node_pool(
+        "default",
+        reqs(vec![
+            req(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m"]),
+            req(labels::INSTANCE_GENERATION, Operator::Gte, &["6"]),
+            req(labels::INSTANCE_CPU, Operator::Lte, &["8"]),
+            req(labels::ARCH, Operator::In, &["amd64"]),
+        ]),
+    );
+    let plan = schedule(
+        catalog(),
+        &Input {
+            pods: pods(3, "p", 3000, 4 * GI),
+            node_pools: vec![pool],
+            ..Default::default()
+        },
+    );
+    assert!(!plan.new_claims.is_empty(), "{:?}", plan.unschedulable);
+    let mut gens = BTreeSet::new();
+    let mut cpus = BTreeSet::new();
+    for c in &plan.new_claims {
+        for t in &c.instance_types {
+            let it = catalog()
+                .types
+                .iter()
+                .find(|x| x.name == t.instance_type)
+                .unwrap();
+            let g: i64 = it.labels[labels::INSTANCE_GENERATION].parse().unwrap();
+            let cpu: i64 = it.labels[labels::INSTANCE_CPU].parse().unwrap();
+            assert!(g >= 6 && cpu <= 8, "{}", t.instance_type);
+            gens.insert(g);
+            cpus.insert(cpu);
+        }
+    }
+    assert!(gens.contains(&6), "generation 6 is admitted: {gens:?}");
+    assert!(cpus.contains(&8), "8 vCPU is admitted: {cpus:?}");
+}

@@ -28,7 +28,7 @@ pub const VERSION: &str = "v1";
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirementWithMinValues {
     pub key: String,
-    /// One of In, NotIn, Exists, DoesNotExist, Gt, Lt.
+    /// One of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte.
     pub operator: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,

@@ -1,6 +1,6 @@
 //! Validation of NodePool and NodeClass specs, returning every error with its field path
 //! (`spec.template.spec.requirements[2].operator: must be one of In, NotIn, Exists,
-//! DoesNotExist, Gt, Lt`). The provider calls these at plan time; the agent calls them
+//! DoesNotExist, Gt, Lt, Gte, Lte`). The provider calls these at plan time; the agent calls them
 //! before it trusts a spec. They never stop at the first problem, so one plan shows all.
 
 use std::fmt;
@@ -834,7 +834,7 @@ mod tests {
             .map(|e| e.to_string())
             .collect();
         let expect = [
-            "spec.template.spec.requirements[1].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt",
+            "spec.template.spec.requirements[1].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte",
             "spec.template.spec.requirements[2].minValues: is 3 but only 1 value(s) are listed",
             "spec.template.spec.requirements[3].values: operator Gt needs an integer value, got \"four\"",
             "spec.template.spec.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute",

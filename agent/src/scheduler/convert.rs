@@ -63,7 +63,7 @@ fn selector(s: &meta::LabelSelector, path: &str) -> Result<LabelSelector, String
             .operator
             .parse()
             .map_err(|m| format!("{path}.matchExpressions[{i}].operator: {m}"))?;
-        if matches!(op, Operator::Gt | Operator::Lt) {
+        if op.is_bound() {
             return Err(format!("{path}.matchExpressions[{i}].operator: must be one of In, NotIn, Exists, DoesNotExist"));
         }
         out.match_expressions
@@ -79,6 +79,12 @@ fn node_term(t: &core::NodeSelectorTerm, path: &str) -> Result<Requirements, Str
             .operator
             .parse()
             .map_err(|m| format!("{path}.matchExpressions[{i}].operator: {m}"))?;
+        if matches!(op, Operator::Gte | Operator::Lte) {
+            // A NodePool operator; Kubernetes' node selectors do not have it.
+            return Err(format!(
+                "{path}.matchExpressions[{i}].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
+            ));
+        }
         let req = Requirement::new(op, e.values.as_deref().unwrap_or_default())
             .map_err(|m| format!("{path}.matchExpressions[{i}].values: {m}"))?;
         r.add(&e.key, req);

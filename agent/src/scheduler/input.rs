@@ -34,7 +34,7 @@ impl LabelSelector {
         let mut r = Requirements::from_labels(&self.match_labels);
         for (k, op, values) in &self.match_expressions {
             match Requirement::new(*op, values) {
-                Ok(req) if !matches!(op, Operator::Gt | Operator::Lt) => r.add(k, req),
+                Ok(req) if !op.is_bound() => r.add(k, req),
                 _ => r.add(k, Requirement::listed(BTreeSet::new())),
             }
         }
