@@ -1,8 +1,12 @@
 //! The crash-and-restart loop: `joiner-agent run` as two real processes (a leader and a
-//! standby on the Lease), the leader killed with SIGKILL at random points of a scale-out, a
-//! Spot storm and a consolidation, a fresh standby started after each kill, many times
-//! over. The delays come from a seeded generator, so a failing run is replayed with its
-//! seed (timing on a loaded machine still varies; the seed fixes where the kills aim).
+//! standby on the Lease), the leader killed with SIGKILL at random points of a scale-out (in
+//! waves, one after each kill), a Spot storm (warnings sent straight to the interruption
+//! queue) and a consolidation, a fresh standby started after each kill, many times over.
+//! About half the standbys carry the agent's test hook that stops a launch right after
+//! CreateFleet answered, and such a leader is killed once its instance exists: a crash in
+//! the narrow window random delays rarely hit (see [`Replicas`]). The delays and choices
+//! come from a seeded generator, so a failing run is replayed with its seed (timing on a
+//! loaded machine still varies; the seed fixes where the kills aim).
 //!
 //! `JOINER_KILL_SEED` (default 23), `JOINER_KILL_RUNS` (runs per scenario, default 2 so CI
 //! stays cheap) and `JOINER_KILL_KILLS` (kills per run, default 3) choose the loop; each
@@ -12,8 +16,10 @@
 //! precisely rather than sampled:
 //! 1. no claim ever had two instances: every instance moto ever launched for the cluster
 //!    (terminated ones included: moto keeps them) is counted per `joiner.dev/nodeclaim`;
-//! 2. no orphan: once the GC grace has passed, every live instance belongs to a live
-//!    NodeClaim whose `providerID` names it, and every live claim has its instance;
+//! 2. no orphan: once settled (an instance whose launch no claim recorded may live until
+//!    the GC grace has passed, then the garbage collector must have taken it), every live
+//!    instance belongs to a live NodeClaim whose `providerID` names it, and every live
+//!    claim has its instance;
 //! 3. every NodeClaim resolved: each live claim is Initialized, none is left deleting;
 //! 4. no pod lost: a pod is lost when the Node it is bound to is removed while the pod is
 //!    still there, not terminating (it was not drained: its process died with the
@@ -56,6 +62,11 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// Heads or tails.
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 0
+    }
+
     /// A delay in `[0, max)`, in whole milliseconds.
     fn delay(&mut self, max: Duration) -> Duration {
         Duration::from_millis(self.next() % max.as_millis().max(1) as u64)
@@ -86,12 +97,23 @@ fn settings() -> Loop {
 }
 
 /// The agent processes of one run, by identity. Dropping it kills what is left.
+///
+/// Random delays rarely land in the few milliseconds between CreateFleet's answer and the
+/// NodeClaim's status update, the window where a crash could leave an instance no claim
+/// records. So about one standby in two is started with the agent's test hook
+/// `--test-hang-after-launch`: once leader, its launches stop right after CreateFleet
+/// answered, and it is killed as soon as an instance of its appears; its successor must
+/// adopt those instances. Hooked replicas never finish a run: [`Replicas::retire_hooked`]
+/// kills every one left before the world is left to settle.
 struct Replicas<'a> {
     w: &'a World,
     extra: Vec<String>,
     live: BTreeMap<String, Child>,
+    hooked: std::collections::BTreeSet<String>,
     started: usize,
     kills: usize,
+    /// Kills of a hooked leader after its launch: each one a crash inside the window.
+    in_window: usize,
 }
 
 impl<'a> Replicas<'a> {
@@ -100,19 +122,25 @@ impl<'a> Replicas<'a> {
             w,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             live: BTreeMap::new(),
+            hooked: Default::default(),
             started: 0,
             kills: 0,
+            in_window: 0,
         };
-        r.spawn();
-        r.spawn();
+        r.spawn(false);
+        r.spawn(false);
         r
     }
 
-    fn spawn(&mut self) {
+    fn spawn(&mut self, hooked: bool) {
         self.started += 1;
         let id = format!("agent-{}", self.started);
         let mut args: Vec<&str> = vec!["--identity", &id];
         args.extend(self.extra.iter().map(String::as_str));
+        if hooked {
+            args.extend(["--test-hang-after-launch", "true"]);
+            self.hooked.insert(id.clone());
+        }
         let child = self.w.agent_process(&args);
         self.live.insert(id, child);
     }
@@ -130,22 +158,67 @@ impl<'a> Replicas<'a> {
         self.live.contains_key(&holder).then_some(holder)
     }
 
-    /// Waits for a live leader, lets it work for a random delay, kills it with SIGKILL and
-    /// starts a fresh standby in its place.
-    async fn kill_leader(&mut self, rng: &mut Rng, max_delay: Duration) -> String {
+    fn kill(&mut self, id: &str) {
+        let mut child = self.live.remove(id).expect("a live replica");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap the killed replica");
+        self.hooked.remove(id);
+        self.kills += 1;
+    }
+
+    /// Waits for a live leader and kills it with SIGKILL: a plain leader after a random
+    /// delay, a hooked one once an instance of its launch exists (or the delay ran out with
+    /// nothing to launch). Starts a fresh standby, hooked when `hook_next`.
+    async fn kill_leader(&mut self, rng: &mut Rng, max_delay: Duration, hook_next: bool) {
         let leader = wait_for(
             "a live leader on the Lease",
             Duration::from_secs(60),
             || self.live_leader(),
         )
         .await;
-        tokio::time::sleep(rng.delay(max_delay)).await;
-        let mut child = self.live.remove(&leader).expect("the leader is live");
-        child.kill().expect("SIGKILL the leader");
-        child.wait().expect("reap the killed leader");
-        self.kills += 1;
-        self.spawn();
-        leader
+        if self.hooked.contains(&leader) {
+            let before = all_instances(self.w).await.len();
+            let until = Instant::now() + max_delay * 2;
+            while Instant::now() < until {
+                if all_instances(self.w).await.len() > before {
+                    self.in_window += 1;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        } else {
+            tokio::time::sleep(rng.delay(max_delay)).await;
+        }
+        self.kill(&leader);
+        self.spawn(hook_next);
+    }
+
+    /// The seeded kills of one run: `kills` leaders, about one standby in two hooked.
+    async fn kill_loop(&mut self, rng: &mut Rng, kills: u64) {
+        for _ in 0..kills {
+            let hook = rng.coin();
+            self.kill_leader(rng, MAX_DELAY, hook).await;
+        }
+        self.retire_hooked(rng).await;
+    }
+
+    /// Kills every hooked replica left (the leader the same way as in the loop), each
+    /// replaced by a plain one, so the world can settle.
+    async fn retire_hooked(&mut self, rng: &mut Rng) {
+        while let Some(id) = self.hooked.iter().next().cloned() {
+            let leader = wait_for(
+                "a live leader on the Lease",
+                Duration::from_secs(60),
+                || self.live_leader(),
+            )
+            .await;
+            if leader == id {
+                self.kill_leader(rng, MAX_DELAY, false).await;
+            } else {
+                self.kill(&id);
+                self.spawn(false);
+            }
+        }
     }
 }
 
@@ -424,6 +497,7 @@ async fn duplicates(w: &World) -> (usize, Vec<String>) {
 struct Tally {
     runs: usize,
     kills: usize,
+    in_window: usize,
     instances: usize,
     nodes_removed: usize,
     held: usize,
@@ -432,11 +506,24 @@ struct Tally {
 /// After the kills: waits (up to `limit`) for invariants 2, 3 and 5 to hold, then checks
 /// 1 and 4; adds the run to `tally`.
 async fn check(w: &World, ledger: &PodLedger, app: &str, replicas: usize, tally: &mut Tally) {
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(180);
+    let mut told = began;
     loop {
         let v = settled_violations(w, app, replicas).await;
         if v.is_empty() {
+            eprintln!(
+                "kill loop: settled {:.1} s after the last kill",
+                began.elapsed().as_secs_f64()
+            );
             break;
+        }
+        if told.elapsed() >= Duration::from_secs(15) {
+            eprintln!(
+                "kill loop: not settled after {:.0} s: {v:?}",
+                began.elapsed().as_secs_f64()
+            );
+            told = Instant::now();
         }
         assert!(
             Instant::now() < deadline,
@@ -459,10 +546,11 @@ async fn check(w: &World, ledger: &PodLedger, app: &str, replicas: usize, tally:
 
 fn figures(scenario: &str, l: &Loop, t: &Tally, began: Instant) {
     println!(
-        "kill loop [{scenario}]: seed {}, {} run(s), {} SIGKILL(s) of the leader, {} invariant checks, {} held; {} instances launched, {} Nodes removed, {:.0} s",
+        "kill loop [{scenario}]: seed {}, {} run(s), {} SIGKILL(s) ({} of a leader between CreateFleet and the claim's status update), {} invariant checks, {} held; {} instances launched, {} Nodes removed, {:.0} s",
         l.seed,
         t.runs,
         t.kills,
+        t.in_window,
         t.runs * INVARIANTS,
         t.held,
         t.instances,
@@ -510,14 +598,21 @@ async fn scale_out_survives_leader_kills() {
         .await;
         let mut agents = Replicas::new(&w, &[]);
         let ledger = PodLedger::start(w.client.clone(), "web").await;
-        let replicas = 12;
+        // The scale-out comes in waves: after each kill the Deployment grows by 3 to 5
+        // pods, so every new leader (a hooked one included) has claims to launch.
+        let mut replicas = 6;
         w.deployment("web", replicas, "500m", "512Mi").await;
         for _ in 0..l.kills {
-            agents.kill_leader(&mut rng, MAX_DELAY).await;
+            let hook = rng.coin();
+            agents.kill_leader(&mut rng, MAX_DELAY, hook).await;
+            replicas += 3 + (rng.next() % 3) as i32;
+            w.scale("web", replicas).await;
         }
+        agents.retire_hooked(&mut rng).await;
         check(&w, &ledger, "web", replicas as usize, &mut t).await;
         t.runs += 1;
         t.kills += agents.kills;
+        t.in_window += agents.in_window;
     }
     figures("scale-out", &l, &t, began);
 }
@@ -586,9 +681,7 @@ async fn spot_storm_survives_leader_kills() {
                 .await
                 .expect("SQS SendMessage");
         }
-        for _ in 0..l.kills {
-            agents.kill_leader(&mut rng, MAX_DELAY).await;
-        }
+        agents.kill_loop(&mut rng, l.kills).await;
         // Every warned instance ends terminated (the agent replaced and removed it).
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
@@ -609,6 +702,7 @@ async fn spot_storm_survives_leader_kills() {
         check(&w, &ledger, "web", replicas as usize, &mut t).await;
         t.runs += 1;
         t.kills += agents.kills;
+        t.in_window += agents.in_window;
     }
     figures("spot storm", &l, &t, began);
 }
@@ -643,9 +737,7 @@ async fn consolidation_survives_leader_kills() {
         let peak = w.nodes().await.len();
         // Two pods of 500m fit on one 2-vCPU node: consolidation ends at one.
         w.scale("web", 2).await;
-        for _ in 0..l.kills {
-            agents.kill_leader(&mut rng, MAX_DELAY).await;
-        }
+        agents.kill_loop(&mut rng, l.kills).await;
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let n = w.nodes().await.len();
@@ -661,6 +753,7 @@ async fn consolidation_survives_leader_kills() {
         check(&w, &ledger, "web", 2, &mut t).await;
         t.runs += 1;
         t.kills += agents.kills;
+        t.in_window += agents.in_window;
     }
     figures("consolidation", &l, &t, began);
 }
