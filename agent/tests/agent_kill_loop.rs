@@ -636,12 +636,31 @@ async fn queue(w: &World) -> (aws_sdk_sqs::Client, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn spot_storm_survives_leader_kills() {
+    spot_storm(false).await
+}
+
+/// The same storm with the agent's EC2 and SQS calls through the fault proxy, which from the
+/// warnings on throttles and loses answers (the emulator acts, the agent hears HTTP 500) on
+/// the calls the storm makes: CreateFleet, TerminateInstances, CreateTags, ReceiveMessage,
+/// DeleteMessage(Batch), ChangeMessageVisibility. The kills go on as well. (IAM is not
+/// enforced behind the proxy: it rewrites signed CreateFleet bodies.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spot_storm_through_throttling_and_lost_answers() {
+    spot_storm(true).await
+}
+
+async fn spot_storm(faults: bool) {
     let l = settings();
     let began = Instant::now();
-    let mut rng = Rng(l.seed ^ 0x570e);
+    let mut rng = Rng(l.seed ^ 0x570e ^ u64::from(faults));
     let mut t = Tally::default();
+    let mut faulted = 0;
     for run in 0..l.runs {
-        let w = World::start(Default::default()).await;
+        let w = World::start(agent_support::Opts {
+            proxy: faults,
+            ..Default::default()
+        })
+        .await;
         let (sqs, url) = queue(&w).await;
         w.node_class("default").await;
         w.node_pool(
@@ -670,6 +689,17 @@ async fn spot_storm_survives_leader_kills() {
             .filter_map(|n| n.spec.as_ref()?.provider_id.clone())
             .filter_map(|p| p.rsplit('/').next().map(str::to_string))
             .collect();
+        if let Some(p) = &w.proxy {
+            for action in ["CreateFleet", "TerminateInstances", "CreateTags"] {
+                p.throttle(action, 2);
+                p.half_succeed(action, 1);
+            }
+            for action in ["ReceiveMessage", "DeleteMessage", "DeleteMessageBatch"] {
+                p.throttle(action, 2);
+                p.half_succeed(action, 2);
+            }
+            p.half_succeed("ChangeMessageVisibility", 1);
+        }
         for (i, id) in victims.iter().enumerate() {
             let body = json!({"version": "0", "id": format!("storm-{run}-{i}"),
                 "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
@@ -703,8 +733,20 @@ async fn spot_storm_survives_leader_kills() {
         t.runs += 1;
         t.kills += agents.kills;
         t.in_window += agents.in_window;
+        if let Some(p) = &w.proxy {
+            faulted += p.requests().iter().filter(|r| r.fault.is_some()).count();
+        }
     }
-    figures("spot storm", &l, &t, began);
+    if faults {
+        figures(
+            &format!("spot storm, {faulted} faulted AWS calls"),
+            &l,
+            &t,
+            began,
+        );
+    } else {
+        figures("spot storm", &l, &t, began);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
