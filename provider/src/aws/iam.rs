@@ -55,7 +55,7 @@ pub struct CreateFailure {
     pub left_behind: Option<RemoteRole>,
 }
 
-/// The tag every role this provider creates carries. Terraform records a role only when
+/// The tag every role (and EKS cluster, `aws::eks::cluster`) this provider creates carries. Terraform records a role only when
 /// the create call returns: a provider killed after CreateRole (or its process lost) leaves
 /// a role that no state knows, and the next apply's CreateRole meets EntityAlreadyExists.
 /// A role found that way is adopted when it carries this tag and the trust policy and path
