@@ -55,6 +55,16 @@ pub struct CreateFailure {
     pub left_behind: Option<RemoteRole>,
 }
 
+/// The tag every role (and EKS cluster, `aws::eks::cluster`) this provider creates carries. Terraform records a role only when
+/// the create call returns: a provider killed after CreateRole (or its process lost) leaves
+/// a role that no state knows, and the next apply's CreateRole meets EntityAlreadyExists.
+/// A role found that way is adopted when it carries this tag and the trust policy and path
+/// asked for (a role of this name the provider made for the same purpose); any other role
+/// of that name is still refused, as AWS refuses it. The tag is the provider's own: read
+/// never reports it and update never removes it, so it is not part of the `tags` attribute.
+pub const CREATED_BY_TAG: &str = "joiner.dev/created-by";
+pub const CREATED_BY: &str = "terraform-provider-joiner";
+
 fn iam_tags(tags: &BTreeMap<String, String>) -> Vec<Tag> {
     tags.iter()
         .filter_map(|(k, v)| Tag::builder().key(k).value(v).build().ok())
@@ -107,6 +117,8 @@ pub async fn create_role(
 ) -> Result<RemoteRole, CreateFailure> {
     // The trust policy may name an OIDC provider or role created moments ago; the retry
     // layer rides out "Invalid principal" while IAM propagates it.
+    let mut tags = spec.tags.clone();
+    tags.insert(CREATED_BY_TAG.into(), CREATED_BY.into());
     let created = retry(deadline, || async {
         iam.create_role()
             .role_name(&spec.name)
@@ -114,7 +126,7 @@ pub async fn create_role(
             .assume_role_policy_document(&spec.trust_policy)
             .set_description(spec.description.clone())
             .set_permissions_boundary(spec.permissions_boundary.clone())
-            .set_tags(Some(iam_tags(&spec.tags)).filter(|t| !t.is_empty()))
+            .set_tags(Some(iam_tags(&tags)))
             .send()
             .await
             .aws("iam:CreateRole")
@@ -122,6 +134,14 @@ pub async fn create_role(
     .await;
     let created = match created {
         Ok(out) => out,
+        Err(error) if error.is_already_exists() => {
+            return adopt_role(iam, spec, deadline)
+                .await
+                .map_err(|e| CreateFailure {
+                    error: e.unwrap_or(error),
+                    left_behind: None,
+                })
+        }
         Err(error) => {
             return Err(CreateFailure {
                 error,
@@ -216,11 +236,58 @@ async fn put_inline_policy(
 }
 
 /// Reads the whole role; `None` when it does not exist.
+/// Whether an existing role that CreateRole refused may be taken over as this create's
+/// result: it carries [`CREATED_BY_TAG`] and the path and trust policy asked for.
+pub fn adoptable(existing: &RemoteRole, created_by_us: bool, spec: &RoleSpec) -> bool {
+    created_by_us
+        && existing.path == spec.path
+        && same_policy(&existing.trust_policy, &spec.trust_policy)
+}
+
+/// The create found the role already there: adopts it when [`adoptable`] (brought in line
+/// with `spec` and read back), else `Err(None)`: the caller reports CreateRole's refusal.
+async fn adopt_role(
+    iam: &Client,
+    spec: &RoleSpec,
+    deadline: Instant,
+) -> Result<RemoteRole, Option<AwsError>> {
+    let Some((existing, ours)) = read_role_marked(iam, &spec.name, deadline)
+        .await
+        .map_err(Some)?
+    else {
+        return Err(None);
+    };
+    if !adoptable(&existing, ours, spec) {
+        return Err(None);
+    }
+    tracing::warn!(role = %spec.name, "adopting a role this provider created in an apply that did not finish");
+    update_role(iam, &existing, spec, deadline)
+        .await
+        .map_err(Some)?;
+    match read_role(iam, &spec.name, deadline).await.map_err(Some)? {
+        Some(r) => Ok(r),
+        None => Err(None),
+    }
+}
+
+/// The role as IAM has it, without the provider's own [`CREATED_BY_TAG`]; `None` when
+/// there is no such role.
 pub async fn read_role(
     iam: &Client,
     name: &str,
     deadline: Instant,
 ) -> Result<Option<RemoteRole>, AwsError> {
+    Ok(read_role_marked(iam, name, deadline)
+        .await?
+        .map(|(role, _)| role))
+}
+
+/// [`read_role`], and whether the role carries [`CREATED_BY_TAG`].
+async fn read_role_marked(
+    iam: &Client,
+    name: &str,
+    deadline: Instant,
+) -> Result<Option<(RemoteRole, bool)>, AwsError> {
     let got = retry(deadline, || async {
         iam.get_role()
             .role_name(name)
@@ -316,7 +383,8 @@ pub async fn read_role(
         .iter()
         .map(|t| (t.key().to_string(), t.value().to_string()))
         .collect();
-    Ok(Some(remote))
+    let ours = remote.tags.remove(CREATED_BY_TAG).as_deref() == Some(CREATED_BY);
+    Ok(Some((remote, ours)))
 }
 
 /// Brings an existing role in line with `spec`: trust policy, description, boundary,
@@ -685,6 +753,41 @@ pub async fn delete_instance_profile(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a role this provider made, with the path and trust asked for, is taken over
+    /// when CreateRole finds the name taken; anyone else's role is still refused.
+    #[test]
+    fn adopts_only_its_own_role_with_the_same_trust() {
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+        let spec = RoleSpec {
+            name: "n".into(),
+            path: "/".into(),
+            trust_policy: trust.into(),
+            ..RoleSpec::default()
+        };
+        let existing = RemoteRole {
+            name: "n".into(),
+            path: "/".into(),
+            // Reformatted as IAM returns it: still the same policy.
+            trust_policy: trust.replace(',', ", "),
+            ..RemoteRole::default()
+        };
+        assert!(adoptable(&existing, true, &spec));
+        assert!(
+            !adoptable(&existing, false, &spec),
+            "not made by this provider"
+        );
+        let other_path = RemoteRole {
+            path: "/team/".into(),
+            ..existing.clone()
+        };
+        assert!(!adoptable(&other_path, true, &spec));
+        let other_trust = RemoteRole {
+            trust_policy: trust.replace("ec2.amazonaws.com", "eks.amazonaws.com"),
+            ..existing
+        };
+        assert!(!adoptable(&other_trust, true, &spec));
+    }
 
     #[test]
     fn decodes_url_encoded_policies() {

@@ -144,13 +144,24 @@ fn validate_policy_arns(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// IAM tags: up to 50, keys 1-128 and values 0-256 characters.
+/// IAM (and EKS) tags: up to 50 with the provider's own `joiner.dev/created-by`, which the
+/// configuration may not set (`aws::iam::CREATED_BY_TAG`: what marks an object a later
+/// create may adopt); keys 1-128 and values 0-256 characters.
 pub fn validate_tags(v: &Value) -> Result<(), String> {
     let tags = v.as_string_map();
-    if tags.len() > 50 {
-        return Err(format!("at most 50 tags are allowed, got {}", tags.len()));
+    if tags.len() > 49 {
+        return Err(format!(
+            "at most 49 tags are allowed (AWS allows 50, and the provider adds {}), got {}",
+            iam::CREATED_BY_TAG,
+            tags.len()
+        ));
     }
     for (k, val) in &tags {
+        if k == iam::CREATED_BY_TAG {
+            return Err(format!(
+                "tag key {k:?} is the provider's own: it marks what this provider created"
+            ));
+        }
         if k.is_empty() || k.chars().count() > 128 {
             return Err(format!("tag key {k:?} must be 1 to 128 characters"));
         }
@@ -700,6 +711,7 @@ mod tests {
     fn tags() {
         assert!(validate_tags(&Value::string_map([("a", "b")])).is_ok());
         assert!(validate_tags(&Value::string_map([("aws:x", "b")])).is_err());
+        assert!(validate_tags(&Value::string_map([("joiner.dev/created-by", "me")])).is_err());
         assert!(validate_tags(&Value::string_map([("k".repeat(129), "b".to_string())])).is_err());
     }
 }

@@ -150,6 +150,9 @@ pub struct ControlPlane {
     ca_pem: String,
     kubeconfig: PathBuf,
     binaries: Binaries,
+    /// kube-apiserver's flags, kept so [`ControlPlane::restart_apiserver`] starts it again
+    /// exactly as before (same port, certificates and etcd).
+    apiserver_args: Vec<String>,
     _reaper: Reaper,
     dir: tempfile::TempDir,
 }
@@ -208,6 +211,7 @@ impl ControlPlane {
             ca_pem: std::fs::read_to_string(&pki.ca_cert)?,
             kubeconfig: kubeconfig.clone(),
             binaries: binaries.clone(),
+            apiserver_args: Vec::new(),
             _reaper: reaper,
             dir,
         };
@@ -243,43 +247,44 @@ impl ControlPlane {
                 "--authentication-token-webhook-version=v1".into(),
             ];
         }
+        cp.apiserver_args = [
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", s(&d.join("apiserver-certs"))),
+            format!("--tls-cert-file={}", s(&pki.server_cert)),
+            format!("--tls-private-key-file={}", s(&pki.server_key)),
+            format!("--client-ca-file={}", s(&pki.ca_cert)),
+            format!("--token-auth-file={}", s(&d.join("tokens.csv"))),
+            "--authorization-mode=Node,RBAC".into(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", s(&pki.sa_pub)),
+            format!("--service-account-signing-key-file={}", s(&pki.sa_key)),
+            // No watch cache: watches and lists go straight to etcd. With the cache, a
+            // watch resumed at a resourceVersion it had not caught up with ended in
+            // "a watch stream was requested by the client but the required storage
+            // feature RequestWatchProgress is disabled" (Debian's etcd 3.4.23 cannot
+            // answer progress requests), and KWOK's informers, retrying with a growing
+            // back-off, went blind for tens of seconds: evicted pods stayed Terminating
+            // and new ones Pending.
+            "--watch-cache=false".into(),
+            // A setting, not a network: no Service IP is ever dialled here.
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            // The `kubernetes` Service's endpoint would be 127.0.0.1, which Endpoints
+            // reject; nothing in a test dials it.
+            "--endpoint-reconciler-type=none".into(),
+            "--allow-privileged=true".into(),
+            "--profiling=false".into(),
+            "--v=0".into(),
+        ]
+        .into_iter()
+        .chain(webhook_args)
+        .collect::<Vec<_>>();
         cp.components.push(Component::spawn(
             "kube-apiserver",
             &binaries.apiserver,
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={api_port}"),
-                format!("--cert-dir={}", s(&d.join("apiserver-certs"))),
-                format!("--tls-cert-file={}", s(&pki.server_cert)),
-                format!("--tls-private-key-file={}", s(&pki.server_key)),
-                format!("--client-ca-file={}", s(&pki.ca_cert)),
-                format!("--token-auth-file={}", s(&d.join("tokens.csv"))),
-                "--authorization-mode=Node,RBAC".into(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", s(&pki.sa_pub)),
-                format!("--service-account-signing-key-file={}", s(&pki.sa_key)),
-                // No watch cache: watches and lists go straight to etcd. With the cache, a
-                // watch resumed at a resourceVersion it had not caught up with ended in
-                // "a watch stream was requested by the client but the required storage
-                // feature RequestWatchProgress is disabled" (Debian's etcd 3.4.23 cannot
-                // answer progress requests), and KWOK's informers, retrying with a growing
-                // back-off, went blind for tens of seconds: evicted pods stayed Terminating
-                // and new ones Pending.
-                "--watch-cache=false".into(),
-                // A setting, not a network: no Service IP is ever dialled here.
-                "--service-cluster-ip-range=10.96.0.0/16".into(),
-                // The `kubernetes` Service's endpoint would be 127.0.0.1, which Endpoints
-                // reject; nothing in a test dials it.
-                "--endpoint-reconciler-type=none".into(),
-                "--allow-privileged=true".into(),
-                "--profiling=false".into(),
-                "--v=0".into(),
-            ]
-            .into_iter()
-            .chain(webhook_args)
-            .collect::<Vec<_>>(),
+            &cp.apiserver_args,
             &d,
         )?);
         cp.wait_ready(Duration::from_secs(120))
@@ -395,6 +400,28 @@ impl ControlPlane {
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Stops kube-apiserver (SIGTERM, as a rolling restart does) and starts it again with
+    /// the same flags; returns once it is ready. etcd keeps running, so the clients' watches
+    /// can resume from their resourceVersion instead of listing again.
+    pub fn restart_apiserver(&mut self) -> anyhow::Result<()> {
+        let i = self
+            .components
+            .iter()
+            .position(|c| c.name() == "kube-apiserver")
+            .context("no kube-apiserver component")?;
+        self.components.remove(i).stop();
+        let c = Component::spawn(
+            "kube-apiserver",
+            &self.binaries.apiserver,
+            &self.apiserver_args,
+            self.dir.path(),
+        )?;
+        // Same place in the list: components stop last started first.
+        self.components.insert(i, c);
+        self.wait_ready(Duration::from_secs(120))
+            .context("kube-apiserver did not become ready after its restart")
     }
 
     fn check_alive(&mut self) -> anyhow::Result<()> {

@@ -106,6 +106,15 @@ impl TargetCluster {
         }
     }
 
+    /// The control plane this target owns alone, to act on its components (restarting the
+    /// API server); `None` for a shared one or any other target.
+    pub fn own_control_plane_mut(&mut self) -> Option<&mut ControlPlane> {
+        match self {
+            TargetCluster::OwnControlPlane(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// The API server's URL and CA certificate (PEM), for a client configured by hand (the
     /// agent's bootstrap user data); unknown for a cluster named only by a kubeconfig.
     pub fn server(&self) -> Option<(String, String)> {

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::wait::{self, Observed, PollInterval};
 use super::{request_token, EksError};
 use crate::aws::error::AwsResultExt;
+use crate::aws::iam::{CREATED_BY, CREATED_BY_TAG};
 use crate::aws::retry::retry;
 
 /// The five control-plane log streams EKS can send to CloudWatch.
@@ -137,7 +138,12 @@ impl ClusterInfo {
             log_types,
             tags: c
                 .tags()
-                .map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .map(|t| {
+                    t.iter()
+                        .filter(|(k, _)| k.as_str() != CREATED_BY_TAG)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
                 .unwrap_or_default(),
             authentication_mode: c
                 .access_config()
@@ -235,7 +241,9 @@ pub async fn create(
                 .set_bootstrap_cluster_creator_admin_permissions(spec.bootstrap_creator_admin)
                 .build()
         });
-    let out = retry(deadline, || async {
+    let mut tags = spec.tags.clone();
+    tags.insert(CREATED_BY_TAG.into(), CREATED_BY.into());
+    let created = retry(deadline, || async {
         client
             .create_cluster()
             .set_access_config(access.clone())
@@ -245,13 +253,29 @@ pub async fn create(
             .resources_vpc_config(vpc.clone())
             .logging(logging(&spec.log_types))
             .set_encryption_config(encryption.clone())
-            .set_tags(hash_tags(&spec.tags))
+            .set_tags(hash_tags(&tags))
             .client_request_token(&token)
             .send()
             .await
             .aws("eks:CreateCluster")
     })
-    .await?;
+    .await;
+    let out = match created {
+        Ok(out) => out,
+        Err(e) if e.is_already_exists() => {
+            // A cluster of this name exists. Ours from a create that did not finish (the
+            // provider killed while EKS spent its minutes creating it) carries the tag and
+            // the role asked for: adopted, and the caller waits for it as for a new one.
+            return match describe_marked(client, &spec.name, deadline).await? {
+                Some((info, true)) if info.role_arn.as_deref() == Some(spec.role_arn.as_str()) => {
+                    tracing::warn!(cluster = %spec.name, "adopting a cluster this provider created in an apply that did not finish");
+                    Ok(info)
+                }
+                _ => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
     let cluster = out.cluster().ok_or_else(|| EksError::Failed {
         what: format!("cluster {:?}", spec.name),
         status: "missing".into(),
@@ -260,12 +284,13 @@ pub async fn create(
     Ok(ClusterInfo::from_sdk(cluster))
 }
 
-/// DescribeCluster; `None` when the cluster does not exist (drift or already deleted).
-pub async fn describe(
+/// [`describe`], and whether the cluster carries [`CREATED_BY_TAG`] (which `describe`
+/// leaves out of `tags`: it is the provider's, not part of the `tags` attribute).
+async fn describe_marked(
     client: &Client,
     name: &str,
     deadline: Instant,
-) -> Result<Option<ClusterInfo>, EksError> {
+) -> Result<Option<(ClusterInfo, bool)>, EksError> {
     let res = retry(deadline, || async {
         client
             .describe_cluster()
@@ -276,10 +301,27 @@ pub async fn describe(
     })
     .await;
     match res {
-        Ok(out) => Ok(out.cluster().map(ClusterInfo::from_sdk)),
+        Ok(out) => Ok(out.cluster().map(|c| {
+            let ours = c
+                .tags()
+                .and_then(|t| t.get(CREATED_BY_TAG))
+                .is_some_and(|v| v == CREATED_BY);
+            (ClusterInfo::from_sdk(c), ours)
+        })),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// DescribeCluster; `None` when the cluster does not exist (drift or already deleted).
+pub async fn describe(
+    client: &Client,
+    name: &str,
+    deadline: Instant,
+) -> Result<Option<ClusterInfo>, EksError> {
+    Ok(describe_marked(client, name, deadline)
+        .await?
+        .map(|(info, _)| info))
 }
 
 /// Polls until the cluster is ACTIVE (creating or updating takes minutes on AWS).

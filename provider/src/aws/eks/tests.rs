@@ -239,15 +239,26 @@ async fn cluster_lifecycle_against_the_emulator() {
         .unwrap();
 }
 
+/// A cluster of the same name that this provider did not make (no `joiner.dev/created-by`
+/// tag) is refused, naming the operation and code; one it made, whose create did not
+/// finish (the provider killed meanwhile), is adopted by the next create.
 #[tokio::test]
 async fn create_errors_name_the_operation_and_code() {
     let moto = MotoServer::start();
     let aws = moto_clients(&moto).await;
     let (role, subnets, sg) = prerequisites(&aws).await;
     let eks = aws.eks();
-    cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
+    eks.create_cluster()
+        .name("groupless")
+        .role_arn(&role)
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .set_subnet_ids(Some(subnets.clone()))
+                .build(),
+        )
+        .send()
         .await
-        .unwrap();
+        .expect("eks:CreateCluster by someone else");
     let err = cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
         .await
         .unwrap_err();
@@ -255,6 +266,22 @@ async fn create_errors_name_the_operation_and_code() {
     assert!(
         text.starts_with("eks:CreateCluster failed: ResourceInUseException"),
         "{text}"
+    );
+    cluster::delete(&eks, "groupless", deadline(), FAST)
+        .await
+        .unwrap();
+
+    let first = cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
+        .await
+        .unwrap();
+    let again = cluster::create(&eks, &spec(&role, &subnets, &sg), deadline())
+        .await
+        .expect("its own cluster is adopted");
+    assert_eq!(again.arn, first.arn);
+    assert!(
+        !again.tags.contains_key("joiner.dev/created-by"),
+        "the provider's tag is not reported: {:?}",
+        again.tags
     );
 }
 

@@ -193,7 +193,8 @@ pub fn authentication_mode(v: &Value) -> Result<(), String> {
     }
 }
 
-/// AWS resource tags: up to 50, keys 1-128 and values up to 256 characters, no `aws:` prefix.
+/// AWS resource tags: up to 49 (the provider adds its `joiner.dev/created-by`), keys 1-128 and
+/// values up to 256 characters, no `aws:` prefix nor the provider's own key.
 pub fn tags(v: &Value) -> Result<(), String> {
     if !v.is_fully_known() {
         return Ok(());
