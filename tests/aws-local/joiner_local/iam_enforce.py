@@ -21,10 +21,10 @@ IAM's own rules:
   cluster, the SSM parameter, the IAM role, ...
 - STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
   only the account, an identity policy too); `AssumeRoleWithWebIdentity` needs an IAM OIDC
-  provider for the token's issuer, an unexpired token whose audience the provider lists,
-  and a trust statement whose `<issuer>:sub`/`:aud` conditions hold for the token's claims.
-  The token's signature is *not* verified: the issuer's keys (kube-sim's, or a cluster's
-  OIDC discovery document) are not reachable from here. Everything else STS checks is.
+  provider for the token's issuer, a token signed by a key the issuer published (`oidc_keys`: kube-sim and tests register
+  their issuer's JWKS there, standing in for the discovery document STS fetches), an
+  unexpired token whose audience the provider lists, and a trust statement whose
+  `<issuer>:sub`/`:aud` conditions hold for the token's claims.
 
 Actions this module does not model are evaluated against resource `*` only and named once
 in the server's log and in the decisions (`modelled: false`), so a gap is visible rather than
@@ -60,7 +60,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from werkzeug.exceptions import HTTPException
 
-from joiner_local import identity
+from joiner_local import identity, oidc_keys
 
 log = logging.getLogger("joiner_local.iam")
 
@@ -872,7 +872,7 @@ def _jwt_claims(token: str) -> dict[str, Any] | None:
 
 
 def _check_web_identity(resp: Any, account: str, partition: str) -> None:
-    """What STS checks before AssumeRoleWithWebIdentity answers (all but the signature)."""
+    """What STS checks before AssumeRoleWithWebIdentity answers."""
     from moto.iam.models import iam_backends
 
     qs = resp.querystring or {}
@@ -902,6 +902,10 @@ def _check_web_identity(resp: Any, account: str, partition: str) -> None:
     provider = next((p for p in iam.open_id_providers.values() if p.url.rstrip("/") == host_path), None)
     if provider is None:
         raise deny("InvalidIdentityToken", f"No OpenIDConnect provider found in your account for {iss}")
+    try:
+        oidc_keys.verify(token, iss)
+    except oidc_keys.Invalid as e:
+        raise deny("InvalidIdentityToken", str(e))
     exp = claims.get("exp")
     if not isinstance(exp, (int, float)) or exp < time.time():
         raise deny("ExpiredTokenException", "Token expired: current date/time must be before the expiration date/time")
