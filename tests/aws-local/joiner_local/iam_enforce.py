@@ -21,10 +21,10 @@ IAM's own rules:
   cluster, the SSM parameter, the IAM role, ...
 - STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
   only the account, an identity policy too); `AssumeRoleWithWebIdentity` needs an IAM OIDC
-  provider for the token's issuer, a token signed by a key the issuer published (`oidc_keys`: kube-sim and tests register
-  their issuer's JWKS there, standing in for the discovery document STS fetches), an
-  unexpired token whose audience the provider lists, and a trust statement whose
-  `<issuer>:sub`/`:aud` conditions hold for the token's claims.
+  provider for the token's issuer, a token signed by a key the issuer published
+  (`oidc_keys`: kube-sim and tests register their issuer's JWKS there, standing in for the
+  discovery document STS fetches), an unexpired token whose audience the provider lists,
+  and a trust statement whose `<issuer>:sub`/`:aud` conditions hold for the token's claims.
 
 Actions this module does not model are evaluated against resource `*` only and named once
 in the server's log and in the decisions (`modelled: false`), so a gap is visible rather than
@@ -38,7 +38,8 @@ the message "User: <arn> is not authorized to perform: <action> on resource: <ar
 no identity-based policy allows the <action> action".
 
 Every decision (principal, action, resource, allowed, the statement that decided) is kept
-and served at `GET /moto-api/joiner-local/iam/decisions[?principal=ARN-or-substring]`, so
+and served at `GET /moto-api/joiner-local/iam/decisions[?principal=ARN-or-substring]
+[&app=NAME]` (`app/NAME` of the SDK's user agent), so
 tests and the sandbox can say "calls made N, refused 0". `/moto-api/reset` clears them.
 
 On when the server runs with `JOINER_LOCAL_IAM=enforce`; otherwise nothing changes.
@@ -985,6 +986,36 @@ def _resolve_access_key(resp: Any, iam_request: Any) -> None:
                     raise _refuse(resp, iam_request._service, "ExpiredToken", "The security token included in the request is expired", 400)
 
 
+RAW_FORM_KEY = "joiner_local.raw_form"
+
+
+def _keep_raw_form(environ: dict[str, Any]) -> None:
+    """Reads a form-encoded request body and puts it back, keeping a copy (see authorize)."""
+    import io
+
+    if not str(environ.get("CONTENT_TYPE", "")).startswith("application/x-www-form-urlencoded"):
+        return
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return
+    if length <= 0:
+        return
+    raw = environ["wsgi.input"].read(length)
+    environ["wsgi.input"] = io.BytesIO(raw)
+    environ[RAW_FORM_KEY] = raw
+
+
+def _app_of(headers: Any) -> str | None:
+    """The caller's application (`app/NAME` in an AWS SDK's user agent), as CloudTrail's
+    userAgent shows it: tells apart callers that share credentials."""
+    for h in ("X-Amz-User-Agent", "User-Agent"):
+        m = re.search(r"(?:^|\s)app/(\S+)", headers.get(h) or "")
+        if m:
+            return m.group(1)
+    return None
+
+
 def _service_of(auth: str) -> str:
     scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
     return scope[3] if len(scope) > 3 else ""
@@ -1024,6 +1055,7 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
     service = _service_of(auth)
     from moto.core.exceptions import AuthFailureError, InvalidClientTokenIdError, SignatureDoesNotMatchError
 
+    environ = getattr(getattr(resp, "normalized_request", None), "environ", None) or {}
     try:
         req = IAMRequest(
             account_id=resp.current_account,
@@ -1032,7 +1064,10 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
             # A body-less request (REST GET/DELETE) is signed over an empty payload; moto
             # would otherwise sign its parsed parameters as a form body.
             data={} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data,
-            body=resp.raw_body,
+            # The bytes that were signed: werkzeug hands moto an empty body once it has
+            # parsed a form, and re-encoding the parsed form changes it (the Rust SDK sends
+            # a space as %20, Python's urlencode as +), so the form is kept as it came.
+            body=environ.get(RAW_FORM_KEY) or resp.raw_body,
             headers=headers,
             action=op,
         )
@@ -1073,6 +1108,7 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
         )
     policies = principal.policies()
     base_ctx = _global_ctx(call, principal)
+    app = _app_of(resp.headers)
     identity_decision = "allow"
     for action, arn, extra in checks:
         ctx = dict(base_ctx)
@@ -1082,6 +1118,7 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
             {
                 "time": time.time(),
                 "principal": principal.arn,
+                "app": app,
                 "operation": f"{service}:{op}",
                 "action": action,
                 "resource": arn,
@@ -1117,6 +1154,9 @@ def _decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
     query = parse_qs(urlparse(full_url).query)
     principal = (query.get("principal") or [None])[0]
     rows = decisions(principal)
+    app = (query.get("app") or [None])[0]
+    if app:
+        rows = [r for r in rows if r.get("app") == app]
     body = {
         "enforced": True,
         "calls": len(rows),
@@ -1142,6 +1182,15 @@ def install() -> None:
         authorize(self, iam_request_cls, resource)
 
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action  # type: ignore[method-assign]
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original_call = DomainDispatcherApplication.__call__
+
+    def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        _keep_raw_form(environ)
+        return original_call(self, environ, start_response)
+
+    DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
     api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = _decisions_endpoint
     original_reset = MotoAPIBackend.reset
 
