@@ -498,3 +498,75 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
     assert_eq!(d["calls"], 9, "{d:#}");
     assert_eq!(d["refused"], 7, "{d:#}");
 }
+
+/// The public AMI parameters an agent resolves an alias through are served at their real
+/// names (moto refuses to store anything under `/aws/`), each naming an image the emulator
+/// has, and a role reads them with exactly the grant the agent's policy carries; a form body
+/// is verified as it was signed (the Rust SDK encodes a space as `%20`).
+#[test]
+fn public_ami_parameters_are_served_and_form_bodies_are_verified_as_signed() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let reader = role_session(
+        &moto,
+        &admin,
+        "ami-reader",
+        json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "ssm:GetParameter",
+             "Resource": "arn:aws:ssm:us-east-1::parameter/aws/service/*"},
+            {"Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"}]}),
+    );
+    let ssm = aws_sdk_ssm::Client::new(reader.sdk_config());
+    for (name, arch) in [
+        (
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id",
+            "x86_64",
+        ),
+        (
+            "/aws/service/bottlerocket/aws-k8s-1.33/arm64/latest/image_id",
+            "arm64",
+        ),
+    ] {
+        let image = reader
+            .block_on(ssm.get_parameter().name(name).send())
+            .unwrap_or_else(|e| panic!("ssm:GetParameter {name}: {e:?}"))
+            .parameter()
+            .and_then(|p| p.value())
+            .expect("a value")
+            .to_string();
+        let images = reader
+            .block_on(ec2(&reader).describe_images().image_ids(&image).send())
+            .expect("ec2:DescribeImages");
+        assert_eq!(images.images().len(), 1, "{name} names an image moto has");
+        assert_eq!(
+            images.images()[0].architecture().map(|a| a.as_str()),
+            Some(arch)
+        );
+    }
+    let err = reader
+        .block_on(ssm.get_parameter().name("/joiner/private").send())
+        .expect_err("a parameter of the account is outside the grant")
+        .into_service_error();
+    assert_eq!(
+        aws_sdk_ssm::error::ProvideErrorMetadata::code(&err),
+        Some("AccessDeniedException")
+    );
+
+    let ec2 = ec2(&admin);
+    let vpc = admin
+        .block_on(ec2.create_vpc().cidr_block("10.0.0.0/16").send())
+        .expect("ec2:CreateVpc")
+        .vpc()
+        .and_then(|v| v.vpc_id())
+        .unwrap()
+        .to_string();
+    admin
+        .block_on(
+            ec2.create_security_group()
+                .group_name("nodes")
+                .description("joiner nodes, with spaces")
+                .vpc_id(vpc)
+                .send(),
+        )
+        .expect("a signed form body with %20 verifies");
+}
