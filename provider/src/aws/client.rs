@@ -11,7 +11,7 @@
 //! The HTTP client is built here rather than by the SDK's default feature because the
 //! default pulls aws-lc; the workspace uses rustls with ring everywhere.
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{AppName, BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 
@@ -31,9 +31,16 @@ pub fn http_client() -> SharedHttpClient {
         .build_https()
 }
 
+/// The provider's name in the user agent of every request it makes (`app/...`), so that
+/// CloudTrail, and the local world's IAM decisions, can tell its calls from others made with
+/// the same credentials.
+pub const APP_NAME: &str = "terraform-provider-joiner";
+
 /// Loads the shared SDK configuration.
 pub async fn load_config(settings: &AwsSettings) -> SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http_client());
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(http_client())
+        .app_name(AppName::new(APP_NAME).expect("a valid app name"));
     if let Some(region) = &settings.region {
         loader = loader.region(Region::new(region.clone()));
     }

@@ -13,10 +13,15 @@ the wire shapes of the real service:
   entries, served as a TokenReview webhook; EKS clusters bound to local API servers.
 - `instance_profiles`: instances launched from a launch template (CreateFleet, RunInstances)
   carry the template's IAM instance profile, so a node's role can be known.
+- `public_parameters`: the public SSM parameters of EKS node images (`/aws/service/eks/...`,
+  `/aws/service/bottlerocket/...`), pointing at images that exist in moto.
+- `oidc_keys`: OIDC issuers' signing keys (kube-sim's service-account issuer publishes its
+  JWKS here), with which web-identity tokens are verified.
+- `iam_enforce`: IAM authorization with IAM's rules, when `JOINER_LOCAL_IAM=enforce`.
 
 Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONPATH
 (`joiner_test_support::moto_command` does that); the arguments are moto_server's.
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "instance_profiles", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "instance_profiles", "public_parameters", "oidc_keys", "iam_enforce"]

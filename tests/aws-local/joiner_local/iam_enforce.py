@@ -21,10 +21,10 @@ IAM's own rules:
   cluster, the SSM parameter, the IAM role, ...
 - STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
   only the account, an identity policy too); `AssumeRoleWithWebIdentity` needs an IAM OIDC
-  provider for the token's issuer, an unexpired token whose audience the provider lists,
+  provider for the token's issuer, a token signed by a key the issuer published
+  (`oidc_keys`: kube-sim and tests register their issuer's JWKS there, standing in for the
+  discovery document STS fetches), an unexpired token whose audience the provider lists,
   and a trust statement whose `<issuer>:sub`/`:aud` conditions hold for the token's claims.
-  The token's signature is *not* verified: the issuer's keys (kube-sim's, or a cluster's
-  OIDC discovery document) are not reachable from here. Everything else STS checks is.
 
 Actions this module does not model are evaluated against resource `*` only and named once
 in the server's log and in the decisions (`modelled: false`), so a gap is visible rather than
@@ -38,7 +38,8 @@ the message "User: <arn> is not authorized to perform: <action> on resource: <ar
 no identity-based policy allows the <action> action".
 
 Every decision (principal, action, resource, allowed, the statement that decided) is kept
-and served at `GET /moto-api/joiner-local/iam/decisions[?principal=ARN-or-substring]`, so
+and served at `GET /moto-api/joiner-local/iam/decisions[?principal=ARN-or-substring]
+[&app=NAME]` (`app/NAME` of the SDK's user agent), so
 tests and the sandbox can say "calls made N, refused 0". `/moto-api/reset` clears them.
 
 On when the server runs with `JOINER_LOCAL_IAM=enforce`; otherwise nothing changes.
@@ -60,7 +61,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from werkzeug.exceptions import HTTPException
 
-from joiner_local import identity
+from joiner_local import identity, oidc_keys
 
 log = logging.getLogger("joiner_local.iam")
 
@@ -973,7 +974,7 @@ def _jwt_claims(token: str) -> dict[str, Any] | None:
 
 
 def _check_web_identity(resp: Any, account: str, partition: str) -> None:
-    """What STS checks before AssumeRoleWithWebIdentity answers (all but the signature)."""
+    """What STS checks before AssumeRoleWithWebIdentity answers."""
     from moto.iam.models import iam_backends
 
     qs = resp.querystring or {}
@@ -1003,6 +1004,10 @@ def _check_web_identity(resp: Any, account: str, partition: str) -> None:
     provider = next((p for p in iam.open_id_providers.values() if p.url.rstrip("/") == host_path), None)
     if provider is None:
         raise deny("InvalidIdentityToken", f"No OpenIDConnect provider found in your account for {iss}")
+    try:
+        oidc_keys.verify(token, iss)
+    except oidc_keys.Invalid as e:
+        raise deny("InvalidIdentityToken", str(e))
     exp = claims.get("exp")
     if not isinstance(exp, (int, float)) or exp < time.time():
         raise deny("ExpiredTokenException", "Token expired: current date/time must be before the expiration date/time")
@@ -1082,6 +1087,36 @@ def _resolve_access_key(resp: Any, iam_request: Any) -> None:
                     raise _refuse(resp, iam_request._service, "ExpiredToken", "The security token included in the request is expired", 400)
 
 
+RAW_FORM_KEY = "joiner_local.raw_form"
+
+
+def _keep_raw_form(environ: dict[str, Any]) -> None:
+    """Reads a form-encoded request body and puts it back, keeping a copy (see authorize)."""
+    import io
+
+    if not str(environ.get("CONTENT_TYPE", "")).startswith("application/x-www-form-urlencoded"):
+        return
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return
+    if length <= 0:
+        return
+    raw = environ["wsgi.input"].read(length)
+    environ["wsgi.input"] = io.BytesIO(raw)
+    environ[RAW_FORM_KEY] = raw
+
+
+def _app_of(headers: Any) -> str | None:
+    """The caller's application (`app/NAME` in an AWS SDK's user agent), as CloudTrail's
+    userAgent shows it: tells apart callers that share credentials."""
+    for h in ("X-Amz-User-Agent", "User-Agent"):
+        m = re.search(r"(?:^|\s)app/(\S+)", headers.get(h) or "")
+        if m:
+            return m.group(1)
+    return None
+
+
 def _service_of(auth: str) -> str:
     scope = auth.split("Credential=", 1)[-1].split(",", 1)[0].split("/")
     return scope[3] if len(scope) > 3 else ""
@@ -1121,6 +1156,7 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
     service = _service_of(auth)
     from moto.core.exceptions import AuthFailureError, InvalidClientTokenIdError, SignatureDoesNotMatchError
 
+    environ = getattr(getattr(resp, "normalized_request", None), "environ", None) or {}
     try:
         req = IAMRequest(
             account_id=resp.current_account,
@@ -1128,13 +1164,11 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
             path=path,
             # A body-less request (REST GET/DELETE) is signed over an empty payload; moto
             # would otherwise sign its parsed parameters as a form body.
-            # A form body (the query protocols) is parsed by werkzeug before moto sees it,
-            # and moto would re-encode the parsed form to hash it: `%20` comes back as `+`,
-            # and a correctly signed call (the Rust SDK's encoding) would not verify. The
-            # bytes as they arrived are kept by `_keep_form_bodies`.
-            data=_raw_form_body(resp)
-            or ({} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data),
-            body=resp.raw_body,
+            data={} if resp.method in ("GET", "DELETE", "HEAD") and not resp.raw_body else resp.data,
+            # The bytes that were signed: werkzeug hands moto an empty body once it has
+            # parsed a form, and re-encoding the parsed form changes it (the Rust SDK sends
+            # a space as %20, Python's urlencode as +), so the form is kept as it came.
+            body=environ.get(RAW_FORM_KEY) or resp.raw_body,
             headers=headers,
             action=op,
         )
@@ -1175,6 +1209,7 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
         )
     policies = principal.policies()
     base_ctx = _global_ctx(call, principal)
+    app = _app_of(resp.headers)
     identity_decision = "allow"
     for action, arn, extra in checks:
         ctx = dict(base_ctx)
@@ -1184,6 +1219,7 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
             {
                 "time": time.time(),
                 "principal": principal.arn,
+                "app": app,
                 "operation": f"{service}:{op}",
                 "action": action,
                 "resource": arn,
@@ -1219,6 +1255,9 @@ def _decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
     query = parse_qs(urlparse(full_url).query)
     principal = (query.get("principal") or [None])[0]
     rows = decisions(principal)
+    app = (query.get("app") or [None])[0]
+    if app:
+        rows = [r for r in rows if r.get("app") == app]
     body = {
         "enforced": True,
         "calls": len(rows),
@@ -1227,39 +1266,6 @@ def _decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
         "decisions": rows,
     }
     return 200, {"Content-Type": "application/json"}, json.dumps(body)
-
-
-_RAW_BODY_KEY = "joiner_local.raw_form_body"
-
-
-def _raw_form_body(resp: Any) -> bytes | None:
-    request = getattr(resp, "normalized_request", None)
-    environ = getattr(request, "environ", None) or {}
-    return environ.get(_RAW_BODY_KEY)
-
-
-def _keep_form_bodies() -> None:
-    """Keeps a copy of every form-encoded request body in the WSGI environ, before
-    werkzeug's form parser consumes the stream, so that signatures are checked over the
-    bytes the client signed."""
-    import io
-
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-
-    original = DomainDispatcherApplication.__call__
-
-    def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
-        if environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
-            try:
-                length = int(environ.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                length = 0
-            body = environ["wsgi.input"].read(length) if length > 0 else b""
-            environ[_RAW_BODY_KEY] = body
-            environ["wsgi.input"] = io.BytesIO(body)
-        return original(self, environ, start_response)
-
-    DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
 
 
 def enabled() -> bool:
@@ -1277,7 +1283,15 @@ def install() -> None:
         authorize(self, iam_request_cls, resource)
 
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action  # type: ignore[method-assign]
-    _keep_form_bodies()
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original_call = DomainDispatcherApplication.__call__
+
+    def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        _keep_raw_form(environ)
+        return original_call(self, environ, start_response)
+
+    DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
     api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = _decisions_endpoint
     original_reset = MotoAPIBackend.reset
 

@@ -4,6 +4,7 @@
 
 use aws_credential_types::Credentials;
 use joiner_e2e::{Aws, MotoServer};
+use kube_sim::runner::identity::SigningKey;
 use serde_json::{json, Value};
 
 const ACCOUNT: &str = "123456789012";
@@ -293,40 +294,30 @@ fn assume_role_checks_the_trust_and_signatures_are_verified() {
     assert_eq!(code.as_deref(), Some("SignatureDoesNotMatch"));
 }
 
-fn b64url(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..=chunk.len() {
-            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-/// A projected ServiceAccount token's shape (the signature is not checked locally).
-fn token(iss: &str, sub: &str, aud: &str, exp_offset: i64) -> String {
+/// A projected ServiceAccount token's claims, signed by `key`.
+fn token(key: &SigningKey, iss: &str, sub: &str, aud: &str, exp_offset: i64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
-    let claims = json!({"iss": iss, "sub": sub, "aud": [aud], "iat": now, "exp": now + exp_offset});
-    format!(
-        "{}.{}.{}",
-        b64url(br#"{"alg":"RS256","kid":"k"}"#),
-        b64url(claims.to_string().as_bytes()),
-        b64url(b"not-checked")
-    )
+    key.sign(&json!({"iss": iss, "sub": sub, "aud": [aud], "iat": now, "exp": now + exp_offset}))
 }
 
-/// IRSA: AssumeRoleWithWebIdentity needs an OIDC provider for the issuer, an unexpired token
-/// for an audience the provider lists, and a trust whose sub/aud conditions hold.
+/// Publishes the issuer's keys to the local world, as kube-sim does for its issuer.
+fn publish(moto: &MotoServer, issuer: &str, key: &SigningKey) {
+    let (status, body) = moto
+        .request(
+            "POST",
+            "/joiner-local/oidc/keys",
+            &json!({"issuer": issuer, "jwks": key.jwks()}).to_string(),
+        )
+        .expect("reach the emulator");
+    assert_eq!(status, 200, "publish the issuer's keys: {body}");
+}
+
+/// IRSA: AssumeRoleWithWebIdentity needs an OIDC provider for the issuer, a token signed by
+/// a key the issuer published, unexpired, for an audience the provider lists, and a trust
+/// whose sub/aud conditions hold.
 #[test]
 fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
     let moto = MotoServer::start_enforced();
@@ -359,6 +350,8 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         )
         .unwrap();
     let role_arn = format!("arn:aws:iam::{ACCOUNT}:role/irsa");
+    let key = SigningKey::generate();
+    publish(&moto, issuer, &key);
     let sts = admin.sts();
     let code_and_message = |e: aws_sdk_sts::error::SdkError<_>| {
         let svc: aws_sdk_sts::operation::assume_role_with_web_identity::AssumeRoleWithWebIdentityError =
@@ -381,6 +374,7 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
             .map_err(code_and_message)
     };
     let ok = assume(token(
+        &key,
         issuer,
         "system:serviceaccount:joiner:joiner-agent",
         "sts.amazonaws.com",
@@ -394,6 +388,7 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         .ends_with("assumed-role/irsa/pod"));
 
     let (code, msg) = assume(token(
+        &key,
         issuer,
         "system:serviceaccount:default:other",
         "sts.amazonaws.com",
@@ -408,6 +403,7 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         )
     );
     let (code, msg) = assume(token(
+        &key,
         "https://oidc.eks.us-east-1.amazonaws.com/id/OTHER",
         "system:serviceaccount:joiner:joiner-agent",
         "sts.amazonaws.com",
@@ -420,6 +416,7 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         "No OpenIDConnect provider found in your account for https://oidc.eks.us-east-1.amazonaws.com/id/OTHER"
     );
     let (code, _) = assume(token(
+        &key,
         issuer,
         "system:serviceaccount:joiner:joiner-agent",
         "sts.amazonaws.com",
@@ -428,6 +425,7 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
     .unwrap_err();
     assert_eq!(code, "ExpiredTokenException");
     let (code, msg) = assume(token(
+        &key,
         issuer,
         "system:serviceaccount:joiner:joiner-agent",
         "somebody-else",
@@ -439,7 +437,136 @@ fn web_identity_checks_provider_expiry_audience_and_trust_conditions() {
         ("InvalidIdentityToken", "Incorrect token audience")
     );
 
+    // The signature: a token whose claims were changed after signing, one signed by a key
+    // the issuer never published, and one from an issuer that published no keys at all.
+    let good = token(
+        &key,
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        3600,
+    );
+    let parts: Vec<&str> = good.split('.').collect();
+    let forged = token(
+        &SigningKey::generate(),
+        issuer,
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        7200,
+    );
+    let tampered = format!(
+        "{}.{}.{}",
+        parts[0],
+        forged.split('.').nth(1).unwrap(),
+        parts[2]
+    );
+    let bad_signature = (
+        "InvalidIdentityToken".to_string(),
+        "The web identity token that was passed could not be validated by AWS. Get a new identity token from the identity provider and then retry the request.".to_string(),
+    );
+    let no_key = (
+        "InvalidIdentityToken".to_string(),
+        "Couldn't retrieve verification key from your identity provider,  please reference AssumeRoleWithWebIdentity documentation for requirements".to_string(),
+    );
+    assert_eq!(assume(tampered).unwrap_err(), bad_signature);
+    assert_eq!(assume(forged).unwrap_err(), no_key, "an unknown kid");
+    let silent = "https://oidc.eks.us-east-1.amazonaws.com/id/NOKEYS";
+    admin
+        .block_on(
+            iam.create_open_id_connect_provider()
+                .url(silent)
+                .client_id_list("sts.amazonaws.com")
+                .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
+                .send(),
+        )
+        .unwrap();
+    let silent_token = token(
+        &key,
+        silent,
+        "system:serviceaccount:joiner:joiner-agent",
+        "sts.amazonaws.com",
+        3600,
+    );
+    assert_eq!(
+        assume(silent_token).unwrap_err(),
+        no_key,
+        "an issuer with no keys"
+    );
+    assert!(assume(good).is_ok(), "the untampered token still passes");
+
     let d = decisions(&moto, "web-identity:");
-    assert_eq!(d["calls"], 5, "{d:#}");
-    assert_eq!(d["refused"], 4, "{d:#}");
+    assert_eq!(d["calls"], 9, "{d:#}");
+    assert_eq!(d["refused"], 7, "{d:#}");
+}
+
+/// The public AMI parameters an agent resolves an alias through are served at their real
+/// names (moto refuses to store anything under `/aws/`), each naming an image the emulator
+/// has, and a role reads them with exactly the grant the agent's policy carries; a form body
+/// is verified as it was signed (the Rust SDK encodes a space as `%20`).
+#[test]
+fn public_ami_parameters_are_served_and_form_bodies_are_verified_as_signed() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let reader = role_session(
+        &moto,
+        &admin,
+        "ami-reader",
+        json!({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "ssm:GetParameter",
+             "Resource": "arn:aws:ssm:us-east-1::parameter/aws/service/*"},
+            {"Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"}]}),
+    );
+    let ssm = aws_sdk_ssm::Client::new(reader.sdk_config());
+    for (name, arch) in [
+        (
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id",
+            "x86_64",
+        ),
+        (
+            "/aws/service/bottlerocket/aws-k8s-1.33/arm64/latest/image_id",
+            "arm64",
+        ),
+    ] {
+        let image = reader
+            .block_on(ssm.get_parameter().name(name).send())
+            .unwrap_or_else(|e| panic!("ssm:GetParameter {name}: {e:?}"))
+            .parameter()
+            .and_then(|p| p.value())
+            .expect("a value")
+            .to_string();
+        let images = reader
+            .block_on(ec2(&reader).describe_images().image_ids(&image).send())
+            .expect("ec2:DescribeImages");
+        assert_eq!(images.images().len(), 1, "{name} names an image moto has");
+        assert_eq!(
+            images.images()[0].architecture().map(|a| a.as_str()),
+            Some(arch)
+        );
+    }
+    let err = reader
+        .block_on(ssm.get_parameter().name("/joiner/private").send())
+        .expect_err("a parameter of the account is outside the grant")
+        .into_service_error();
+    assert_eq!(
+        aws_sdk_ssm::error::ProvideErrorMetadata::code(&err),
+        Some("AccessDeniedException")
+    );
+
+    let ec2 = ec2(&admin);
+    let vpc = admin
+        .block_on(ec2.create_vpc().cidr_block("10.0.0.0/16").send())
+        .expect("ec2:CreateVpc")
+        .vpc()
+        .and_then(|v| v.vpc_id())
+        .unwrap()
+        .to_string();
+    admin
+        .block_on(
+            ec2.create_security_group()
+                .group_name("nodes")
+                .description("joiner nodes, with spaces")
+                .vpc_id(vpc)
+                .send(),
+        )
+        .expect("a signed form body with %20 verifies");
 }

@@ -117,8 +117,8 @@ impl TokenWebhook {
     }
 }
 
-/// POSTs JSON to an `http://` URL (the local world's webhook is plain HTTP on loopback).
-async fn post_json(url: &str, body: &Value) -> Result<Value, String> {
+/// POSTs JSON to an `http://` URL (the local world is plain HTTP on loopback).
+pub(crate) async fn post_json(url: &str, body: &Value) -> Result<Value, String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("invalid URL: {e}"))?;
     if uri.scheme_str() != Some("http") {
         return Err("only http:// webhook URLs are supported".into());

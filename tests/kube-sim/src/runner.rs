@@ -51,6 +51,9 @@ pub struct RunnerConfig {
     pub ca_pem: String,
     pub aws_endpoint: Option<String>,
     pub aws_region: String,
+    /// The EKS cluster kube-sim plays: IRSA tokens carry its OIDC issuer once the emulator
+    /// knows it.
+    pub cluster_name: String,
 }
 
 impl RunnerConfig {
@@ -87,6 +90,39 @@ pub struct Runner {
     store: Arc<Store>,
     dir: PathBuf,
     runs: Mutex<HashMap<String, Run>>,
+    /// Signs every service-account token this kube-sim issues.
+    key: identity::SigningKey,
+    issuer: Issuer,
+    /// IRSA pods waiting for the issuer, with the issuer check that was last started when
+    /// each was first seen: the pod may start on the in-cluster issuer only once a check
+    /// started after it has found no cluster.
+    waiting: Mutex<HashMap<String, u64>>,
+}
+
+/// Which issuer IRSA tokens carry. With an AWS endpoint, that is the OIDC issuer of the EKS
+/// cluster kube-sim plays (DescribeCluster's `identity.oidc.issuer`, what EKS puts in the
+/// tokens it projects), whose keys kube-sim publishes to the local world; before the
+/// emulator knows the cluster, the in-cluster issuer (whose keys it also publishes).
+#[derive(Default)]
+struct Issuer {
+    state: Mutex<IssuerState>,
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct IssuerState {
+    /// The issuer whose keys are published, and whether it is the cluster's.
+    url: Option<String>,
+    cluster: bool,
+    /// Checks started and the last one completed (numbered from 1).
+    started: u64,
+    completed: u64,
+}
+
+impl Issuer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IssuerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 fn is_deleting(p: &Value) -> bool {
@@ -119,7 +155,88 @@ impl Runner {
             store,
             dir,
             runs: Mutex::new(HashMap::new()),
+            key: identity::SigningKey::generate(),
+            issuer: Issuer::default(),
+            waiting: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The issuer's signing key (its JWKS is what STS verifies IRSA tokens with).
+    pub fn signing_key(&self) -> &identity::SigningKey {
+        &self.key
+    }
+
+    /// The issuer for a pod's IRSA token, or None while it must wait for one (see
+    /// [`Runner::waiting`]).
+    fn irsa_issuer(&self, uid: &str) -> Option<String> {
+        if self.cfg.aws_endpoint.is_none() {
+            return Some(identity::IN_CLUSTER_ISSUER.to_string());
+        }
+        let st = self.issuer.lock();
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = *waiting.entry(uid.to_string()).or_insert(st.started);
+        match &st.url {
+            Some(url) if st.cluster || st.completed > seen => {
+                waiting.remove(uid);
+                Some(url.clone())
+            }
+            _ => {
+                self.issuer.wake.notify_one();
+                None
+            }
+        }
+    }
+
+    /// One issuer check: DescribeCluster, then the keys published for what it found.
+    async fn check_issuer(&self, eks: &aws_sdk_eks::Client) {
+        let n = {
+            let mut st = self.issuer.lock();
+            st.started += 1;
+            st.started
+        };
+        let cluster = &self.cfg.cluster_name;
+        let found = match eks.describe_cluster().name(cluster).send().await {
+            Ok(out) => out
+                .cluster()
+                .and_then(|c| c.identity())
+                .and_then(|i| i.oidc())
+                .and_then(|o| o.issuer())
+                .map(str::to_string),
+            Err(e) => {
+                use aws_sdk_eks::error::ProvideErrorMetadata;
+                if e.code() != Some("ResourceNotFoundException") {
+                    tracing::warn!(
+                        "runner: eks:DescribeCluster {cluster}: {}: {}",
+                        e.code().unwrap_or("error"),
+                        e.message().unwrap_or(&format!("{e}"))
+                    );
+                    return;
+                }
+                None
+            }
+        };
+        let (url, cluster_issuer) = match found {
+            Some(url) => (url, true),
+            None => (identity::IN_CLUSTER_ISSUER.to_string(), false),
+        };
+        let known = self.issuer.lock().url.as_deref() == Some(url.as_str());
+        if !known {
+            let endpoint = self.cfg.aws_endpoint.as_deref().unwrap_or_default();
+            match identity::publish_keys(endpoint, &url, &self.key.jwks()).await {
+                Ok(()) => {
+                    tracing::info!(issuer = %url, kid = %self.key.kid(), "runner: service-account issuer keys published")
+                }
+                // An emulator without the local world's additions: tokens are still issued,
+                // and only an STS that verifies signatures would refuse them.
+                Err(e) => {
+                    tracing::warn!(issuer = %url, "runner: cannot publish the issuer's keys: {e}")
+                }
+            }
+        }
+        let mut st = self.issuer.lock();
+        st.url = Some(url);
+        st.cluster = cluster_issuer;
+        st.completed = n;
     }
 
     pub fn config(&self) -> &RunnerConfig {
@@ -141,6 +258,10 @@ impl Runner {
             .iter()
             .filter_map(|p| p["metadata"]["uid"].as_str().map(|u| (u, p)))
             .collect();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|uid, _| by_uid.contains_key(uid.as_str()));
         let mut runs = self.lock();
         for (uid, run) in runs.iter() {
             if by_uid.get(uid.as_str()).is_none_or(|p| is_deleting(p)) {
@@ -172,7 +293,18 @@ impl Runner {
             {
                 continue;
             }
-            match self.start(pod) {
+            let irsa = match self.irsa_role(pod) {
+                Some((role, audience)) => match self.irsa_issuer(uid) {
+                    Some(issuer) => Some(Irsa {
+                        role,
+                        audience,
+                        issuer,
+                    }),
+                    None => continue,
+                },
+                None => None,
+            };
+            match self.start(pod, irsa) {
                 Ok(run) => {
                     runs.insert(uid.to_string(), run);
                 }
@@ -182,6 +314,25 @@ impl Runner {
                 ),
             }
         }
+    }
+
+    /// The role and audience EKS's pod-identity webhook would inject for the pod's
+    /// ServiceAccount, if it is annotated with one.
+    fn irsa_role(&self, pod: &Value) -> Option<(String, String)> {
+        let ns = namespace_of(pod);
+        let sa = pod["spec"]["serviceAccountName"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
+        let t = self.store.find_type("", "v1", "serviceaccounts")?;
+        let sa_obj = self.store.get(&t, Some(ns), sa).ok()?;
+        let annotations = &sa_obj["metadata"]["annotations"];
+        let role = annotations[ROLE_ARN_ANNOTATION].as_str()?.to_string();
+        let audience = annotations[AUDIENCE_ANNOTATION]
+            .as_str()
+            .unwrap_or("sts.amazonaws.com")
+            .to_string();
+        Some((role, audience))
     }
 
     fn release(&self, uid: &str, run: Run) {
@@ -194,7 +345,7 @@ impl Runner {
     }
 
     /// Issues the pod's credentials, writes its files, and starts its task.
-    fn start(&self, pod: &Value) -> anyhow::Result<Run> {
+    fn start(&self, pod: &Value, irsa: Option<Irsa>) -> anyhow::Result<Run> {
         let ns = namespace_of(pod).to_string();
         let name = name_of(pod).to_string();
         let uid = pod["metadata"]["uid"].as_str().unwrap_or("").to_string();
@@ -212,8 +363,9 @@ impl Runner {
         let result = (|| -> anyhow::Result<Env> {
             let server = format!("https://{}", self.cfg.api_addr);
             let token = identity::service_account_jwt(
-                "https://kubernetes.default.svc.cluster.local",
-                "https://kubernetes.default.svc.cluster.local",
+                &self.key,
+                identity::IN_CLUSTER_ISSUER,
+                identity::IN_CLUSTER_ISSUER,
                 &ns,
                 &sa,
                 &name,
@@ -240,27 +392,14 @@ impl Runner {
             env.set("KUBERNETES_PORT", format!("tcp://{host}:{port}"));
             env.set("KUBECONFIG", kubeconfig.display().to_string());
             // IRSA: what EKS's pod-identity webhook adds for an annotated ServiceAccount.
-            let sa_obj = self
-                .store
-                .find_type("", "v1", "serviceaccounts")
-                .and_then(|t| self.store.get(&t, Some(&ns), &sa).ok());
-            let role = sa_obj
-                .as_ref()
-                .and_then(|s| s["metadata"]["annotations"][ROLE_ARN_ANNOTATION].as_str())
-                .map(str::to_string);
-            if let Some(role) = role {
-                let audience = sa_obj
-                    .as_ref()
-                    .and_then(|s| s["metadata"]["annotations"][AUDIENCE_ANNOTATION].as_str())
-                    .unwrap_or("sts.amazonaws.com")
-                    .to_string();
+            if let Some(Irsa {
+                role,
+                audience,
+                issuer,
+            }) = irsa
+            {
                 let web = identity::service_account_jwt(
-                    "https://kubernetes.default.svc.cluster.local",
-                    &audience,
-                    &ns,
-                    &sa,
-                    &name,
-                    &uid,
+                    &self.key, &issuer, &audience, &ns, &sa, &name, &uid,
                 );
                 let file = dir
                     .join("eks.amazonaws.com")
@@ -366,8 +505,39 @@ impl Runner {
     }
 }
 
+/// What a pod's IRSA token is for and who issues it.
+struct Irsa {
+    role: String,
+    audience: String,
+    issuer: String,
+}
+
+/// How often the issuer is re-read while the emulator does not know the cluster, and after.
+const ISSUER_POLL: Duration = Duration::from_secs(1);
+const ISSUER_POLL_FOUND: Duration = Duration::from_secs(5);
+
 /// Runs the runner beside the other controllers.
 pub fn spawn(runner: Arc<Runner>, shutdown: tokio::sync::watch::Receiver<bool>) {
+    if let Some(endpoint) = runner.cfg.aws_endpoint.clone() {
+        let r = runner.clone();
+        let mut stop = shutdown.clone();
+        tokio::spawn(async move {
+            let eks = crate::fargate::eks_client(&endpoint, &r.cfg.aws_region).await;
+            loop {
+                r.check_issuer(&eks).await;
+                let poll = if r.issuer.lock().cluster {
+                    ISSUER_POLL_FOUND
+                } else {
+                    ISSUER_POLL
+                };
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = r.issuer.wake.notified() => {}
+                    _ = tokio::time::sleep(poll) => {}
+                }
+            }
+        });
+    }
     let store = runner.store.clone();
     crate::controllers::spawn_loop(
         store,

@@ -209,6 +209,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
                 ca_pem: material.ca_pem.clone(),
                 aws_endpoint: opts.aws_endpoint.clone(),
                 aws_region: opts.aws_region.clone(),
+                cluster_name: opts.cluster_name.clone(),
             },
             store.clone(),
             runner_shared,

@@ -113,62 +113,30 @@ impl Cloud {
         })
     }
 
-    /// Publishes the public SSM parameters the AMI aliases resolve through
-    /// (`al2023@latest`, `bottlerocket@latest`) for Kubernetes `k8s_version`, under `root`
-    /// instead of `/aws/service`: moto refuses PutParameter under `/aws/`. Each points at
-    /// one of moto's built-in Amazon Linux images of that architecture (the emulator has no
-    /// EKS-optimised image per architecture, and a node's image does not matter to kube-sim).
-    /// Returns (parameter, image id) pairs.
-    pub async fn publish_ami_parameters(
-        &self,
-        root: &str,
-        k8s_version: &str,
-    ) -> Result<Vec<(String, String)>> {
-        let images = self
-            .ec2()
-            .describe_images()
-            .filters(
-                Filter::builder()
-                    .name("name")
-                    .values("al2022-ami-*")
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(op("ec2:DescribeImages"))?;
-        let mut by_arch: BTreeMap<String, String> = BTreeMap::new();
-        for i in images.images() {
-            if let (Some(arch), Some(id)) = (i.architecture(), i.image_id()) {
-                let e = by_arch.entry(arch.as_str().to_string()).or_default();
-                if e.is_empty() || id < e.as_str() {
-                    *e = id.to_string();
+    /// Reads the public SSM parameters the AMI aliases resolve through (`al2023@latest`,
+    /// `bottlerocket@latest`) for Kubernetes `k8s_version`, at their real names: the local
+    /// world serves them (`joiner_local.public_parameters`), pointing at moto's built-in
+    /// Amazon Linux images. Returns (parameter, image id) pairs of those that exist.
+    pub async fn ami_parameters(&self, k8s_version: &str) -> Result<Vec<(String, String)>> {
+        let ssm = aws_sdk_ssm::Client::new(&self.config);
+        let mut found = Vec::new();
+        for arch in ["x86_64", "arm64"] {
+            for name in [
+                format!("/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/recommended/image_id"),
+                format!("/aws/service/bottlerocket/aws-k8s-{k8s_version}/{arch}/latest/image_id"),
+            ] {
+                let out = ssm
+                    .get_parameter()
+                    .name(&name)
+                    .send()
+                    .await
+                    .map_err(op("ssm:GetParameter"))?;
+                if let Some(v) = out.parameter().and_then(|p| p.value()) {
+                    found.push((name, v.to_string()));
                 }
             }
         }
-        anyhow::ensure!(
-            !by_arch.is_empty(),
-            "the emulator has no built-in al2022-ami-* image to publish as the nodes' AMI"
-        );
-        let ssm = aws_sdk_ssm::Client::new(&self.config);
-        let mut published = Vec::new();
-        for (arch, image) in &by_arch {
-            for name in [
-                format!("{root}/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/recommended/image_id"),
-                format!("{root}/bottlerocket/aws-k8s-{k8s_version}/{arch}/latest/image_id"),
-            ] {
-                ssm.put_parameter()
-                    .name(&name)
-                    .value(image)
-                    .r#type(aws_sdk_ssm::types::ParameterType::String)
-                    .data_type("aws:ec2:image")
-                    .overwrite(true)
-                    .send()
-                    .await
-                    .map_err(op("ssm:PutParameter"))?;
-                published.push((name, image.clone()));
-            }
-        }
-        Ok(published)
+        Ok(found)
     }
 
     /// The account id (for event resource ARNs).

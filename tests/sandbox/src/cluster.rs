@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
@@ -252,4 +252,27 @@ pub async fn agent_pods(client: &Client, namespace: &str) -> Result<Vec<(String,
             )
         })
         .collect())
+}
+
+/// The IAM role each pod's ServiceAccount names for IRSA (`eks.amazonaws.com/role-arn`), by
+/// pod: (pod, ServiceAccount, role ARN).
+pub async fn irsa_roles(client: &Client, namespace: &str) -> Result<Vec<(String, String, String)>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let mut out = Vec::new();
+    for p in pods.list(&ListParams::default()).await?.items {
+        let sa = p
+            .spec
+            .and_then(|s| s.service_account_name)
+            .unwrap_or_else(|| "default".into());
+        let role = accounts
+            .get_opt(&sa)
+            .await?
+            .and_then(|a| a.metadata.annotations)
+            .and_then(|a| a.get("eks.amazonaws.com/role-arn").cloned());
+        if let Some(role) = role {
+            out.push((p.metadata.name.unwrap_or_default(), sa, role));
+        }
+    }
+    Ok(out)
 }

@@ -105,7 +105,10 @@ pub fn start_moto(port: u16, log: &Path) -> Result<Proc> {
     if !joiner_test_support::moto_server_bin().exists() {
         bail!("the AWS emulator is missing: run scripts/install-tools.sh");
     }
-    let cmd = joiner_test_support::moto_command(port);
+    let mut cmd = joiner_test_support::moto_command(port);
+    // IAM enforced: every call is authorized against its principal's policies, so the agent
+    // (on its role's IRSA credentials) is limited to the policy joiner_agent_role renders.
+    cmd.env(joiner_test_support::IAM_ENV, "enforce");
     let mut p = spawn("moto", cmd, log)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -122,6 +125,55 @@ pub fn start_moto(port: u16, log: &Path) -> Result<Proc> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A GET on the emulator's control API: the status code and the body.
+pub fn http_get(port: u16, path: &str) -> Result<(u16, String)> {
+    use std::io::Write;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .with_context(|| format!("connect to {addr}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)
+        .with_context(|| format!("read GET {path}"))?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET {path}: no HTTP answer"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("GET {path}: no status in {head:?}"))?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((status, body))
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        let Some(chunk) = after.get(..n).filter(|_| n > 0) else {
+            break;
+        };
+        out.push_str(chunk);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
 }
 
 fn http_ok(addr: SocketAddr, path: &str) -> bool {

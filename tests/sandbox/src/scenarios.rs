@@ -13,7 +13,7 @@ use crate::cloud::Cloud;
 use crate::cluster::{self, Snapshot};
 use crate::procs::{self, Proc};
 use crate::recorder::Recorder;
-use crate::summary::Figures;
+use crate::summary::{Figures, IamFigures};
 use crate::terraform::Terraform;
 use crate::Args;
 
@@ -23,16 +23,14 @@ const AGENT_IMAGE: &str = "public.ecr.aws/joiner/joiner-agent";
 /// The NodePool change reviewed in scenario 3: a newer minimum generation, which drifts
 /// every node of generation 5.
 const REVIEW_OVERRIDE: &str = "module \"node_pools\" {\n  min_instance_generation = 6\n}\n";
-/// Where the sandbox publishes the public AMI parameters: moto refuses `/aws/...`, so the
-/// agent is told (`JOINER_PUBLIC_PARAMETER_ROOT`, through the module's `agent_env`) to read
-/// them here. Everything else about the alias resolution is the product's own path.
-const PARAMETER_ROOT: &str = "/joiner-sandbox/aws/service";
-
 struct World {
     args: Args,
     cluster: String,
     work: PathBuf,
     moto: Option<Proc>,
+    moto_port: u16,
+    /// The agent's ServiceAccount (`ns`, `name`) and the role it names for IRSA.
+    agent_identity: Option<(String, String, String)>,
     kube_sim: Option<Proc>,
     kubeconfig: PathBuf,
     cloud: Option<Cloud>,
@@ -59,6 +57,8 @@ pub async fn play(args: Args) -> i32 {
         cluster,
         work,
         moto: None,
+        moto_port: 0,
+        agent_identity: None,
         kube_sim: None,
         cloud: None,
         tf: None,
@@ -91,13 +91,35 @@ pub async fn play(args: Args) -> i32 {
         .map(|s| s.node_count())
         .max()
         .unwrap_or(0);
-    let code = match &result {
+    let mut code = match &result {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("\nsandbox: FAILED: {e:#}");
             1
         }
     };
+    match iam_figures(&w) {
+        Ok(Some(iam)) => {
+            println!("\nsandbox: {}", iam.line());
+            if !iam.agent_ok() {
+                eprintln!(
+                    "sandbox: FAILED: the agent did not get everything it asked for on its own role's IRSA credentials{}",
+                    if iam.refused.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; refused: {}", iam.refused.join("; "))
+                    }
+                );
+                code = 1;
+            }
+            w.figures.iam = Some(iam);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("sandbox: FAILED: reading the IAM decisions: {e:#}");
+            code = 1;
+        }
+    }
     report(&mut w);
     if w.args.keep {
         keep(&mut w);
@@ -134,6 +156,7 @@ async fn run(w: &mut World) -> Result<()> {
     );
     let moto_log = w.work.join("moto.log");
     w.moto = Some(procs::start_moto(port, &moto_log)?);
+    w.moto_port = port;
     let endpoint = format!("http://127.0.0.1:{port}");
     let cloud = Cloud::new(&endpoint);
     let net = cloud.create_network(&w.cluster, 42).await?;
@@ -205,7 +228,7 @@ async fn run(w: &mut World) -> Result<()> {
         &w.args.provider,
         aws_env,
     )?;
-    publish_amis(w, &tf, &client).await?;
+    show_ami_parameters(w, &client).await?;
     // Modules are installed by `terraform get` (local sources, no registry): `init` would
     // also look the provider up in the registry, which dev_overrides makes pointless.
     let got = run_tf(w, &tf, &["get", "-no-color"], "get", 120).await?;
@@ -307,11 +330,10 @@ async fn run(w: &mut World) -> Result<()> {
     Ok(())
 }
 
-/// Makes the NodeClass's AMI alias resolvable in the emulator: the parameters go under
-/// [`PARAMETER_ROOT`] for the Kubernetes version the agent will read from kube-sim, and
-/// the agent is pointed there through `module "cluster"`'s `agent_env` (an override file,
-/// so the example itself stays as a user would apply it).
-async fn publish_amis(w: &World, tf: &Terraform, client: &Client) -> Result<()> {
+/// Says which images the NodeClass's AMI alias resolves to: the agent reads the public
+/// parameters at their real names (`/aws/service/...`, which its policy grants), served by
+/// the local world for the Kubernetes version kube-sim reports.
+async fn show_ami_parameters(w: &World, client: &Client) -> Result<()> {
     let info = client
         .apiserver_version()
         .await
@@ -323,34 +345,15 @@ async fn publish_amis(w: &World, tf: &Terraform, client: &Client) -> Result<()> 
         .collect();
     let version = format!("{}.{minor}", info.major);
     let cloud = w.cloud.as_ref().context("no cloud")?;
-    let published = cloud
-        .publish_ami_parameters(PARAMETER_ROOT, &version)
-        .await?;
-    let images: BTreeSet<&str> = published.iter().map(|(_, i)| i.as_str()).collect();
+    let found = cloud.ami_parameters(&version).await?;
+    let images: BTreeSet<&str> = found.iter().map(|(_, i)| i.as_str()).collect();
     step(
         w,
         &format!(
-            "published the AMI alias parameters for Kubernetes {version} under {PARAMETER_ROOT} (moto refuses /aws/...), pointing at moto's built-in images {}; the agent reads them there",
+            "the AMI alias parameters for Kubernetes {version} (/aws/service/eks/optimized-ami/..., /aws/service/bottlerocket/...) point at moto's built-in images {}",
             images.into_iter().collect::<Vec<_>>().join(", ")
         ),
     );
-    let main_tf = std::fs::read_to_string(tf.dir.join("main.tf")).unwrap_or_default();
-    if main_tf.contains("module \"cluster\"") {
-        tf.write_override(
-            "sandbox_agent_override.tf",
-            &format!(
-                "# Written by the sandbox: the agent reads the AMI alias parameters where the emulator could store them.\nmodule \"cluster\" {{\n  agent_env = {{ JOINER_PUBLIC_PARAMETER_ROOT = \"{PARAMETER_ROOT}\" }}\n}}\n"
-            ),
-        )?;
-    } else {
-        step(
-            w,
-            &format!(
-                "{} has no module \"cluster\" (terraform-modules/groupless-eks): its agent must be told JOINER_PUBLIC_PARAMETER_ROOT={PARAMETER_ROOT} to resolve an AMI alias",
-                w.args.example
-            ),
-        );
-    }
     Ok(())
 }
 
@@ -507,6 +510,19 @@ async fn check_agent_on_fargate(w: &mut World, client: &Client) -> Result<()> {
         .filter(|(_, phase, node)| phase == "Running" && snap.node(node).is_some_and(|n| n.fargate))
         .count();
     w.figures.agent_pods = Some(format!("{on_fargate} Running on Fargate"));
+    // The agent's only AWS credentials are its pod's: IRSA for the role its ServiceAccount
+    // names (kube-sim injects nothing else, and the runner's own environment does not leak).
+    let roles = cluster::irsa_roles(client, "joiner").await?;
+    match roles.first() {
+        Some((_, sa, role)) => {
+            step(
+                w,
+                &format!("agent credentials: IRSA, ServiceAccount joiner/{sa} → {role} (a token issued by the cluster's OIDC issuer; IAM enforced)"),
+            );
+            w.agent_identity = Some(("joiner".into(), sa.clone(), role.clone()));
+        }
+        None => bail!("the agent's ServiceAccount names no IAM role (eks.amazonaws.com/role-arn): it would have no AWS credentials"),
+    }
     if on_fargate == 0 {
         bail!("missing piece: no agent pod runs on a Fargate node (kube-sim's Fargate simulation, contract C): {}", desc.join("; "));
     }
@@ -963,6 +979,81 @@ async fn destroy(w: &mut World) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// (calls, refused, refused "action on resource") of the decisions for a principal
+/// (a substring of its ARN) and, optionally, an application.
+fn decisions(port: u16, principal: &str, app: Option<&str>) -> Result<(usize, usize, Vec<String>)> {
+    let mut path = format!(
+        "{}?principal={}",
+        joiner_test_support::IAM_DECISIONS_PATH,
+        percent_encode(principal)
+    );
+    if let Some(app) = app {
+        path.push_str(&format!("&app={}", percent_encode(app)));
+    }
+    let (status, body) = procs::http_get(port, &path)?;
+    if status != 200 {
+        bail!("GET {path}: HTTP {status}: {}", last_lines(&body, 5));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&body).with_context(|| format!("GET {path}: not JSON"))?;
+    let rows = v["decisions"].as_array().cloned().unwrap_or_default();
+    let refused: Vec<String> = rows
+        .iter()
+        .filter(|r| r["allowed"] == false)
+        .map(|r| {
+            format!(
+                "{} on {}",
+                r["action"].as_str().unwrap_or("?"),
+                r["resource"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    Ok((rows.len(), refused.len(), refused))
+}
+
+/// The IAM decisions of the run, once the agent's identity is known (None before).
+fn iam_figures(w: &World) -> Result<Option<IamFigures>> {
+    let (Some((ns, sa, role)), Some(_)) = (&w.agent_identity, &w.moto) else {
+        return Ok(None);
+    };
+    let role_name = role.rsplit('/').next().unwrap_or(role);
+    let (agent_calls, agent_refused, mut refused) =
+        decisions(w.moto_port, &format!(":assumed-role/{role_name}/"), None)?;
+    let (web_calls, web_refused, web_refusals) = decisions(
+        w.moto_port,
+        &format!("web-identity:system:serviceaccount:{ns}:{sa}"),
+        None,
+    )?;
+    let (provider_calls, provider_refused, _) = decisions(
+        w.moto_port,
+        ":user/local-admin",
+        Some("terraform-provider-joiner"),
+    )?;
+    refused.extend(web_refusals);
+    refused.truncate(10);
+    Ok(Some(IamFigures {
+        agent_role: role_name.to_string(),
+        agent_calls,
+        agent_refused,
+        web_identity_calls: web_calls,
+        web_identity_refused: web_refused,
+        provider_calls,
+        provider_refused,
+        refused,
+    }))
 }
 
 fn report(w: &mut World) {

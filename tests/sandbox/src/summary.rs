@@ -29,6 +29,49 @@ pub struct Figures {
     pub leftovers: Option<usize>,
     pub total_secs: f64,
     pub failed_step: Option<String>,
+    pub iam: Option<IamFigures>,
+}
+
+/// What enforced IAM decided, from the local world's decisions.
+#[derive(Debug, Default, Clone)]
+pub struct IamFigures {
+    /// The role the agent's ServiceAccount names.
+    pub agent_role: String,
+    /// Calls signed with the agent's role session, and how many were refused.
+    pub agent_calls: usize,
+    pub agent_refused: usize,
+    /// AssumeRoleWithWebIdentity with the agent pod's token.
+    pub web_identity_calls: usize,
+    pub web_identity_refused: usize,
+    /// Calls of the provider (`app/terraform-provider-joiner` of the admin user).
+    pub provider_calls: usize,
+    pub provider_refused: usize,
+    /// "action on resource" of refused agent calls (the first few).
+    pub refused: Vec<String>,
+}
+
+impl IamFigures {
+    /// The one-line account the sandbox prints and the README quotes.
+    pub fn line(&self) -> String {
+        format!(
+            "IAM enforced: agent (IRSA, {}) {} calls, {} refused, after {} AssumeRoleWithWebIdentity ({} refused); provider {} calls, {} refused",
+            self.agent_role,
+            self.agent_calls,
+            self.agent_refused,
+            self.web_identity_calls,
+            self.web_identity_refused,
+            self.provider_calls,
+            self.provider_refused
+        )
+    }
+
+    /// Whether the agent got everything it asked for, on its own role's credentials.
+    pub fn agent_ok(&self) -> bool {
+        self.agent_calls > 0
+            && self.agent_refused == 0
+            && self.web_identity_calls > 0
+            && self.web_identity_refused == 0
+    }
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -128,6 +171,20 @@ impl Figures {
                     .unwrap_or_else(|| "—".into()),
             ),
             ("pods lost (must be 0)".into(), self.pods_lost.to_string()),
+            (
+                "IAM enforced: calls made / refused (must be 0)".into(),
+                match &self.iam {
+                    Some(i) => format!(
+                        "agent (IRSA, {}) {} / {}; provider {} / {}",
+                        i.agent_role,
+                        i.agent_calls,
+                        i.agent_refused,
+                        i.provider_calls,
+                        i.provider_refused
+                    ),
+                    None => "—".into(),
+                },
+            ),
             ("whole run".into(), format!("{:.1} s", self.total_secs)),
         ];
         if let Some(step) = &self.failed_step {
@@ -170,5 +227,30 @@ mod tests {
         );
         assert!(t.contains("| FAILED at | storm |"), "{t}");
         assert!(t.contains("nproc=2"), "{t}");
+        assert!(
+            t.contains("| IAM enforced: calls made / refused (must be 0) | — |"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn iam_line_names_the_role_and_a_refusal_fails_the_agent() {
+        let mut i = IamFigures {
+            agent_role: "quickstart-agent".into(),
+            agent_calls: 120,
+            web_identity_calls: 1,
+            provider_calls: 80,
+            ..Default::default()
+        };
+        assert!(i.agent_ok());
+        assert_eq!(
+            i.line(),
+            "IAM enforced: agent (IRSA, quickstart-agent) 120 calls, 0 refused, after 1 AssumeRoleWithWebIdentity (0 refused); provider 80 calls, 0 refused"
+        );
+        i.agent_refused = 1;
+        assert!(!i.agent_ok());
+        i.agent_refused = 0;
+        i.web_identity_calls = 0;
+        assert!(!i.agent_ok(), "an agent that never used its IRSA token");
     }
 }

@@ -39,10 +39,73 @@ fn b64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// A token shaped like a projected service-account JWT (header, claims, signature), so that
-/// clients which peek at its claims (AWS SDKs do not, STS does) see the usual fields. The
-/// signature is random: kube-sim checks tokens by lookup, not by signature.
+/// The issuer of kube-sim's own service-account tokens when it plays no EKS cluster (the
+/// in-cluster issuer of a plain cluster).
+pub const IN_CLUSTER_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The service-account issuer's signing key, made when kube-sim starts.
+///
+/// ES256 (ECDSA P-256): STS accepts RS256/384/512 and ES256/384/512, and kube-apiserver signs
+/// with ES256 when its service-account key is an EC key. ring, the crypto the workspace
+/// already builds, can generate EC keys but not RSA keys.
+pub struct SigningKey {
+    pair: ring::signature::EcdsaKeyPair,
+    rng: ring::rand::SystemRandom,
+    kid: String,
+}
+
+impl SigningKey {
+    pub fn generate() -> SigningKey {
+        use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        use sha2::Digest;
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .expect("the system's random source makes a P-256 key");
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .expect("a key ring just generated parses");
+        // Like kube-apiserver's key ids: a digest of the public key, so a token names the key
+        // of the JWKS that verifies it.
+        let kid = b64url(&sha2::Sha256::digest(pair.public_key().as_ref()));
+        SigningKey { pair, rng, kid }
+    }
+
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    /// The public key as the issuer's JSON Web Key Set (`jwks_uri`) serves it.
+    pub fn jwks(&self) -> serde_json::Value {
+        use ring::signature::KeyPair;
+        // An uncompressed SEC1 point: 0x04 || X (32 bytes) || Y (32 bytes).
+        let point = self.pair.public_key().as_ref();
+        json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": self.kid,
+            "x": b64url(&point[1..33]), "y": b64url(&point[33..65]),
+        }]})
+    }
+
+    /// A compact JWS of `claims`, signed ES256 with this key's `kid` in the header.
+    pub fn sign(&self, claims: &serde_json::Value) -> String {
+        let header = json!({"alg": "ES256", "kid": self.kid});
+        let input = format!(
+            "{}.{}",
+            b64url(header.to_string().as_bytes()),
+            b64url(claims.to_string().as_bytes())
+        );
+        let sig = self
+            .pair
+            .sign(&self.rng, input.as_bytes())
+            .expect("ECDSA signing with the system's random source");
+        format!("{input}.{}", b64url(sig.as_ref()))
+    }
+}
+
+/// A projected service-account JWT (header, claims, signature) for a pod, signed by the
+/// issuer's key: STS verifies it against the JWKS kube-sim published for `issuer`, and checks
+/// `iss`, `aud`, `exp` and `sub` against the OIDC provider and the role's trust. The API
+/// server itself accepts its tokens by lookup ([`TokenRegistry`]).
 pub fn service_account_jwt(
+    key: &SigningKey,
     issuer: &str,
     audience: &str,
     ns: &str,
@@ -50,10 +113,8 @@ pub fn service_account_jwt(
     pod: &str,
     pod_uid: &str,
 ) -> String {
-    use rand::Rng;
     let now = jiff::Timestamp::now().as_second();
-    let header = json!({"alg": "RS256", "kid": "kube-sim"});
-    let claims = json!({
+    key.sign(&json!({
         "iss": issuer,
         "sub": format!("system:serviceaccount:{ns}:{sa}"),
         "aud": [audience],
@@ -64,14 +125,24 @@ pub fn service_account_jwt(
             "pod": {"name": pod, "uid": pod_uid},
             "serviceaccount": {"name": sa},
         },
-    });
-    let sig: [u8; 32] = rand::rng().random();
-    format!(
-        "{}.{}.{}",
-        b64url(header.to_string().as_bytes()),
-        b64url(claims.to_string().as_bytes()),
-        b64url(&sig)
-    )
+    }))
+}
+
+/// Publishes the issuer's keys to the local world (`joiner_local.oidc_keys`), which stands in
+/// for the discovery document STS reads at `<issuer>/.well-known/openid-configuration`.
+pub async fn publish_keys(
+    aws_endpoint: &str,
+    issuer: &str,
+    jwks: &serde_json::Value,
+) -> Result<(), String> {
+    let url = format!(
+        "{}/joiner-local/oidc/keys",
+        aws_endpoint.trim_end_matches('/')
+    );
+    crate::eks_auth::post_json(&url, &json!({"issuer": issuer, "jwks": jwks}))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("POST {url}: {e}"))
 }
 
 /// A kubeconfig for one pod: the API server, its CA, the pod's token, the pod's namespace.
@@ -140,9 +211,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn jwt_has_three_parts_and_the_service_account_subject() {
+    fn jwt_is_signed_by_the_key_its_header_names_and_carries_the_service_account() {
+        let key = SigningKey::generate();
         let t = service_account_jwt(
-            "https://kubernetes.default.svc",
+            &key,
+            "https://oidc.eks.us-east-1.amazonaws.com/id/ABC",
             "sts.amazonaws.com",
             "joiner",
             "joiner-agent",
@@ -151,14 +224,40 @@ mod tests {
         );
         let parts: Vec<&str> = t.split('.').collect();
         assert_eq!(parts.len(), 3);
-        let claims: serde_json::Value = serde_json::from_slice(
-            &base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(parts[1])
-                .unwrap(),
-        )
-        .unwrap();
+        let decode = |s: &str| -> serde_json::Value {
+            serde_json::from_slice(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(s)
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let (header, claims) = (decode(parts[0]), decode(parts[1]));
+        assert_eq!(header["alg"], "ES256");
+        assert_eq!(header["kid"], key.kid());
         assert_eq!(claims["sub"], "system:serviceaccount:joiner:joiner-agent");
         assert_eq!(claims["aud"][0], "sts.amazonaws.com");
+        // The JWKS's point verifies the signature (what STS does with the published keys).
+        let jwk = &key.jwks()["keys"][0];
+        let coord = |k: &str| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(jwk[k].as_str().unwrap())
+                .unwrap()
+        };
+        let mut point = vec![4u8];
+        point.extend(coord("x"));
+        point.extend(coord("y"));
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::ECDSA_P256_SHA256_FIXED,
+            point,
+        );
+        let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(parts[2])
+            .unwrap();
+        let signed = format!("{}.{}", parts[0], parts[1]);
+        public.verify(signed.as_bytes(), &sig).expect("verifies");
+        let other = format!("{}.{}x", parts[0], parts[1]);
+        assert!(public.verify(other.as_bytes(), &sig).is_err());
     }
 
     #[test]
