@@ -139,6 +139,33 @@ impl Cloud {
         Ok(found)
     }
 
+    /// The IAM user that runs Terraform, holding only `policy` (the deployer policy the
+    /// provider prints), and its access key: (key id, secret).
+    pub async fn deployer(&self, user: &str, policy: &str) -> Result<(String, String)> {
+        let iam = aws_sdk_iam::Client::new(&self.config);
+        iam.create_user()
+            .user_name(user)
+            .send()
+            .await
+            .map_err(op("iam:CreateUser"))?;
+        iam.put_user_policy()
+            .user_name(user)
+            .policy_name("joiner-deployer")
+            .policy_document(policy)
+            .send()
+            .await
+            .map_err(op("iam:PutUserPolicy"))?;
+        let key = iam
+            .create_access_key()
+            .user_name(user)
+            .send()
+            .await
+            .map_err(op("iam:CreateAccessKey"))?
+            .access_key
+            .context("iam:CreateAccessKey returned no key")?;
+        Ok((key.access_key_id, key.secret_access_key))
+    }
+
     /// The account id (for event resource ARNs).
     pub async fn account(&self) -> Result<String> {
         let out = aws_sdk_sts::Client::new(&self.config)

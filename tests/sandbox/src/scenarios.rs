@@ -112,6 +112,19 @@ pub async fn play(args: Args) -> i32 {
                 );
                 code = 1;
             }
+            if !iam.provider_ok() {
+                eprintln!(
+                    "sandbox: FAILED: Terraform did not get everything it asked for with only the deployer policy ({} calls, {} refused){}",
+                    iam.provider_calls,
+                    iam.provider_refused,
+                    if iam.refused.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; refused: {}", iam.refused.join("; "))
+                    }
+                );
+                code = 1;
+            }
             w.figures.iam = Some(iam);
         }
         Ok(None) => {}
@@ -220,13 +233,49 @@ async fn run(w: &mut World) -> Result<()> {
         .terraform
         .clone()
         .unwrap_or_else(joiner_test_support::terraform_bin);
+    // Terraform runs as an IAM user holding only the deployer policy the provider prints
+    // for this cluster (docs/guides/deployer-permissions.md), as a CI role would.
+    let tf_env = {
+        let cloud = w.cloud.as_ref().context("no cloud")?;
+        let account = cloud.account().await?;
+        let cluster_arn = format!(
+            "arn:aws:eks:{}:{account}:cluster/{}",
+            crate::cloud::REGION,
+            w.cluster
+        );
+        let policy = std::process::Command::new(&w.args.provider)
+            .args(["policy", "deployer", &cluster_arn])
+            .output()
+            .context("run terraform-provider-joiner policy deployer")?;
+        if !policy.status.success() {
+            bail!(
+                "terraform-provider-joiner policy deployer: {}",
+                String::from_utf8_lossy(&policy.stderr)
+            );
+        }
+        let (id, secret) = cloud
+            .deployer(DEPLOYER, String::from_utf8_lossy(&policy.stdout).trim())
+            .await?;
+        step(
+            w,
+            &format!("terraform's credentials: IAM user {DEPLOYER}, holding only `terraform-provider-joiner policy deployer {cluster_arn}`"),
+        );
+        aws_env
+            .into_iter()
+            .map(|(k, v)| match k.as_str() {
+                "AWS_ACCESS_KEY_ID" => (k, id.clone()),
+                "AWS_SECRET_ACCESS_KEY" => (k, secret.clone()),
+                _ => (k, v),
+            })
+            .collect()
+    };
     let tf = Terraform::prepare(
         &terraform_bin,
         &w.args.root,
         &w.args.example,
         &w.work,
         &w.args.provider,
-        aws_env,
+        tf_env,
     )?;
     show_ami_parameters(w, &client).await?;
     // Modules are installed by `terraform get` (local sources, no registry): `init` would
@@ -385,6 +434,9 @@ fn preflight(a: &Args) -> Result<()> {
     }
     Ok(())
 }
+
+/// The IAM user Terraform runs as.
+const DEPLOYER: &str = "deployer";
 
 fn aws_env(endpoint: &str) -> Vec<(String, String)> {
     [
@@ -1037,12 +1089,13 @@ fn iam_figures(w: &World) -> Result<Option<IamFigures>> {
         &format!("web-identity:system:serviceaccount:{ns}:{sa}"),
         None,
     )?;
-    let (provider_calls, provider_refused, _) = decisions(
+    let (provider_calls, provider_refused, provider_refusals) = decisions(
         w.moto_port,
-        ":user/local-admin",
+        &format!(":user/{DEPLOYER}"),
         Some("terraform-provider-joiner"),
     )?;
     refused.extend(web_refusals);
+    refused.extend(provider_refusals);
     refused.truncate(10);
     Ok(Some(IamFigures {
         agent_role: role_name.to_string(),

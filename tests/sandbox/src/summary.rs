@@ -43,7 +43,8 @@ pub struct IamFigures {
     /// AssumeRoleWithWebIdentity with the agent pod's token.
     pub web_identity_calls: usize,
     pub web_identity_refused: usize,
-    /// Calls of the provider (`app/terraform-provider-joiner` of the admin user).
+    /// Calls of the provider (`app/terraform-provider-joiner` of the IAM user `deployer`,
+    /// which holds only the deployer policy).
     pub provider_calls: usize,
     pub provider_refused: usize,
     /// "action on resource" of refused agent calls (the first few).
@@ -54,7 +55,7 @@ impl IamFigures {
     /// The one-line account the sandbox prints and the README quotes.
     pub fn line(&self) -> String {
         format!(
-            "IAM enforced: agent (IRSA, {}) {} calls, {} refused, after {} AssumeRoleWithWebIdentity ({} refused); provider {} calls, {} refused",
+            "IAM enforced: agent (IRSA, {}) {} calls, {} refused, after {} AssumeRoleWithWebIdentity ({} refused); provider (deployer policy) {} calls, {} refused",
             self.agent_role,
             self.agent_calls,
             self.agent_refused,
@@ -71,6 +72,12 @@ impl IamFigures {
             && self.agent_refused == 0
             && self.web_identity_calls > 0
             && self.web_identity_refused == 0
+    }
+
+    /// Whether Terraform's apply, plans and destroy got everything they asked for with only
+    /// the deployer policy.
+    pub fn provider_ok(&self) -> bool {
+        self.provider_calls > 0 && self.provider_refused == 0
     }
 }
 
@@ -175,7 +182,7 @@ impl Figures {
                 "IAM enforced: calls made / refused (must be 0)".into(),
                 match &self.iam {
                     Some(i) => format!(
-                        "agent (IRSA, {}) {} / {}; provider {} / {}",
+                        "agent (IRSA, {}) {} / {}; provider (deployer policy) {} / {}",
                         i.agent_role,
                         i.agent_calls,
                         i.agent_refused,
@@ -245,8 +252,12 @@ mod tests {
         assert!(i.agent_ok());
         assert_eq!(
             i.line(),
-            "IAM enforced: agent (IRSA, quickstart-agent) 120 calls, 0 refused, after 1 AssumeRoleWithWebIdentity (0 refused); provider 80 calls, 0 refused"
+            "IAM enforced: agent (IRSA, quickstart-agent) 120 calls, 0 refused, after 1 AssumeRoleWithWebIdentity (0 refused); provider (deployer policy) 80 calls, 0 refused"
         );
+        assert!(i.provider_ok());
+        i.provider_refused = 1;
+        assert!(!i.provider_ok());
+        i.provider_refused = 0;
         i.agent_refused = 1;
         assert!(!i.agent_ok());
         i.agent_refused = 0;
