@@ -269,4 +269,22 @@ mod tests {
         );
         assert_eq!(decode(br#""-7""#, &Type::Number).unwrap(), Value::int(-7));
     }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/json_value.rs): serde_json's default float parser
+    /// may be one unit in the last place off, so state holding `5e36` read back as
+    /// 5.0000000000000004e36 and a refresh showed a change nobody made. The workspace turns
+    /// on serde_json's `float_roundtrip`, which parses exactly.
+    #[test]
+    fn numbers_in_state_parse_exactly() {
+        for (text, f) in [
+            ("5e36", 5e36),
+            ("0.1", 0.1),
+            ("1.7976931348623157e308", f64::MAX),
+        ] {
+            let Value::Number(n) = decode(text.as_bytes(), &Type::Number).unwrap() else {
+                panic!("{text} is not a number");
+            };
+            assert_eq!(n.as_f64().to_bits(), f.to_bits(), "{text}");
+        }
+    }
 }
