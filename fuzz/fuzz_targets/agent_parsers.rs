@@ -51,7 +51,8 @@ fuzz_target!(|data: &[u8]| {
         }
         3 => {
             if let Ok(n) = budgets::Nodes::parse(s) {
-                for total in [0, 1, 7, 1000, usize::MAX] {
+                // Pool sizes a cluster can have (`of` multiplies by the percentage).
+                for total in [0, 1, 7, 1000, 1_000_000] {
                     let _ = n.of(total);
                 }
             }
