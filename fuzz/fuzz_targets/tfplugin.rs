@@ -68,16 +68,15 @@ async fn run(w: &World, op: u8, index: u8, payload: &[u8]) {
     let s = &w.service;
     let resource = |i: u8| w.resources[i as usize % w.resources.len()].0.clone();
     let data_source = |i: u8| w.data_sources[i as usize % w.data_sources.len()].0.clone();
-    let req = tonic::Request::new;
     let _ = match op % OPS {
         0 => s
-            .validate_provider_config(req(pb::validate_provider_config::Request {
+            .validate_provider_config(tonic::Request::new(pb::validate_provider_config::Request {
                 config: dynamic(payload),
             }))
             .await
             .map(drop),
         1 => s
-            .validate_resource_config(req(pb::validate_resource_config::Request {
+            .validate_resource_config(tonic::Request::new(pb::validate_resource_config::Request {
                 type_name: resource(index),
                 config: dynamic(payload),
                 ..Default::default()
@@ -85,14 +84,16 @@ async fn run(w: &World, op: u8, index: u8, payload: &[u8]) {
             .await
             .map(drop),
         2 => s
-            .validate_data_resource_config(req(pb::validate_data_resource_config::Request {
-                type_name: data_source(index),
-                config: dynamic(payload),
-            }))
+            .validate_data_resource_config(tonic::Request::new(
+                pb::validate_data_resource_config::Request {
+                    type_name: data_source(index),
+                    config: dynamic(payload),
+                },
+            ))
             .await
             .map(drop),
         3 => s
-            .upgrade_resource_state(req(pb::upgrade_resource_state::Request {
+            .upgrade_resource_state(tonic::Request::new(pb::upgrade_resource_state::Request {
                 type_name: resource(index),
                 version: (index >> 4) as i64,
                 raw_state: Some(pb::RawState {
@@ -103,7 +104,7 @@ async fn run(w: &World, op: u8, index: u8, payload: &[u8]) {
             .await
             .map(drop),
         4 => s
-            .read_resource(req(pb::read_resource::Request {
+            .read_resource(tonic::Request::new(pb::read_resource::Request {
                 type_name: resource(index),
                 current_state: dynamic(payload),
                 ..Default::default()
@@ -111,7 +112,7 @@ async fn run(w: &World, op: u8, index: u8, payload: &[u8]) {
             .await
             .map(drop),
         5 => s
-            .plan_resource_change(req(pb::plan_resource_change::Request {
+            .plan_resource_change(tonic::Request::new(pb::plan_resource_change::Request {
                 type_name: resource(index),
                 prior_state: None,
                 proposed_new_state: dynamic(payload),
@@ -121,7 +122,7 @@ async fn run(w: &World, op: u8, index: u8, payload: &[u8]) {
             .await
             .map(drop),
         _ => s
-            .plan_resource_change(req(pb::plan_resource_change::Request {
+            .plan_resource_change(tonic::Request::new(pb::plan_resource_change::Request {
                 type_name: resource(index),
                 prior_state: dynamic(payload),
                 proposed_new_state: dynamic(payload),
