@@ -96,7 +96,14 @@ impl Schedule {
         if duration == 0 {
             return false;
         }
-        let mut t = floor_minute(now - duration as i64) + 60;
+        // The Gregorian calendar, weekdays included, repeats every 400 years (146,097 days,
+        // a whole number of weeks): a longer window holds no hit a 400-year one does not.
+        // Without the cap a budget whose `duration` is absurdly long and whose schedule
+        // (almost) never fires, `0 0 31 2 *`, walked one day at a time through billions of
+        // days, and a duration beyond i64::MAX seconds overflowed.
+        const CYCLE: u64 = 146_097 * 86_400;
+        let duration = duration.min(CYCLE) as i64;
+        let mut t = floor_minute(now.saturating_sub(duration)) + 60;
         // Skip whole days and hours that cannot match, so long windows stay cheap.
         while t <= now {
             let c = Civil::from_unix(t);
@@ -295,5 +302,20 @@ mod tests {
         assert!(s.active(MON_0000, 23 * 86_400));
         assert!(!s.active(MON_0000, 22 * 86_400));
         assert!(!s.active(MON_0000, 0));
+    }
+
+    /// Found writing the fuzz target `fuzz/fuzz_targets/agent_parsers.rs`: a schedule that
+    /// never fires with a duration of millions of years hung the disruption pass, and a
+    /// duration past i64::MAX seconds overflowed.
+    #[test]
+    fn absurd_durations_end_and_do_not_overflow() {
+        let never = Schedule::parse("0 0 31 2 *").unwrap();
+        assert!(!never.active(MON_0000, 3_600 * 99_999_999_999_999));
+        assert!(!never.active(MON_0000, u64::MAX));
+        let leap = Schedule::parse("0 0 29 2 *").unwrap();
+        assert!(leap.active(MON_0000, u64::MAX));
+        assert!(Schedule::parse("@daily")
+            .unwrap()
+            .active(0, 9_300_000_000_000_000_000));
     }
 }

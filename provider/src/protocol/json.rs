@@ -52,12 +52,17 @@ fn dec(j: &J, ty: &Type, path: &mut String) -> Result<Value, CodecError> {
                 (None, Some(f)) => Value::float(f),
                 _ => return Err(err(path, "number out of range")),
             }),
-            // Terraform accepts numbers written as strings in state.
-            J::String(s) => s
-                .parse::<i64>()
-                .map(Value::int)
-                .or_else(|_| s.parse::<f64>().map(Value::float))
-                .map_err(|_| err(path, format!("{s:?} is not a number"))),
+            // Terraform accepts numbers written as strings in state. Rust also parses "NaN",
+            // "inf" and "1e999" as floats; cty numbers are finite (the msgpack decoder refuses
+            // the others), so state holding one must not decode into a value that Terraform
+            // would then get back as msgpack NaN or infinity.
+            J::String(s) => match s.parse::<i64>() {
+                Ok(i) => Ok(Value::int(i)),
+                Err(_) => match s.parse::<f64>() {
+                    Ok(f) if f.is_finite() => Ok(Value::float(f)),
+                    _ => Err(err(path, format!("{s:?} is not a finite number"))),
+                },
+            },
             _ => Err(err(path, "expected number")),
         },
         Type::String => match j {
@@ -247,5 +252,39 @@ mod tests {
             .contains("\"c\""));
         assert!(encode(&Value::object([("a", Value::Unknown)]), &t).is_err());
         assert!(decode(b"{not json", &t).is_err());
+    }
+
+    /// Found writing the fuzz target `fuzz/fuzz_targets/json_value.rs`: a number stored as
+    /// the string "NaN" decoded into a value whose msgpack our own decoder (and Terraform)
+    /// refuses.
+    #[test]
+    fn numbers_written_as_strings_must_be_finite() {
+        for s in ["NaN", "inf", "-infinity", "1e999"] {
+            let e = decode(format!("{s:?}").as_bytes(), &Type::Number).unwrap_err();
+            assert!(e.message.contains("not a finite number"), "{s}: {e}");
+        }
+        assert_eq!(
+            decode(br#""1.5e3""#, &Type::Number).unwrap(),
+            Value::float(1500.0)
+        );
+        assert_eq!(decode(br#""-7""#, &Type::Number).unwrap(), Value::int(-7));
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/json_value.rs): serde_json's default float parser
+    /// may be one unit in the last place off, so state holding `5e36` read back as
+    /// 5.0000000000000004e36 and a refresh showed a change nobody made. The workspace turns
+    /// on serde_json's `float_roundtrip`, which parses exactly.
+    #[test]
+    fn numbers_in_state_parse_exactly() {
+        for (text, f) in [
+            ("5e36", 5e36),
+            ("0.1", 0.1),
+            ("1.7976931348623157e308", f64::MAX),
+        ] {
+            let Value::Number(n) = decode(text.as_bytes(), &Type::Number).unwrap() else {
+                panic!("{text} is not a number");
+            };
+            assert_eq!(n.as_f64().to_bits(), f.to_bits(), "{text}");
+        }
     }
 }

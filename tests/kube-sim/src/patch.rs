@@ -350,6 +350,13 @@ pub fn server_side_apply(
     if !applied.is_object() {
         return Err(ApiError::bad_request("apply patch must be an object"));
     }
+    // The real server cannot decode such a body into ObjectMeta; kube-sim used to index into
+    // it and panic.
+    if applied.get("metadata").is_some_and(|m| !m.is_object()) {
+        return Err(ApiError::bad_request(
+            "error decoding apply patch: metadata must be an object",
+        ));
+    }
     let new_set = field_set(applied);
     let mut obj = match current {
         None => json!({}),
@@ -379,6 +386,14 @@ pub fn server_side_apply(
         "fieldsType": "FieldsV1",
         "fieldsV1": new_set,
     }));
+    // The merge left an object (the body is one); its metadata may still be the current
+    // object's, which only a store holding garbage could make anything but an object.
+    if let Some(o) = obj.as_object_mut() {
+        let meta = o.entry("metadata").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            *meta = json!({});
+        }
+    }
     obj["metadata"]["managedFields"] = Value::Array(others);
     Ok(obj)
 }
@@ -424,6 +439,19 @@ mod tests {
             json!([{"key": "b", "effect": "NoSchedule"}])
         );
         assert_eq!(node["metadata"]["labels"], json!({"y": "2"}));
+    }
+
+    /// Found by fuzzing (fuzz/fuzz_targets/kube_sim_patch.rs): an apply body whose
+    /// `metadata` is not an object panicked the handler instead of answering 400.
+    #[test]
+    fn apply_with_metadata_that_is_not_an_object() {
+        let e = server_side_apply(None, &json!({"metadata": "x"}), "m", "v1").unwrap_err();
+        assert_eq!(e.code, 400, "{e:?}");
+        let current = json!({"metadata": "x", "data": {"k": "v"}});
+        let merged =
+            server_side_apply(Some(&current), &json!({"data": {"k": "w"}}), "m", "v1").unwrap();
+        assert_eq!(merged["data"], json!({"k": "w"}));
+        assert_eq!(merged["metadata"]["managedFields"][0]["manager"], "m");
     }
 
     #[test]
