@@ -235,7 +235,6 @@ async fn put_inline_policy(
     .map(|_| ())
 }
 
-/// Reads the whole role; `None` when it does not exist.
 /// Whether an existing role that CreateRole refused may be taken over as this create's
 /// result: it carries [`CREATED_BY_TAG`] and the path and trust policy asked for.
 pub fn adoptable(existing: &RemoteRole, created_by_us: bool, spec: &RoleSpec) -> bool {
@@ -270,8 +269,8 @@ async fn adopt_role(
     }
 }
 
-/// The role as IAM has it, without the provider's own [`CREATED_BY_TAG`]; `None` when
-/// there is no such role.
+/// Reads the whole role as IAM has it, without the provider's own [`CREATED_BY_TAG`];
+/// `None` when there is no such role.
 pub async fn read_role(
     iam: &Client,
     name: &str,
