@@ -26,7 +26,7 @@ use crate::api::NodeClaim;
 use crate::catalog::{CapacityType, Catalog};
 use crate::controllers::events::{self, Type};
 use crate::controllers::provisioning::{input, nodeclaims};
-use crate::controllers::termination::has_do_not_disrupt;
+use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
 use crate::controllers::{conditions, request_termination, Context, TerminationReason};
 use crate::interruption::controller::reschedulable;
 use crate::labels;
@@ -257,7 +257,7 @@ impl Disruption {
                 initialized: conditions::is_true(&status.conditions, conditions::INITIALIZED),
                 disrupting,
                 do_not_disrupt: has_do_not_disrupt(&node.metadata)
-                    || movable.iter().any(|p| has_do_not_disrupt(&p.metadata)),
+                    || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
                 pdb_blocked: movable.iter().any(|p| pdb_blocks(&pdbs, p)),
                 expire_after: claim
                     .spec

@@ -31,7 +31,7 @@ use crate::cloud::aws::{load_config, AwsSettings};
 use crate::controllers::events::{self, Type};
 use crate::controllers::provisioning::{input, nodeclaims};
 use crate::controllers::termination::drain::cordon;
-use crate::controllers::termination::has_do_not_disrupt;
+use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
 use crate::controllers::{conditions, lifecycle, request_termination, Context, TerminationReason};
 use crate::labels;
 use crate::scheduler::{self, BoundPod, Target};
@@ -186,7 +186,7 @@ impl Interruptions {
                         ctx.state
                             .pods_on(&n.name_any())
                             .iter()
-                            .any(|p| has_do_not_disrupt(&p.metadata))
+                            .any(|p| pod_has_do_not_disrupt(p))
                     });
                 let message = match policy {
                     None => Some(format!(

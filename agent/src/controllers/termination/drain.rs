@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::has_do_not_disrupt;
+use super::pod_has_do_not_disrupt;
 use crate::api::NodeClaim;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
@@ -120,7 +120,7 @@ pub async fn drain(
             wait = wait.min(Duration::from_secs(1));
             continue;
         }
-        if respect_dnd && has_do_not_disrupt(&p.metadata) {
+        if respect_dnd && pod_has_do_not_disrupt(p) {
             blocked_dnd += 1;
             wait = wait.min(Duration::from_secs(5));
             continue;
