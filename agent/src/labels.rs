@@ -117,7 +117,9 @@ pub fn do_not_disrupt_holds(value: &str, started: Option<i64>, now: i64) -> bool
         return false;
     }
     match crate::api::duration::parse_seconds(value) {
-        Ok(secs) => started.is_none_or(|s| now < s.saturating_add(secs.min(i64::MAX as u64) as i64)),
+        Ok(secs) => {
+            started.is_none_or(|s| now < s.saturating_add(secs.min(i64::MAX as u64) as i64))
+        }
         Err(_) => true,
     }
 }
@@ -138,7 +140,13 @@ mod tests {
         // 5m after a start at t=100: held at 399, lapsed at 400.
         assert!(do_not_disrupt_holds("5m", Some(100), 399));
         assert!(!do_not_disrupt_holds("5m", Some(100), 400));
-        assert!(do_not_disrupt_holds("5m", None, 1_000_000), "not started yet");
-        assert!(do_not_disrupt_holds("soon", Some(0), 1_000_000), "not a duration: held");
+        assert!(
+            do_not_disrupt_holds("5m", None, 1_000_000),
+            "not started yet"
+        );
+        assert!(
+            do_not_disrupt_holds("soon", Some(0), 1_000_000),
+            "not a duration: held"
+        );
     }
 }
