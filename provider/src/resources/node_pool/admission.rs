@@ -5,9 +5,11 @@
 //! (`agent/fixtures/ec2-instance-types.json`, 1,395 real types), priced with the agent's
 //! embedded on-demand table and its Spot model; it is parsed once per provider process.
 
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, InstanceType};
+use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 
 use crate::model::node_pool::NodePoolModel;
@@ -94,10 +96,25 @@ pub struct Empty {
 
 /// The pool's requirements in the algebra's form: its requirement blocks plus its template
 /// labels (a label is an `In [value]` requirement, as in Karpenter).
-fn steps(m: &NodePoolModel) -> Result<Vec<(AttributePath, String, Requirements)>, String> {
+///
+/// The catalogue is one region's (us-east-1). A region requirement, and a zone requirement
+/// naming none of its zones, describe where the cluster runs rather than which types fit:
+/// checked here they would refuse every pool outside us-east-1 (`zone In
+/// [ap-southeast-1a]`), so they are left to the agent, which sees its own region's zones.
+fn steps(
+    m: &NodePoolModel,
+    catalog_zones: &BTreeSet<String>,
+) -> Result<Vec<(AttributePath, String, Requirements)>, String> {
     let mut out = Vec::new();
     for (i, r) in m.requirements.iter().enumerate() {
         let op: Operator = r.operator.parse()?;
+        let elsewhere = r.key == labels::REGION
+            || (r.key == labels::ZONE
+                && matches!(op, Operator::In)
+                && !r.values.iter().any(|z| catalog_zones.contains(z)));
+        if elsewhere {
+            continue;
+        }
         let req = Requirement::new(op, &r.values)?
             .with_min_values(r.min_values.map(|v| v.max(0) as usize));
         let mut one = Requirements::new();
@@ -130,7 +147,7 @@ fn price(t: &InstanceType, reqs: &Requirements, ct: CapacityType) -> Option<f64>
 
 /// Matches a (fully known) pool against the catalogue.
 pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty> {
-    let steps = steps(m).map_err(|e| Empty {
+    let steps = steps(m, &catalog.zones()).map_err(|e| Empty {
         path: AttributePath::new("requirement"),
         detail: e,
     })?;
@@ -216,6 +233,24 @@ mod tests {
             values: values.iter().map(|s| s.to_string()).collect(),
             min_values: None,
         }
+    }
+
+    #[test]
+    fn zones_and_regions_of_another_region_are_left_to_the_agent() {
+        let m = |zone: &str| NodePoolModel {
+            requirements: vec![
+                req("node.kubernetes.io/instance-type", "In", &["m5.large"]),
+                req("topology.kubernetes.io/zone", "In", &[zone]),
+                req("topology.kubernetes.io/region", "In", &["ap-southeast-1"]),
+            ],
+            ..Default::default()
+        };
+        // A pool for Singapore plans against the us-east-1 catalogue (seed manifest 003).
+        assert_eq!(admitted(catalog(), &m("ap-southeast-1a")).unwrap().count, 1);
+        // A zone of the catalogue's own region is still matched against the offerings.
+        let zones = catalog().zones();
+        let z = zones.iter().next().expect("the catalogue has zones");
+        assert_eq!(admitted(catalog(), &m(z)).unwrap().count, 1);
     }
 
     #[test]
