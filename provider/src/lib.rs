@@ -6,6 +6,7 @@
 //! plumbing (client setup, error mapping, retries) and one module per AWS service.
 
 pub mod aws;
+pub mod convert;
 pub mod data_sources;
 pub mod kubernetes;
 pub mod model;

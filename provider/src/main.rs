@@ -20,10 +20,13 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("policy") {
         return print_policy(binary, &args[1..]);
     }
+    if args.first().map(String::as_str) == Some("convert") {
+        return convert(binary, &args[1..]);
+    }
     let debug = args.iter().any(|a| a == "--debug");
     if let Some(other) = args.iter().find(|a| *a != "--debug") {
         eprintln!(
-            "{binary}: unknown argument {other:?} (only --debug, --help, --version and policy exist)"
+            "{binary}: unknown argument {other:?} (only --debug, --help, --version, policy and convert exist)"
         );
         return ExitCode::from(2);
     }
@@ -122,4 +125,71 @@ fn print_policy(binary: &str, args: &[String]) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `convert [--cluster-name EXPR] [--node-role EXPR] [FILE...]`: Karpenter NodePools,
+/// Provisioners, EC2NodeClasses and AWSNodeTemplates (YAML, several documents per file; no
+/// FILE or `-` reads stdin) printed as `joiner_node_pool` / `joiner_node_class` resources,
+/// with a comment wherever a field changed meaning or has no joiner equivalent.
+fn convert(binary: &str, args: &[String]) -> ExitCode {
+    use joiner_provider::convert::{convert, Options};
+    let usage = format!(
+        "usage: {binary} convert [--cluster-name EXPR] [--node-role EXPR] [FILE...]\n\
+         EXPR is written into the HCL as is (defaults: var.cluster_name, var.node_role_name)"
+    );
+    let mut opts = Options::default();
+    let mut files = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let target = match a.as_str() {
+            "--cluster-name" => &mut opts.cluster_name,
+            "--node-role" => &mut opts.node_role,
+            f if f == "-" || !f.starts_with('-') => {
+                files.push(f.to_string());
+                continue;
+            }
+            _ => {
+                eprintln!("{usage}");
+                return ExitCode::from(2);
+            }
+        };
+        match it.next() {
+            Some(v) => *target = v.clone(),
+            None => {
+                eprintln!("{usage}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if files.is_empty() {
+        files.push("-".to_string());
+    }
+    for (i, f) in files.iter().enumerate() {
+        let read = if f == "-" {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(f)
+        };
+        let yaml = match read {
+            Ok(y) => y,
+            Err(e) => {
+                eprintln!("{binary}: convert: reading {f}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let source = if f == "-" { "stdin" } else { f.as_str() };
+        match convert(&yaml, source, &opts) {
+            Ok(hcl) => {
+                if i > 0 {
+                    println!();
+                }
+                print!("{hcl}");
+            }
+            Err(e) => {
+                eprintln!("{binary}: convert: {source}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
