@@ -11,6 +11,16 @@
 locals {
   discovery = coalesce(var.discovery_tag, var.name)
 
+  # The cluster this module made, or the existing one it adds joiner to (create_cluster =
+  # false), attribute by attribute: concat()[0] rather than a conditional, because
+  # Terraform 1.0 checks both branches' indexes and one of the two lists is always empty.
+  cluster = { for a in [
+    "name", "arn", "endpoint", "certificate_authority", "version", "oidc_provider_arn",
+    "oidc_issuer", "authentication_mode",
+  ] : a => concat(joiner_cluster.this[*][a], data.joiner_cluster.existing[*][a])[0] }
+  authentication_mode = var.create_cluster ? var.authentication_mode : local.cluster.authentication_mode
+  caller_is_admin     = var.caller_is_admin == null ? var.create_cluster : var.caller_is_admin
+
   subnet_ids = var.subnet_ids != null ? var.subnet_ids : data.joiner_subnets.discovered[0].ids
 
   tags = merge(var.tags, { "joiner.dev/cluster" = var.name })
@@ -22,13 +32,22 @@ data "joiner_subnets" "discovered" {
   count = var.subnet_ids == null ? 1 : 0
 
   tags = {
-    "joiner.dev/discovery" = local.discovery
+    (var.discovery_tag_key) = local.discovery
   }
+}
+
+# An existing cluster (create_cluster = false): read, never changed.
+data "joiner_cluster" "existing" {
+  count = var.create_cluster ? 0 : 1
+
+  name = var.name
 }
 
 # --- IAM ---------------------------------------------------------------------------------
 
 resource "joiner_cluster_role" "cluster" {
+  count = var.create_cluster ? 1 : 0
+
   name = "${var.name}-cluster"
   tags = local.tags
 }
@@ -47,9 +66,9 @@ resource "joiner_node_role" "node" {
 # IRSA, not Pod Identity: the agent runs on Fargate, where Pod Identity does not work.
 resource "joiner_agent_role" "agent" {
   name              = "${var.name}-agent"
-  cluster_name      = joiner_cluster.this.name
-  oidc_provider_arn = joiner_cluster.this.oidc_provider_arn
-  oidc_issuer_url   = joiner_cluster.this.oidc_issuer
+  cluster_name      = local.cluster.name
+  oidc_provider_arn = local.cluster.oidc_provider_arn
+  oidc_issuer_url   = local.cluster.oidc_issuer
   namespace         = var.agent_namespace
   node_role_arn     = joiner_node_role.node.arn
   queue_arn         = joiner_interruption_queue.this.arn
@@ -61,9 +80,11 @@ resource "joiner_agent_role" "agent" {
 data "joiner_caller_identity" "current" {}
 
 resource "joiner_cluster" "this" {
+  count = var.create_cluster ? 1 : 0
+
   name       = var.name
   version    = var.kubernetes_version
-  role_arn   = joiner_cluster_role.cluster.arn
+  role_arn   = joiner_cluster_role.cluster[0].arn
   subnet_ids = local.subnet_ids
 
   endpoint_public_access  = var.endpoint_public_access
@@ -87,9 +108,9 @@ resource "joiner_cluster" "this" {
 # The nodes' kubelets authenticate as the node role: without this entry (or an aws-auth
 # mapping) no instance the agent launches ever registers.
 resource "joiner_access_entry" "node" {
-  count = var.node_access_entry && var.authentication_mode != "CONFIG_MAP" ? 1 : 0
+  count = var.node_access_entry && local.authentication_mode != "CONFIG_MAP" ? 1 : 0
 
-  cluster_name  = joiner_cluster.this.name
+  cluster_name  = local.cluster.name
   principal_arn = joiner_node_role.node.arn
   type          = "EC2_LINUX"
   tags          = local.tags
@@ -100,12 +121,12 @@ resource "joiner_access_entry" "node" {
 # The agent itself needs no entry: it runs on Fargate and talks to the API with its
 # ServiceAccount token.
 resource "joiner_access_entry" "admin" {
-  for_each = var.authentication_mode == "CONFIG_MAP" ? toset([]) : toset(concat(
-    var.caller_is_admin ? [data.joiner_caller_identity.current.principal_arn] : [],
+  for_each = local.authentication_mode == "CONFIG_MAP" ? toset([]) : toset(concat(
+    local.caller_is_admin ? [data.joiner_caller_identity.current.principal_arn] : [],
     var.admin_principal_arns,
   ))
 
-  cluster_name  = joiner_cluster.this.name
+  cluster_name  = local.cluster.name
   principal_arn = each.value
   tags          = local.tags
 
@@ -115,8 +136,12 @@ resource "joiner_access_entry" "admin" {
   }
 }
 
+# A cluster this module creates has no node for CoreDNS but Fargate; an existing cluster
+# already runs its CoreDNS somewhere, and the module leaves it there.
 resource "joiner_fargate_profile" "kube_system" {
-  cluster_name           = joiner_cluster.this.name
+  count = var.create_cluster ? 1 : 0
+
+  cluster_name           = local.cluster.name
   name                   = "kube-system"
   pod_execution_role_arn = joiner_fargate_role.fargate.arn
   subnet_ids             = local.subnet_ids
@@ -131,7 +156,7 @@ resource "joiner_fargate_profile" "kube_system" {
 }
 
 resource "joiner_fargate_profile" "agent" {
-  cluster_name           = joiner_cluster.this.name
+  cluster_name           = local.cluster.name
   name                   = var.agent_namespace
   pod_execution_role_arn = joiner_fargate_role.fargate.arn
   subnet_ids             = local.subnet_ids
@@ -145,7 +170,7 @@ resource "joiner_fargate_profile" "agent" {
 resource "joiner_fargate_profile" "extra" {
   for_each = toset(var.fargate_namespaces)
 
-  cluster_name           = joiner_cluster.this.name
+  cluster_name           = local.cluster.name
   name                   = each.value
   pod_execution_role_arn = joiner_fargate_role.fargate.arn
   subnet_ids             = local.subnet_ids
@@ -165,7 +190,7 @@ resource "joiner_interruption_queue" "this" {
 }
 
 resource "joiner_interruption_rules" "this" {
-  cluster_name = joiner_cluster.this.name
+  cluster_name = local.cluster.name
   queue_arn    = joiner_interruption_queue.this.arn
   tags         = local.tags
 }
@@ -173,7 +198,7 @@ resource "joiner_interruption_rules" "this" {
 # --- The agent and its default NodeClass -------------------------------------------------------
 
 resource "joiner_agent" "this" {
-  cluster_name = joiner_cluster.this.name
+  cluster_name = local.cluster.name
   namespace    = var.agent_namespace
   queue_url    = joiner_interruption_queue.this.url
   role_arn     = joiner_agent_role.agent.arn
@@ -197,7 +222,7 @@ resource "joiner_agent" "this" {
 }
 
 resource "joiner_node_class" "default" {
-  cluster_name = joiner_cluster.this.name
+  cluster_name = local.cluster.name
   name         = "default"
   role         = joiner_node_role.node.name
 
@@ -208,7 +233,7 @@ resource "joiner_node_class" "default" {
   dynamic "subnet_selector_term" {
     for_each = var.subnet_ids == null ? [local.discovery] : []
     content {
-      tags = { "joiner.dev/discovery" = subnet_selector_term.value }
+      tags = { (var.discovery_tag_key) = subnet_selector_term.value }
     }
   }
   dynamic "subnet_selector_term" {
@@ -221,7 +246,7 @@ resource "joiner_node_class" "default" {
   dynamic "security_group_selector_term" {
     for_each = length(var.node_security_group_ids) == 0 ? [local.discovery] : []
     content {
-      tags = { "joiner.dev/discovery" = security_group_selector_term.value }
+      tags = { (var.discovery_tag_key) = security_group_selector_term.value }
     }
   }
   dynamic "security_group_selector_term" {

@@ -1,36 +1,36 @@
 output "cluster_name" {
   description = "EKS cluster name: what `joiner_node_pool.cluster_name` takes."
-  value       = joiner_cluster.this.name
+  value       = local.cluster.name
 }
 
 output "cluster_arn" {
   description = "EKS cluster ARN."
-  value       = joiner_cluster.this.arn
+  value       = local.cluster.arn
 }
 
 output "cluster_endpoint" {
   description = "Kubernetes API URL."
-  value       = joiner_cluster.this.endpoint
+  value       = local.cluster.endpoint
 }
 
 output "cluster_certificate_authority" {
   description = "Base64 PEM of the cluster CA (kubeconfig's certificate-authority-data)."
-  value       = joiner_cluster.this.certificate_authority
+  value       = local.cluster.certificate_authority
 }
 
 output "kubernetes_version" {
   description = "Control-plane Kubernetes version."
-  value       = joiner_cluster.this.version
+  value       = local.cluster.version
 }
 
 output "oidc_provider_arn" {
   description = "IAM OIDC provider, for the IRSA roles of your own workloads."
-  value       = joiner_cluster.this.oidc_provider_arn
+  value       = local.cluster.oidc_provider_arn
 }
 
 output "oidc_issuer" {
   description = "OIDC issuer URL, for IRSA trust policies."
-  value       = joiner_cluster.this.oidc_issuer
+  value       = local.cluster.oidc_issuer
 }
 
 output "subnet_ids" {
@@ -44,7 +44,7 @@ output "availability_zones" {
 }
 
 output "discovery_tag" {
-  description = "Value of the `joiner.dev/discovery` tag subnets and security groups are selected by."
+  description = "Value of the discovery tag (`discovery_tag_key`) subnets and security groups are selected by."
   value       = local.discovery
 }
 
@@ -100,7 +100,7 @@ output "node_class_name" {
 
 output "authentication_mode" {
   description = "The cluster's authentication mode."
-  value       = joiner_cluster.this.authentication_mode
+  value       = local.cluster.authentication_mode
 }
 
 output "node_access_entry_arn" {

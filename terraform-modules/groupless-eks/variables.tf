@@ -8,6 +8,12 @@ variable "name" {
   }
 }
 
+variable "create_cluster" {
+  description = "False adds joiner to the existing EKS cluster `name` (read with the joiner_cluster data source, never changed): no cluster, cluster role or kube-system Fargate profile is made, and its CoreDNS stays where it runs. The cluster needs an IAM OIDC provider (for the agent's IRSA role) and, for the node access entry, authentication mode API or API_AND_CONFIG_MAP."
+  type        = bool
+  default     = true
+}
+
 variable "kubernetes_version" {
   description = "Kubernetes minor version of the control plane. Changing it upgrades in place, one minor version at a time."
   type        = string
@@ -32,9 +38,9 @@ variable "node_access_entry" {
 }
 
 variable "caller_is_admin" {
-  description = "Give the identity that applies this module a cluster-admin access entry (AmazonEKSClusterAdminPolicy). It needs cluster access to install the agent, the NodeClass and the NodePools; turn this off only if another entry (e.g. in admin_principal_arns, or one made outside this module) already grants it."
+  description = "Give the identity that applies this module a cluster-admin access entry (AmazonEKSClusterAdminPolicy). It needs cluster access to install the agent, the NodeClass and the NodePools; turn this off only if another entry (e.g. in admin_principal_arns, or one made outside this module) already grants it. Null (the default): true when the module creates the cluster, false for an existing one, whose operators already reach it (EKS refuses a second entry for the same principal)."
   type        = bool
-  default     = true
+  default     = null
 }
 
 variable "admin_principal_arns" {
@@ -44,19 +50,25 @@ variable "admin_principal_arns" {
 }
 
 variable "subnet_ids" {
-  description = "Private subnets for the control plane, Fargate and the nodes. Null (the default) discovers them by the `joiner.dev/discovery` tag instead."
+  description = "Private subnets for the control plane, Fargate and the nodes. Null (the default) discovers them by the discovery tag (`discovery_tag_key`) instead."
   type        = list(string)
   default     = null
 }
 
+variable "discovery_tag_key" {
+  description = "Key of the tag subnets and node security groups are discovered by, e.g. `karpenter.sh/discovery` to keep a Karpenter cluster's tagging."
+  type        = string
+  default     = "joiner.dev/discovery"
+}
+
 variable "discovery_tag" {
-  description = "Value of the `joiner.dev/discovery` tag on the subnets and node security groups. Null means the cluster name."
+  description = "Value of the discovery tag (`discovery_tag_key`) on the subnets and node security groups. Null means the cluster name."
   type        = string
   default     = null
 }
 
 variable "node_security_group_ids" {
-  description = "Security groups for the nodes the agent launches. Empty (the default) selects the groups tagged `joiner.dev/discovery = <discovery tag>`."
+  description = "Security groups for the nodes the agent launches. Empty (the default) selects the groups tagged with the discovery tag."
   type        = list(string)
   default     = []
 }

@@ -5,6 +5,7 @@ use crate::provider::ProviderContext;
 use std::sync::Arc;
 
 pub mod caller_identity;
+pub mod cluster;
 pub mod instance_types;
 pub mod security_groups;
 pub mod subnets;
@@ -13,6 +14,7 @@ pub mod subnets;
 pub fn all() -> Vec<Arc<dyn DataSource<ProviderContext>>> {
     vec![
         Arc::new(caller_identity::CallerIdentity),
+        Arc::new(cluster::Cluster),
         Arc::new(subnets::Subnets),
         Arc::new(security_groups::SecurityGroups),
         Arc::new(instance_types::InstanceTypes),

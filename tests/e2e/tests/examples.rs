@@ -50,18 +50,24 @@ fn root() -> PathBuf {
 
 /// A VPC in `region` with a subnet per zone and a node security group, tagged for `cluster`.
 fn network(aws: &Aws, (cluster, region): (&str, &str), octet: u8) -> BTreeSet<String> {
+    tagged_network(aws, (cluster, region), octet, "joiner.dev/discovery")
+}
+
+/// [`network`] with another discovery tag key (`karpenter.sh/discovery` on a Karpenter
+/// cluster).
+fn tagged_network(
+    aws: &Aws,
+    (cluster, region): (&str, &str),
+    octet: u8,
+    tag_key: &str,
+) -> BTreeSet<String> {
     use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
     aws.block_on(async {
         let ec2 = aws_sdk_ec2::Client::new(&in_region(aws, region));
         let tag = |rt| {
             TagSpecification::builder()
                 .resource_type(rt)
-                .tags(
-                    Tag::builder()
-                        .key("joiner.dev/discovery")
-                        .value(cluster)
-                        .build(),
-                )
+                .tags(Tag::builder().key(tag_key).value(cluster).build())
                 .build()
         };
         let vpc = ec2
@@ -448,7 +454,7 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
         .cloned()
         .collect();
     let oidc_of = |tf: &Workspace| {
-        tf.attr("module.cluster.joiner_cluster.this", "oidc_provider_arn")
+        tf.attr("module.cluster.joiner_cluster.this[0]", "oidc_provider_arn")
             .as_str()
             .expect("oidc_provider_arn")
             .to_string()
@@ -566,4 +572,224 @@ fn dev_and_prod_side_by_side_share_nothing_but_the_modules() {
     dev.destroy();
     prod.destroy();
     assert_eq!(account(&aws), before);
+}
+
+/// `examples/existing-cluster`: joiner added to a cluster made outside Terraform, as a team
+/// running Karpenter has one: subnets and node security group tagged
+/// `karpenter.sh/discovery`, an IAM OIDC provider made with the SDK (as `eksctl utils
+/// associate-iam-oidc-provider` makes it). The apply reads the cluster and changes nothing
+/// of it; the agent it installs provisions a workload onto nodes that join; the next plan is
+/// empty; destroy removes joiner's objects and leaves the cluster and its OIDC provider.
+#[test]
+fn joiner_added_to_an_existing_cluster_provisions_and_leaves_the_cluster_on_destroy() {
+    const LEGACY: (&str, &str) = ("legacy", "us-east-1");
+    let moto = MotoServer::start();
+    let aws = Aws::new(&moto);
+    let subnets: Vec<String> = tagged_network(&aws, LEGACY, 30, "karpenter.sh/discovery")
+        .into_iter()
+        .collect();
+    let (cluster_arn, issuer) = aws.block_on(async {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        let role = iam
+            .create_role()
+            .role_name("legacy-eks")
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .expect("iam:CreateRole");
+        let cluster = eks
+            .create_cluster()
+            .name(LEGACY.0)
+            .role_arn(role.role().unwrap().arn())
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .set_subnet_ids(Some(subnets.clone()))
+                    .build(),
+            )
+            .access_config(
+                aws_sdk_eks::types::CreateAccessConfigRequest::builder()
+                    .authentication_mode(aws_sdk_eks::types::AuthenticationMode::ApiAndConfigMap)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("eks:CreateCluster");
+        let cluster = cluster.cluster().unwrap();
+        let issuer = cluster
+            .identity()
+            .and_then(|i| i.oidc())
+            .and_then(|o| o.issuer())
+            .expect("the cluster's OIDC issuer")
+            .to_string();
+        (cluster.arn().unwrap().to_string(), issuer)
+    });
+    // Before it has an IAM OIDC provider, and under a wrong name, the data source says
+    // what is missing, at its `name`.
+    let probe = Workspace::new(&moto);
+    for (name, says) in [
+        (LEGACY.0, "has no IAM OIDC provider"),
+        ("legacyy", "found no cluster named"),
+    ] {
+        probe.write_config(&format!(
+            "data \"joiner_cluster\" \"x\" {{\n  name = \"{name}\"\n}}\n"
+        ));
+        probe.plan_fails_with("name", says);
+    }
+    let oidc_arn = aws.block_on(async {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let oidc = iam
+            .create_open_id_connect_provider()
+            .url(&issuer)
+            .client_id_list("sts.amazonaws.com")
+            .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
+            .send()
+            .await
+            .expect("iam:CreateOpenIDConnectProvider");
+        oidc.open_id_connect_provider_arn().unwrap().to_string()
+    });
+    let before = account(&aws);
+
+    let agent = joiner_e2e::agent_bin().to_path_buf();
+    let sim = kube_sim(&moto, LEGACY, &agent);
+    let tf = example_workspace(
+        &moto,
+        "examples/existing-cluster",
+        LEGACY.1,
+        sim.kubeconfig_path(),
+    );
+    tf.apply();
+
+    // The cluster was read, not made: the same ARN, no second cluster, its own OIDC
+    // provider trusted by the agent's role.
+    assert_eq!(tf.output("cluster_arn"), serde_json::json!(cluster_arn));
+    let after = account(&aws);
+    assert_eq!(after.clusters, before.clusters);
+    assert_eq!(after.oidc_providers, before.oidc_providers);
+    let trust = tf.attr(
+        "module.cluster.joiner_agent_role.agent",
+        "assume_role_policy",
+    );
+    assert!(
+        trust.as_str().unwrap_or_default().contains(&oidc_arn),
+        "the agent's role trusts the existing OIDC provider: {trust}"
+    );
+    for role in ["fargate", "node", "agent"] {
+        assert!(
+            after.roles.contains(&format!("legacy-{role}")),
+            "{:?}",
+            after.roles
+        );
+    }
+    assert!(!after.roles.contains("legacy-cluster"), "{:?}", after.roles);
+    // The NodeClass selects by the Karpenter tag.
+    let class = tf.values("module.cluster.joiner_node_class.default");
+    assert_eq!(
+        class["subnet_selector_term"][0]["tags"],
+        serde_json::json!({"karpenter.sh/discovery": "legacy"}),
+        "{class}"
+    );
+    let pools: Vec<String> = node_pools(&sim).into_iter().map(|p| p.0).collect();
+    assert_eq!(pools, ["general"], "the module's pool was written");
+
+    // The installed agent provisions: pods that need EC2 capacity run on nodes that join.
+    let pods = running_workload(&sim, 6);
+    eprintln!("workload: {pods:?}");
+
+    tf.plan_is_empty();
+    tf.destroy();
+    let gone = account(&aws);
+    assert_eq!(gone.clusters, before.clusters, "the cluster is still there");
+    assert_eq!(gone.oidc_providers, before.oidc_providers);
+    assert_eq!(
+        gone.roles, before.roles,
+        "joiner's roles are gone, the cluster's kept"
+    );
+    assert_eq!(gone.queues, before.queues);
+    assert_eq!(gone.rules, before.rules);
+}
+
+/// Creates a Deployment of `replicas` pods (250m/256Mi each, on no Fargate profile's
+/// namespace) and waits, up to 120 s, until all run on EC2 nodes; returns them as
+/// `name@node`. All Running is an end state, so reading it until it holds cannot miss it.
+fn running_workload(sim: &kube_sim::KubeSim, replicas: usize) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = sim.client().await.expect("client");
+        let deployments: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            "default",
+            &ApiResource {
+                group: "apps".into(),
+                version: "v1".into(),
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                plural: "deployments".into(),
+            },
+        );
+        let deployment: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{
+                        "name": "web", "image": "nginx",
+                        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}
+                    }]}
+                }
+            }
+        }))
+        .unwrap();
+        deployments
+            .create(&Default::default(), &deployment)
+            .await
+            .expect("create the workload");
+        let pods: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            "default",
+            &ApiResource {
+                group: "".into(),
+                version: "v1".into(),
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                plural: "pods".into(),
+            },
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let list = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .expect("list the workload's pods");
+            let placed: Vec<String> = list
+                .items
+                .iter()
+                .filter(|p| p.data["status"]["phase"] == "Running")
+                .map(|p| {
+                    format!(
+                        "{}@{}",
+                        p.metadata.name.clone().unwrap_or_default(),
+                        p.data["spec"]["nodeName"].as_str().unwrap_or("-")
+                    )
+                })
+                .collect();
+            if placed.len() == replicas {
+                return placed;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} of {replicas} pods Running 120 s after the apply",
+                placed.len()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
 }

@@ -419,7 +419,7 @@ fn installs_and_plans(tf: &Workspace, version: &str, h1: &str) {
     );
     let plan = tf.plan();
     for address in [
-        "module.cluster.joiner_cluster.this",
+        "module.cluster.joiner_cluster.this[0]",
         "module.cluster.joiner_agent.this",
         "module.cluster.joiner_node_class.default",
     ] {

@@ -1197,7 +1197,7 @@ mod tests {
     #[test]
     fn review_excerpt_keeps_pool_diffs_warnings_and_the_plan_line() {
         let plan = "\
-module.cluster.joiner_cluster.this: Refreshing state...
+module.cluster.joiner_cluster.this[0]: Refreshing state...
 Terraform will perform the following actions:
 
   # module.node_pools.joiner_node_pool.this[\"spot\"] will be updated in-place
