@@ -59,6 +59,22 @@ impl Block {
         self
     }
 
+    /// `type.name` of a `resource "type" "name"` block.
+    pub fn address(&self) -> Option<String> {
+        match (self.kind.as_str(), self.labels.as_slice()) {
+            ("resource", [ty, name]) => Some(format!("{ty}.{name}")),
+            _ => None,
+        }
+    }
+
+    /// The literal `name = "..."` attribute, the object's name in the cluster.
+    pub fn object_name(&self) -> Option<String> {
+        self.items.iter().find_map(|i| match i {
+            Item::Attr(n, Expr::Str(v)) if n == "name" => Some(v.clone()),
+            _ => None,
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -107,6 +107,24 @@ pub fn convert(yaml: &str, source: &str, opts: &Options) -> Result<String, Conve
         out.push('\n');
         out.push_str(&b.render());
     }
+    let imports: Vec<(String, String)> = classes
+        .iter()
+        .chain(pools.iter())
+        .filter_map(|b| Some((b.address()?, b.object_name()?)))
+        .collect();
+    if !imports.is_empty() {
+        // Commands rather than `import` blocks: those need Terraform 1.5, and joiner
+        // supports 1.0.
+        out.push_str(
+            "\n# Where an object already exists in the cluster, import it instead of creating it\n\
+             # (CLUSTER=<the cluster's name>):\n",
+        );
+        for (address, name) in imports {
+            out.push_str(&format!(
+                "#   terraform import '{address}' \"$CLUSTER:{name}\"\n"
+            ));
+        }
+    }
     Ok(out)
 }
 

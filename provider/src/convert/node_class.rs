@@ -263,16 +263,22 @@ fn common(b: &mut Block, spec: &Value, opts: &Options) {
     }
     if let Some(m) = spec.get("metadataOptions") {
         let mut mb = Block::new("metadata_options", &[]);
-        for (k, hk) in [
-            ("httpEndpoint", "http_endpoint"),
-            ("httpProtocolIPv6", "http_protocol_ipv6"),
-            ("httpTokens", "http_tokens"),
+        // joiner's defaults are left out: the provider reads a default back as unset, so
+        // spelling it out would show as a change after `terraform import`.
+        for (k, hk, default) in [
+            ("httpEndpoint", "http_endpoint", "enabled"),
+            ("httpProtocolIPv6", "http_protocol_ipv6", "disabled"),
+            ("httpTokens", "http_tokens", "required"),
         ] {
-            if let Some(v) = str_at(m, &[k]) {
+            if let Some(v) = str_at(m, &[k]).filter(|v| *v != default) {
                 mb.attr(hk, Expr::Str(v.to_string()));
             }
         }
-        if let Some(v) = m.get("httpPutResponseHopLimit").and_then(Value::as_i64) {
+        if let Some(v) = m
+            .get("httpPutResponseHopLimit")
+            .and_then(Value::as_i64)
+            .filter(|v| *v != 1)
+        {
             mb.attr("http_put_response_hop_limit", Expr::Int(v));
         }
         if str_at(m, &["httpTokens"]) == Some("optional") {
@@ -311,12 +317,13 @@ fn common(b: &mut Block, spec: &Value, opts: &Options) {
                 db.attr(hk, Expr::Int(v));
             }
         }
+        // Both default to true in joiner (and Karpenter); only a `false` is written.
         for (k, hk) in [
             ("encrypted", "encrypted"),
             ("deleteOnTermination", "delete_on_termination"),
         ] {
-            if let Some(v) = ebs.get(k).and_then(Value::as_bool) {
-                db.attr(hk, Expr::Bool(v));
+            if let Some(false) = ebs.get(k).and_then(Value::as_bool) {
+                db.attr(hk, Expr::Bool(false));
             }
         }
         b.block(db);

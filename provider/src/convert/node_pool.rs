@@ -175,8 +175,16 @@ pub fn convert(
                 seconds_to_duration(s)
             }),
     };
-    if let Some(e) = expire {
-        b.attr("expire_after", Expr::Str(e));
+    // 720h is joiner's default, read back as unset: written out it would show as a change
+    // after `terraform import`.
+    match expire {
+        Some(e) if e == "720h" => {
+            b.comment("expire_after 720h is joiner's default, so it is not written.");
+        }
+        Some(e) => {
+            b.attr("expire_after", Expr::Str(e));
+        }
+        None => {}
     }
     if let Some(t) = template.get("terminationGracePeriod").and_then(scalar) {
         b.attr("termination_grace_period", Expr::Str(t));

@@ -80,7 +80,10 @@ fn v1alpha5_provisioners_become_a_pool_and_a_class() {
     assert!(out.contains("the manifest has no subnetSelector"), "{out}");
 
     let out = squeezed("003-provisioner-v1alpha5.yaml");
-    assert!(out.contains("expire_after = \"720h\""), "{out}");
+    assert!(
+        out.contains("expire_after 720h is joiner's default"),
+        "{out}"
+    );
     assert!(
         out.contains("ttlSecondsUntilExpired 2592000 is expire_after"),
         "{out}"
@@ -104,7 +107,10 @@ fn v1beta1_names_are_renamed_with_a_comment() {
         out.contains("WhenUnderutilized (v1beta1) was renamed"),
         "{out}"
     );
-    assert!(out.contains("expire_after = \"720h\""), "{out}");
+    assert!(
+        out.contains("expire_after 720h is joiner's default"),
+        "{out}"
+    );
     assert!(out.contains("node_class = \"default\""), "{out}");
     assert!(!out.contains("WhenUnderutilized\""), "{out}");
 

@@ -35,3 +35,8 @@ resource "joiner_node_pool" "default" {
     consolidate_after    = "30s"
   }
 }
+
+# Where an object already exists in the cluster, import it instead of creating it
+# (CLUSTER=<the cluster's name>):
+#   terraform import 'joiner_node_class.default' "$CLUSTER:default"
+#   terraform import 'joiner_node_pool.default' "$CLUSTER:default"

@@ -40,10 +40,15 @@ resource "joiner_node_pool" "spot-fleet" {
     values   = ["spot"]
   }
   # changed: ttlSecondsUntilExpired 2592000 is expire_after.
-  expire_after = "720h"
+  # expire_after 720h is joiner's default, so it is not written.
   disruption {
     # changed: without ttlSecondsAfterEmpty or consolidation a Provisioner never removed nodes.
     consolidation_policy = "WhenEmpty"
     consolidate_after    = "Never"
   }
 }
+
+# Where an object already exists in the cluster, import it instead of creating it
+# (CLUSTER=<the cluster's name>):
+#   terraform import 'joiner_node_class.spot-fleet' "$CLUSTER:spot-fleet"
+#   terraform import 'joiner_node_pool.spot-fleet' "$CLUSTER:spot-fleet"

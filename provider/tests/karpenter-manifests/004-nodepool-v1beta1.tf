@@ -37,9 +37,13 @@ resource "joiner_node_pool" "default" {
     values   = ["linux"]
   }
   # changed: disruption.expireAfter (v1beta1) is the pool's expire_after since Karpenter v1.
-  expire_after = "720h"
+  # expire_after 720h is joiner's default, so it is not written.
   disruption {
     # changed: WhenUnderutilized (v1beta1) was renamed WhenEmptyOrUnderutilized in Karpenter v1.
     consolidation_policy = "WhenEmptyOrUnderutilized"
   }
 }
+
+# Where an object already exists in the cluster, import it instead of creating it
+# (CLUSTER=<the cluster's name>):
+#   terraform import 'joiner_node_pool.default' "$CLUSTER:default"

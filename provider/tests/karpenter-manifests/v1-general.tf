@@ -19,21 +19,13 @@ resource "joiner_node_class" "default" {
   }
   # not converted: tag kubernetes.io/cluster/prod is set by the agent on every instance.
   tags = { team = "platform" }
-  metadata_options {
-    http_endpoint               = "enabled"
-    http_protocol_ipv6          = "disabled"
-    http_tokens                 = "required"
-    http_put_response_hop_limit = 1
-  }
   block_device_mapping {
-    device_name           = "/dev/xvda"
-    root_volume           = true
-    volume_size           = "100Gi"
-    volume_type           = "gp3"
-    iops                  = 3000
-    throughput            = 125
-    encrypted             = true
-    delete_on_termination = true
+    device_name = "/dev/xvda"
+    root_volume = true
+    volume_size = "100Gi"
+    volume_type = "gp3"
+    iops        = 3000
+    throughput  = 125
   }
   # not converted: kubelet.imageGCHighThresholdPercent = 85 has no joiner equivalent.
   kubelet {
@@ -73,8 +65,8 @@ resource "joiner_node_pool" "general" {
     value  = "true"
     effect = "NoExecute"
   }
-  limits                   = { cpu = "1000", memory = "1000Gi" }
-  expire_after             = "720h"
+  limits = { cpu = "1000", memory = "1000Gi" }
+  # expire_after 720h is joiner's default, so it is not written.
   termination_grace_period = "48h"
   disruption {
     consolidation_policy = "WhenEmptyOrUnderutilized"
@@ -117,3 +109,9 @@ resource "joiner_node_pool" "gpu" {
     consolidate_after    = "5m"
   }
 }
+
+# Where an object already exists in the cluster, import it instead of creating it
+# (CLUSTER=<the cluster's name>):
+#   terraform import 'joiner_node_class.default' "$CLUSTER:default"
+#   terraform import 'joiner_node_pool.general' "$CLUSTER:general"
+#   terraform import 'joiner_node_pool.gpu' "$CLUSTER:gpu"

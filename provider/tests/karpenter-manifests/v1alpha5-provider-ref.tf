@@ -39,3 +39,8 @@ resource "joiner_node_pool" "legacy" {
     consolidation_policy = "WhenEmptyOrUnderutilized"
   }
 }
+
+# Where an object already exists in the cluster, import it instead of creating it
+# (CLUSTER=<the cluster's name>):
+#   terraform import 'joiner_node_class.legacy' "$CLUSTER:legacy"
+#   terraform import 'joiner_node_pool.legacy' "$CLUSTER:legacy"

@@ -33,3 +33,8 @@ resource "joiner_node_pool" "batch" {
     consolidate_after    = "60s"
   }
 }
+
+# Where an object already exists in the cluster, import it instead of creating it
+# (CLUSTER=<the cluster's name>):
+#   terraform import 'joiner_node_class.bottlerocket' "$CLUSTER:bottlerocket"
+#   terraform import 'joiner_node_pool.batch' "$CLUSTER:batch"
