@@ -151,7 +151,7 @@ impl Resource<ProviderContext> for NodeClass {
             let mut path = PATHS.translate(&e.path);
             // "role and instanceProfile are mutually exclusive" is reported on the spec.
             if path.is_root() {
-                if config.get("role").is_unknown() || config.get("instance_profile").is_unknown() {
+                if !(m.role.is_known() && m.instance_profile.is_known()) {
                     continue;
                 }
                 path = AttributePath::new("role");
@@ -317,8 +317,8 @@ mod tests {
             id: Some("c:d".into()),
             cluster_name: Some("c".into()),
             name: Some("d".into()),
-            role: Some("r".into()),
-            instance_profile: None,
+            role: Some("r".into()).into(),
+            instance_profile: None.into(),
             user_data: Some("#!/bin/sh".into()),
             tags: tags(),
             associate_public_ip_address: Some(false),
@@ -385,7 +385,7 @@ mod tests {
         m.metadata_options.as_mut().unwrap().http_tokens = Some("sometimes".into());
         m.block_device_mappings[0].volume_type = Some("gp9".into());
         m.kubelet.as_mut().unwrap().max_pods = Some(0);
-        m.instance_profile = Some("p".into());
+        m.instance_profile = Some("p".into()).into();
         let d = NodeClass.validate(&m.to_value());
         let paths: Vec<String> = d
             .iter()
@@ -399,5 +399,6 @@ mod tests {
         ] {
             assert!(paths.contains(&want.to_string()), "{want} not in {paths:?}");
         }
+        .into()
     }
 }

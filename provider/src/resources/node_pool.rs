@@ -214,7 +214,7 @@ impl Resource<ProviderContext> for NodePool {
             ));
         }
         if let Some(l) = &m.rebalance_limit {
-            if m.rebalance.is_none() && !config.get("rebalance").is_unknown() {
+            if !m.rebalance.is_set() {
                 d.push(Diagnostic::error_at(
                     "rebalance_limit",
                     "Invalid rebalance_limit",
@@ -263,10 +263,7 @@ impl Resource<ProviderContext> for NodePool {
             plan.planned
                 .set_attr("id", Value::string(format!("{c}:{n}")));
         }
-        let inputs_known = ["requirement", "labels"]
-            .iter()
-            .all(|k| plan.planned.get(k).is_fully_known());
-        if !inputs_known {
+        if !(m.requirements.is_known() && m.labels.is_known()) {
             plan.set_unknown("admitted_instance_types");
         } else {
             match admission::admitted(admission::catalog(), &m) {
@@ -453,6 +450,7 @@ mod tests {
     use super::*;
     use crate::model::conforms;
     use crate::model::node_pool::*;
+    use std::collections::BTreeMap;
 
     fn full() -> NodePoolModel {
         NodePoolModel {
@@ -461,14 +459,15 @@ mod tests {
             name: Some("p".into()),
             node_class: Some("default".into()),
             weight: Some(10),
-            labels: [("team".to_string(), "a".to_string())].into(),
+            labels: BTreeMap::from([("team".to_string(), "a".to_string())]).into(),
             annotations: [("a".to_string(), "b".to_string())].into(),
             requirements: vec![RequirementModel {
                 key: "karpenter.sh/capacity-type".into(),
                 operator: "In".into(),
                 values: vec!["spot".into()],
                 min_values: Some(1),
-            }],
+            }]
+            .into(),
             taints: vec![TaintModel {
                 key: "k".into(),
                 value: Some("v".into()),
@@ -489,7 +488,7 @@ mod tests {
                 }],
                 expire_after_v1beta1: None,
             }),
-            rebalance: Some("replace".into()),
+            rebalance: Some("replace".into()).into(),
             rebalance_limit: Some("2/10m".into()),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,

@@ -108,7 +108,7 @@ fn steps(m: &NodePoolModel) -> Result<Vec<(AttributePath, String, Requirements)>
             one,
         ));
     }
-    for (k, v) in &m.labels {
+    for (k, v) in m.labels.iter() {
         let mut one = Requirements::new();
         one.add(k, Requirement::one(v));
         out.push((
@@ -228,7 +228,8 @@ mod tests {
                     "In",
                     &["c", "m", "r"],
                 ),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let a = admitted(catalog(), &m).unwrap();
@@ -246,7 +247,8 @@ mod tests {
             requirements: vec![
                 req("kubernetes.io/arch", "In", &["arm64"]),
                 req("karpenter.k8s.aws/instance-family", "In", &["c5"]),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let e = admitted(catalog(), &m).unwrap_err();
@@ -259,7 +261,7 @@ mod tests {
         let mut r = req("karpenter.k8s.aws/instance-family", "In", &["m5", "c5"]);
         r.min_values = Some(3);
         let m = NodePoolModel {
-            requirements: vec![r],
+            requirements: vec![r].into(),
             ..Default::default()
         };
         let e = admitted(catalog(), &m).unwrap_err();
