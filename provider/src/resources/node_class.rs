@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use joiner_agent::api::node_class::NodeClassSpec;
-use serde_json::json;
 
-use super::node_pool::{apply_custom, delete_and_wait, dns_subdomain, unknown_source};
-use crate::kubernetes::{kinds, KubeError};
+use super::node_pool::{dns_subdomain, unknown_source};
+use crate::kubernetes::{custom, kinds};
 use crate::model::node_class::NodeClassModel;
 use crate::model::paths::{touches_unknown, PathMap};
 use crate::model::Model;
@@ -32,18 +31,6 @@ pub const PATHS: PathMap = PathMap {
         ("clusterDNS", "cluster_dns"),
     ],
 };
-
-fn object(m: &NodeClassModel) -> serde_json::Value {
-    json!({
-        "apiVersion": "joiner.dev/v1",
-        "kind": "NodeClass",
-        "metadata": {
-            "name": m.name,
-            "labels": {"app.kubernetes.io/managed-by": "terraform"},
-        },
-        "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
-    })
-}
 
 fn tags_block() -> Attribute {
     Attribute::string_map("tags").optional()
@@ -204,22 +191,10 @@ impl Resource<ProviderContext> for NodeClass {
         let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
             return Ok(None);
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let Some(obj) = kube.get(kinds::NODE_CLASS, None, &name).await? else {
+        let found = custom::read::<NodeClassSpec>(&ctx.kube, &cluster, kinds::NODE_CLASS, &name);
+        let Some((live, _)) = found.await? else {
             return Ok(None);
         };
-        let live: NodeClassSpec = serde_json::from_value(obj["spec"].clone()).map_err(|e| {
-            Diagnostic::error(
-                "Unreadable NodeClass",
-                format!(
-                    "NodeClass {name} in cluster {cluster} does not parse as joiner.dev/v1: {e}"
-                ),
-            )
-        })?;
         if live == state.spec() {
             return Ok(Some(Applied::new(req.state).with_private(req.private)));
         }
@@ -235,24 +210,19 @@ impl Resource<ProviderContext> for NodeClass {
         let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
             return Ok(());
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        delete_and_wait(
-            ctx,
-            &kube,
+        custom::delete(
+            &ctx.kube,
+            &ctx.stop,
+            &cluster,
             kinds::NODE_CLASS,
             &name,
             change.timeout,
-            |obj| -> futures::future::BoxFuture<'static, String> {
-                Box::pin(async move {
-                    format!(
-                        "finalizers {} (the agent releases them once no NodeClaim uses the class)",
-                        obj["metadata"]["finalizers"]
-                    )
-                })
+            DELETE_TIMEOUT,
+            |_, obj| {
+                let f = &obj["metadata"]["finalizers"];
+                let why = "the agent releases them once no NodeClaim uses the class";
+                let status = format!("finalizers {f} ({why})");
+                Box::pin(async move { status })
             },
         )
         .await?;
@@ -260,16 +230,7 @@ impl Resource<ProviderContext> for NodeClass {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let Some((cluster, name)) = id
-            .split_once(':')
-            .filter(|(c, n)| !c.is_empty() && !n.is_empty())
-        else {
-            return Err(Diagnostic::error(
-                "Invalid import ID",
-                format!("expected <cluster_name>:<name>, got {id:?}"),
-            )
-            .into());
-        };
+        let (cluster, name) = custom::split_id(id, "name")?;
         let m = NodeClassModel {
             id: Some(id.to_string()),
             cluster_name: Some(cluster.into()),
@@ -283,13 +244,19 @@ impl Resource<ProviderContext> for NodeClass {
 async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
     let m = NodeClassModel::from_value(&change.planned);
     let cluster = m.cluster_name.clone().unwrap_or_default();
-    let kube = ctx.kube.client(&cluster).await?;
-    apply_custom(&kube, kinds::NODE_CLASS, &object(&m)).await?;
+    let name = m.name.clone().unwrap_or_default();
+    let kind = kinds::NODE_CLASS;
+    custom::apply(
+        &ctx.kube,
+        &cluster,
+        kind,
+        &name,
+        &Default::default(),
+        &m.spec(),
+    )
+    .await?;
     let mut state = change.planned;
-    state.set_attr(
-        "id",
-        Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
-    );
+    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
     Ok(Applied::new(state))
 }
 

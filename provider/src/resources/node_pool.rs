@@ -14,12 +14,9 @@ pub mod preview;
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use joiner_agent::api::node_pool::NodePoolSpec;
-use serde_json::json;
 
-use crate::kubernetes::wait::{self, Step};
-use crate::kubernetes::{kinds, Kube, KubeError};
+use crate::kubernetes::{custom, kinds};
 use crate::model::node_pool::NodePoolModel;
 use crate::model::paths::{touches_unknown, PathMap};
 use crate::model::Model;
@@ -51,83 +48,6 @@ fn taint_block() -> Block {
                 .required()
                 .description("NoSchedule, PreferNoSchedule or NoExecute."),
         )
-}
-
-fn object(m: &NodePoolModel) -> serde_json::Value {
-    json!({
-        "apiVersion": "joiner.dev/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": m.name,
-            "labels": {"app.kubernetes.io/managed-by": "terraform"},
-            "annotations": m.object_annotations(),
-        },
-        "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
-    })
-}
-
-/// `<cluster>:<name>`.
-fn split_id(id: &str) -> Result<(&str, &str), Diagnostics> {
-    id.split_once(':')
-        .filter(|(c, n)| !c.is_empty() && !n.is_empty())
-        .ok_or_else(|| {
-            Diagnostic::error(
-                "Invalid import ID",
-                format!("expected <cluster_name>:<name>, got {id:?}"),
-            )
-            .into()
-        })
-}
-
-/// Applies an object of a `joiner.dev` kind, installing the CRDs first if the cluster does
-/// not serve the kind yet (a NodePool applied before, or without, `joiner_agent`).
-pub(crate) async fn apply_custom(
-    kube: &Kube,
-    kind: crate::kubernetes::Kind,
-    obj: &serde_json::Value,
-) -> Result<serde_json::Value, KubeError> {
-    match kube.apply(kind, None, obj).await {
-        Err(e) if e.is_not_found() => {
-            crate::kubernetes::crds::ensure(kube).await?;
-            let mut last = e;
-            for _ in 0..20 {
-                match kube.apply(kind, None, obj).await {
-                    Err(e) if e.is_not_found() => last = e,
-                    other => return other,
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(last)
-        }
-        other => other,
-    }
-}
-
-/// Deletes a cluster-scoped custom object and waits until it is gone (finalizers done).
-pub(crate) async fn delete_and_wait(
-    ctx: &ProviderContext,
-    kube: &Kube,
-    kind: crate::kubernetes::Kind,
-    name: &str,
-    timeout: Option<Duration>,
-    pending: impl Fn(serde_json::Value) -> BoxFuture<'static, String>,
-) -> Result<(), KubeError> {
-    kube.delete(kind, None, name).await?;
-    let deadline = wait::deadline(timeout, DELETE_TIMEOUT);
-    let what = format!("{} {name} to be deleted", kind.kind);
-    wait::until(
-        &what,
-        deadline,
-        Duration::from_millis(500),
-        &ctx.stop,
-        || async {
-            match kube.get(kind, None, name).await? {
-                None => Ok(Step::Done(())),
-                Some(obj) => Ok(Step::Pending(pending(obj).await)),
-            }
-        },
-    )
-    .await
 }
 
 #[async_trait]
@@ -308,22 +228,10 @@ impl Resource<ProviderContext> for NodePool {
         let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
             return Ok(None);
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let Some(obj) = kube.get(kinds::NODE_POOL, None, &name).await? else {
+        let found = custom::read::<NodePoolSpec>(&ctx.kube, &cluster, kinds::NODE_POOL, &name);
+        let Some((live, obj)) = found.await? else {
             return Ok(None);
         };
-        let live: NodePoolSpec = serde_json::from_value(obj["spec"].clone()).map_err(|e| {
-            Diagnostic::error(
-                "Unreadable NodePool",
-                format!(
-                    "NodePool {name} in cluster {cluster} does not parse as joiner.dev/v1: {e}"
-                ),
-            )
-        })?;
         let live_annotations: std::collections::BTreeMap<String, String> =
             serde_json::from_value(obj["metadata"]["annotations"].clone()).unwrap_or_default();
         let mut live_opt_in = NodePoolModel::default();
@@ -350,33 +258,21 @@ impl Resource<ProviderContext> for NodePool {
         let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
             return Ok(());
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let k2 = kube.clone();
-        let pool = name.clone();
-        delete_and_wait(
-            ctx,
-            &kube,
+        let selector = format!("karpenter.sh/nodepool={name}");
+        custom::delete(
+            &ctx.kube,
+            &ctx.stop,
+            &cluster,
             kinds::NODE_POOL,
             &name,
             change.timeout,
-            move |obj| -> BoxFuture<'static, String> {
-                let kube = k2.clone();
-                let pool = pool.clone();
+            DELETE_TIMEOUT,
+            |kube, obj| {
+                let selector = selector.clone();
                 Box::pin(async move {
-                    let claims = kube
-                        .list(
-                            kinds::NODE_CLAIM,
-                            None,
-                            Some(&format!("karpenter.sh/nodepool={pool}")),
-                        )
-                        .await
-                        .map(|l| l.len())
-                        .unwrap_or(0);
-                    let finalizers = obj["metadata"]["finalizers"].clone();
+                    let claims = kube.list(kinds::NODE_CLAIM, None, Some(&selector)).await;
+                    let claims = claims.map(|l| l.len()).unwrap_or(0);
+                    let finalizers = &obj["metadata"]["finalizers"];
                     format!("{claims} NodeClaims remain; finalizers {finalizers}")
                 })
             },
@@ -386,7 +282,7 @@ impl Resource<ProviderContext> for NodePool {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let (cluster, name) = split_id(id)?;
+        let (cluster, name) = custom::split_id(id, "name")?;
         let m = NodePoolModel {
             id: Some(id.to_string()),
             cluster_name: Some(cluster.into()),
@@ -400,13 +296,19 @@ impl Resource<ProviderContext> for NodePool {
 async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
     let m = NodePoolModel::from_value(&change.planned);
     let cluster = m.cluster_name.clone().unwrap_or_default();
-    let kube = ctx.kube.client(&cluster).await?;
-    apply_custom(&kube, kinds::NODE_POOL, &object(&m)).await?;
+    let name = m.name.clone().unwrap_or_default();
+    let annotations = m.object_annotations();
+    custom::apply(
+        &ctx.kube,
+        &cluster,
+        kinds::NODE_POOL,
+        &name,
+        &annotations,
+        &m.spec(),
+    )
+    .await?;
     let mut state = change.planned;
-    state.set_attr(
-        "id",
-        Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
-    );
+    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
     Ok(Applied::new(state))
 }
 
