@@ -63,15 +63,19 @@ macro_rules! model {
 
         impl $crate::model::attr::Attr for $name {
             fn from_attr(v: &$crate::protocol::value::Value) -> Self {
-                use $crate::model::attr::{get, model};
                 $name {
-                    $( $field: get(v, model!(@name $field $($attr)?)), )*
+                    $( $field: $crate::model::attr::get(
+                        v,
+                        $crate::model::attr::model!(@name $field $($attr)?),
+                    ), )*
                 }
             }
             fn to_attr(&self) -> $crate::protocol::value::Value {
-                use $crate::model::attr::{model, Attr};
                 $crate::protocol::value::Value::object([
-                    $( (model!(@name $field $($attr)?), Attr::to_attr(&self.$field)), )*
+                    $( (
+                        $crate::model::attr::model!(@name $field $($attr)?),
+                        $crate::model::attr::Attr::to_attr(&self.$field),
+                    ), )*
                 ])
             }
         }
@@ -200,6 +204,10 @@ impl<T> Planned<T> {
     /// Known all the way down: an element or entry unknown inside a collection counts.
     pub fn is_known(&self) -> bool {
         self.known
+    }
+    /// The value, when it is known.
+    pub fn known(&self) -> Option<&T> {
+        self.known.then_some(&self.value)
     }
     pub fn unknown(value: T) -> Self {
         Planned {

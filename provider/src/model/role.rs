@@ -5,12 +5,14 @@
 //! [`RoleFlavor::Inputs`] model, written into the same object; `policy` and the instance
 //! profile exist only in the flavours that have them ([`RoleFlavor::INLINE_POLICY_NAME`],
 //! [`RoleFlavor::INSTANCE_PROFILE`]), so [`Model::to_value`] writes them only there and each
-//! flavour's schema test can check the shape exactly.
+//! flavour's schema test can check the shape exactly. The inputs, and the documents and
+//! names derived from them, are [`Planned`]: at plan time an input may come from a resource
+//! not created yet, and then what follows from it is unknown, not absent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
-use super::attr::{get, model, Attr, Model};
+use super::attr::{get, model, Attr, Model, Planned};
 use crate::protocol::prelude::*;
 use crate::resources::iam_role::RoleFlavor;
 
@@ -21,16 +23,16 @@ pub struct RoleModel<F: RoleFlavor> {
     pub path: Option<String>,
     pub description: Option<String>,
     pub permissions_boundary: Option<String>,
-    pub additional_policy_arns: Option<BTreeSet<String>>,
+    pub additional_policy_arns: Planned<Option<BTreeSet<String>>>,
     pub tags: Option<BTreeMap<String, String>>,
     pub arn: Option<String>,
     pub unique_id: Option<String>,
-    pub assume_role_policy: Option<String>,
-    pub policy_arns: Option<BTreeSet<String>>,
+    pub assume_role_policy: Planned<Option<String>>,
+    pub policy_arns: Planned<Option<BTreeSet<String>>>,
     /// Only in flavours with an inline policy.
-    pub policy: Option<String>,
+    pub policy: Planned<Option<String>>,
     /// Only in flavours with an instance profile.
-    pub instance_profile_name: Option<String>,
+    pub instance_profile_name: Planned<Option<String>>,
     pub instance_profile_arn: Option<String>,
     pub inputs: F::Inputs,
     pub timeouts: Value,
@@ -106,7 +108,7 @@ impl<F: RoleFlavor> RoleModel<F> {
 
     /// The instance profile's name: the role's own unless configured.
     pub fn profile_name(&self) -> String {
-        self.instance_profile_name
+        (*self.instance_profile_name)
             .clone()
             .unwrap_or_else(|| self.name_or_default())
     }
@@ -131,7 +133,7 @@ model! {
     /// `joiner_fargate_role`'s input: the cluster whose Fargate profiles may use the role.
     #[derive(Clone, Debug, Default, PartialEq)]
     pub struct FargateRoleInputs {
-        pub cluster_name: Option<String>,
+        pub cluster_name: Planned<Option<String>>,
     }
 }
 
@@ -139,13 +141,13 @@ model! {
     /// `joiner_agent_role`'s inputs: what scopes the agent's policy and trust.
     #[derive(Clone, Debug, Default, PartialEq)]
     pub struct AgentRoleInputs {
-        pub cluster_name: Option<String>,
-        pub trust: Option<String>,
-        pub oidc_provider_arn: Option<String>,
-        pub oidc_issuer_url: Option<String>,
-        pub namespace: Option<String>,
-        pub service_account: Option<String>,
-        pub node_role_arn: Option<String>,
-        pub queue_arn: Option<String>,
+        pub cluster_name: Planned<Option<String>>,
+        pub trust: Planned<Option<String>>,
+        pub oidc_provider_arn: Planned<Option<String>>,
+        pub oidc_issuer_url: Planned<Option<String>>,
+        pub namespace: Planned<Option<String>>,
+        pub service_account: Planned<Option<String>>,
+        pub node_role_arn: Planned<Option<String>>,
+        pub queue_arn: Planned<Option<String>>,
     }
 }

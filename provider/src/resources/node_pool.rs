@@ -238,7 +238,7 @@ impl Resource<ProviderContext> for NodePool {
         live_opt_in.set_object_annotations(&live_annotations);
         if live == state.spec()
             && live_opt_in.object_annotations() == state.object_annotations()
-            && !req.state.get("admitted_instance_types").is_null()
+            && !state.admitted_instance_types.is_null()
         {
             return Ok(Some(Applied::new(req.state).with_private(req.private)));
         }
