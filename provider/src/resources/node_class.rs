@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use joiner_agent::api::node_class::NodeClassSpec;
 
-use super::node_pool::{dns_subdomain, unknown_source};
+use super::node_pool::dns_subdomain;
 use crate::kubernetes::{custom, kinds};
 use crate::model::node_class::NodeClassModel;
-use crate::model::paths::{touches_unknown, PathMap};
+use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
@@ -133,26 +133,11 @@ impl Resource<ProviderContext> for NodeClass {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let m = NodeClassModel::from_value(config);
-        let mut d = Diagnostics::new();
-        for e in joiner_agent::api::validate::node_class(&m.spec(), "spec") {
-            let mut path = PATHS.translate(&e.path);
-            // "role and instanceProfile are mutually exclusive" is reported on the spec.
-            if path.is_root() {
-                if !(m.role.is_known() && m.instance_profile.is_known()) {
-                    continue;
-                }
-                path = AttributePath::new("role");
-            }
-            if touches_unknown(config, &path) || unknown_source(config, &path) {
-                continue;
-            }
-            d.push(Diagnostic::error_at(
-                path,
-                "Invalid NodeClass",
-                format!("{}: {}", e.path, e.message),
-            ));
-        }
-        d
+        let errors = joiner_agent::api::validate::node_class(&m.spec(), "spec");
+        // "role and instanceProfile are mutually exclusive" (or both missing) is about the
+        // spec; it points at role, once both are known.
+        let both_known = m.role.is_known() && m.instance_profile.is_known();
+        PATHS.diagnostics("NodeClass", errors, config, Some(("role", both_known)))
     }
 
     async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {

@@ -18,7 +18,7 @@ use joiner_agent::api::node_pool::NodePoolSpec;
 
 use crate::kubernetes::{custom, kinds};
 use crate::model::node_pool::NodePoolModel;
-use crate::model::paths::{touches_unknown, PathMap};
+use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
@@ -163,17 +163,8 @@ impl Resource<ProviderContext> for NodePool {
                  `expire_after` on the joiner_node_pool itself, beside `node_class`.",
             ));
         }
-        for e in joiner_agent::api::validate::node_pool(&m.spec(), "spec") {
-            let path = PATHS.translate(&e.path);
-            if touches_unknown(config, &path) || unknown_source(config, &path) {
-                continue;
-            }
-            d.push(Diagnostic::error_at(
-                path,
-                "Invalid NodePool",
-                format!("{}: {}", e.path, e.message),
-            ));
-        }
+        let errors = joiner_agent::api::validate::node_pool(&m.spec(), "spec");
+        d.extend(PATHS.diagnostics("NodePool", errors, config, None));
         d
     }
 
@@ -310,18 +301,6 @@ async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnos
     let mut state = change.planned;
     state.set_attr("id", Value::string(format!("{cluster}:{name}")));
     Ok(Applied::new(state))
-}
-
-/// An error about a value derived from something unknown (a whole block list unknown
-/// reads as empty, so "at least one" errors must be dropped too).
-pub(crate) fn unknown_source(config: &Value, path: &AttributePath) -> bool {
-    path.steps()
-        .first()
-        .map(|s| match s {
-            crate::protocol::value::PathStep::Attr(a) => !config.get(a).is_fully_known(),
-            _ => false,
-        })
-        .unwrap_or(false)
 }
 
 /// Kubernetes object names: lowercase DNS-1123 subdomains.
