@@ -351,6 +351,5 @@ mod tests {
         ] {
             assert!(paths.contains(&want.to_string()), "{want} not in {paths:?}");
         }
-        .into()
     }
 }
