@@ -90,35 +90,21 @@ fn present(v: &&Value) -> bool {
     !v.is_null() && v.is_known()
 }
 
-impl Attr for String {
-    fn from_attr(v: &Value) -> Self {
-        v.as_str().unwrap_or_default().to_string()
-    }
-    fn to_attr(&self) -> Value {
-        Value::string(self)
-    }
-    const PRIMITIVE: bool = true;
+/// Strings, integers and booleans; null reads as `""`, 0 or false.
+macro_rules! primitive {
+    ($($t:ty => $as:ident),*) => {$(
+        impl Attr for $t {
+            fn from_attr(v: &Value) -> Self {
+                v.$as().unwrap_or_default().into()
+            }
+            fn to_attr(&self) -> Value {
+                self.clone().into()
+            }
+            const PRIMITIVE: bool = true;
+        }
+    )*};
 }
-
-impl Attr for i64 {
-    fn from_attr(v: &Value) -> Self {
-        v.as_i64().unwrap_or_default()
-    }
-    fn to_attr(&self) -> Value {
-        Value::int(*self)
-    }
-    const PRIMITIVE: bool = true;
-}
-
-impl Attr for bool {
-    fn from_attr(v: &Value) -> Self {
-        v.as_bool().unwrap_or_default()
-    }
-    fn to_attr(&self) -> Value {
-        Value::Bool(*self)
-    }
-    const PRIMITIVE: bool = true;
-}
+primitive!(String => as_str, i64 => as_i64, bool => as_bool);
 
 /// Carried through untouched (`timeouts`, computed values the resource fills in itself).
 impl Attr for Value {
@@ -139,16 +125,27 @@ impl<T: Attr> Attr for Option<T> {
     }
 }
 
+/// The present elements of a list or set.
+fn elements<T: Attr, C: FromIterator<T>>(v: &Value) -> C {
+    let xs = v.as_list().unwrap_or_default();
+    xs.iter().filter(present).map(T::from_attr).collect()
+}
+
+/// Null for an empty collection of primitives (an attribute left out), else `written`.
+fn null_if_empty<T: Attr>(empty: bool, written: impl FnOnce() -> Value) -> Value {
+    if empty && T::PRIMITIVE {
+        Value::Null
+    } else {
+        written()
+    }
+}
+
 impl<T: Attr> Attr for Vec<T> {
     fn from_attr(v: &Value) -> Self {
-        let xs = v.as_list().unwrap_or_default();
-        xs.iter().filter(present).map(T::from_attr).collect()
+        elements(v)
     }
     fn to_attr(&self) -> Value {
-        if self.is_empty() && T::PRIMITIVE {
-            return Value::Null;
-        }
-        self.to_attr_some()
+        null_if_empty::<T>(self.is_empty(), || self.to_attr_some())
     }
     fn to_attr_some(&self) -> Value {
         Value::List(self.iter().map(T::to_attr).collect())
@@ -158,14 +155,10 @@ impl<T: Attr> Attr for Vec<T> {
 /// Written as a set, sorted, so that state is stable (Terraform compares sets unordered).
 impl<T: Attr + Ord> Attr for BTreeSet<T> {
     fn from_attr(v: &Value) -> Self {
-        let xs = v.as_list().unwrap_or_default();
-        xs.iter().filter(present).map(T::from_attr).collect()
+        elements(v)
     }
     fn to_attr(&self) -> Value {
-        if self.is_empty() && T::PRIMITIVE {
-            return Value::Null;
-        }
-        self.to_attr_some()
+        null_if_empty::<T>(self.is_empty(), || self.to_attr_some())
     }
     fn to_attr_some(&self) -> Value {
         Value::Set(self.iter().map(T::to_attr).collect())
