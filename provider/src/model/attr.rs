@@ -7,6 +7,8 @@
 //! (which plan-time code must see), and an empty collection must read back as the
 //! configuration wrote it (null or `[]`). Each would need a marker type smuggled through a
 //! serializer; a trait with one impl per field type states them directly, in fewer lines.
+//! Why not a derive: `model!` wraps the struct declaration and gives the same one-place
+//! field list without a proc-macro crate (and `syn`) to build and maintain.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Deref, DerefMut};
