@@ -189,6 +189,7 @@ impl<T: Attr> Attr for BTreeMap<String, T> {
 /// output, known only after apply). It reads like `T` (unknown as absent, as every field
 /// does), and [`Planned::is_known`] says whether that is the whole truth; it writes an
 /// unknown back as unknown, so a planned value survives a round trip through the model.
+/// (`x.clone()` clones the `Planned`; `(*x).clone()` the value.)
 #[derive(Clone, Debug, PartialEq)]
 pub struct Planned<T> {
     value: T,
