@@ -6,6 +6,7 @@
 //! Prints the one-off catalogue parse (once per provider process), then the per-pool match
 //! for pools of increasing selectivity, as the median of many runs, with `nproc`.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use joiner_provider::model::node_pool::{NodePoolModel, RequirementModel};
@@ -50,7 +51,8 @@ fn main() {
                 requirements: vec![
                     req("karpenter.sh/capacity-type", "In", &["spot", "on-demand"]),
                     min2,
-                ],
+                ]
+                .into(),
                 ..Default::default()
             },
         ),
@@ -66,8 +68,9 @@ fn main() {
                         "In",
                         &["us-east-1a", "us-east-1b"],
                     ),
-                ],
-                labels: [("team".to_string(), "a".to_string())].into(),
+                ]
+                .into(),
+                labels: BTreeMap::from([("team".to_string(), "a".to_string())]).into(),
                 ..Default::default()
             },
         ),

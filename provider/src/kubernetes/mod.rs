@@ -4,6 +4,7 @@
 
 pub mod connect;
 pub mod crds;
+pub mod custom;
 pub mod eks_token;
 pub mod error;
 pub mod objects;

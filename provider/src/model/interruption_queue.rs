@@ -2,65 +2,26 @@
 
 use std::collections::BTreeMap;
 
-use super::fields::*;
-use super::Model;
+use super::attr::model;
 use crate::aws::sqs::Encryption;
 use crate::protocol::prelude::*;
 
 /// SQS's own default would be 4 days; interruption notices are worthless after minutes.
 pub const DEFAULT_RETENTION_SECONDS: i64 = 300;
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct InterruptionQueueModel {
-    pub name: Option<String>,
-    pub message_retention_seconds: Option<i64>,
-    pub kms_key_id: Option<String>,
-    /// `None` is a null attribute, `Some(empty)` is `tags = {}`: SQS reports both as no
-    /// tags, and each must read back the way the configuration wrote it.
-    pub tags: Option<BTreeMap<String, String>>,
-    pub arn: Option<String>,
-    pub url: Option<String>,
-    pub policy: Option<String>,
-    pub timeouts: Value,
-}
-
-impl Model for InterruptionQueueModel {
-    fn from_value(v: &Value) -> Self {
-        InterruptionQueueModel {
-            name: string(v, "name"),
-            message_retention_seconds: int(v, "message_retention_seconds"),
-            kms_key_id: string(v, "kms_key_id"),
-            tags: match v.get("tags") {
-                Value::Map(_) => Some(map(v, "tags")),
-                _ => None,
-            },
-            arn: string(v, "arn"),
-            url: string(v, "url"),
-            policy: string(v, "policy"),
-            timeouts: v.get("timeouts").clone(),
-        }
-    }
-
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("name", opt_str(&self.name)),
-            (
-                "message_retention_seconds",
-                opt_int(self.message_retention_seconds),
-            ),
-            ("kms_key_id", opt_str(&self.kms_key_id)),
-            (
-                "tags",
-                self.tags
-                    .as_ref()
-                    .map(|t| Value::string_map(t.clone()))
-                    .unwrap_or(Value::Null),
-            ),
-            ("arn", opt_str(&self.arn)),
-            ("url", opt_str(&self.url)),
-            ("policy", opt_str(&self.policy)),
-            ("timeouts", self.timeouts.clone()),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct InterruptionQueueModel {
+        pub name: Option<String>,
+        pub message_retention_seconds: Option<i64>,
+        pub kms_key_id: Option<String>,
+        /// `None` is a null attribute, `Some(empty)` is `tags = {}`: SQS reports both as no
+        /// tags, and each must read back the way the configuration wrote it.
+        pub tags: Option<BTreeMap<String, String>>,
+        pub arn: Option<String>,
+        pub url: Option<String>,
+        pub policy: Option<String>,
+        pub timeouts: Value,
     }
 }
 

@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::fields::*;
-use super::nullable::*;
-use super::Model;
+use super::attr::{get, Attr, Model, Planned};
 use crate::protocol::prelude::*;
 use crate::resources::interruption_rules::kinds::RuleKind;
 
@@ -21,51 +19,56 @@ pub struct InterruptionRulesModel {
     pub tags: Option<BTreeMap<String, String>>,
     pub rule_names: Option<BTreeMap<String, String>>,
     pub rule_arns: Option<BTreeMap<String, String>>,
-    /// Each kind's switch; a kind missing here is null (or unknown) in the value.
-    pub switches: BTreeMap<RuleKind, bool>,
+    /// Each kind's switch; a kind missing here is null. Planned: the rule names and ARNs
+    /// are known at plan time only once every switch is.
+    pub switches: BTreeMap<RuleKind, Planned<bool>>,
     pub timeouts: Value,
 }
 
-impl Model for InterruptionRulesModel {
-    fn from_value(v: &Value) -> Self {
+impl Attr for InterruptionRulesModel {
+    fn from_attr(v: &Value) -> Self {
         InterruptionRulesModel {
-            id: string(v, "id"),
-            cluster_name: string(v, "cluster_name"),
-            queue_arn: string(v, "queue_arn"),
-            tags: nullable_map(v, "tags"),
-            rule_names: nullable_map(v, "rule_names"),
-            rule_arns: nullable_map(v, "rule_arns"),
+            id: get(v, "id"),
+            cluster_name: get(v, "cluster_name"),
+            queue_arn: get(v, "queue_arn"),
+            tags: get(v, "tags"),
+            rule_names: get(v, "rule_names"),
+            rule_arns: get(v, "rule_arns"),
             switches: RuleKind::ALL
                 .into_iter()
-                .filter_map(|k| boolean(v, k.attribute()).map(|on| (k, on)))
+                .filter(|k| !v.get(k.attribute()).is_null())
+                .map(|k| (k, get(v, k.attribute())))
                 .collect(),
             timeouts: v.get("timeouts").clone(),
         }
     }
 
-    fn to_value(&self) -> Value {
+    fn to_attr(&self) -> Value {
         let mut v = Value::object([
-            ("id", opt_str(&self.id)),
-            ("cluster_name", opt_str(&self.cluster_name)),
-            ("queue_arn", opt_str(&self.queue_arn)),
-            ("tags", nullable_map_value(&self.tags)),
-            ("rule_names", nullable_map_value(&self.rule_names)),
-            ("rule_arns", nullable_map_value(&self.rule_arns)),
+            ("id", self.id.to_attr()),
+            ("cluster_name", self.cluster_name.to_attr()),
+            ("queue_arn", self.queue_arn.to_attr()),
+            ("tags", self.tags.to_attr()),
+            ("rule_names", self.rule_names.to_attr()),
+            ("rule_arns", self.rule_arns.to_attr()),
             ("timeouts", self.timeouts.clone()),
         ]);
         for k in RuleKind::ALL {
-            v.set_attr(k.attribute(), opt_bool(self.switches.get(&k).copied()));
+            let on = self.switches.get(&k).map(Attr::to_attr);
+            v.set_attr(k.attribute(), on.unwrap_or(Value::Null));
         }
         v
     }
 }
+
+impl Model for InterruptionRulesModel {}
 
 impl InterruptionRulesModel {
     /// The kinds switched on; a null switch is on (the schema's default).
     pub fn enabled_kinds(&self) -> Vec<RuleKind> {
         RuleKind::ALL
             .into_iter()
-            .filter(|k| self.switches.get(k).copied().unwrap_or(true))
+            .filter(|k| self.switches.get(k).is_none_or(|on| **on))
             .collect()
     }
 

@@ -2,35 +2,31 @@
 //!
 //! Resource code reads `model.requirements[0].min_values` instead of
 //! `config.get("requirement").as_list()...get("min_values")`, so a misspelt attribute is a
-//! compile error in resource code. The string keys live only in each model's
-//! [`Model::from_value`] / [`Model::to_value`], and a unit test per model checks them
-//! against the resource's schema with [`conforms`]: every key a model writes exists in the
-//! schema with the right shape, and every schema attribute is written. This is what
-//! terraform-plugin-framework's `tfsdk` struct tags give Go providers, without a derive.
+//! compile error in resource code. A model is declared with [`attr::model!`]: its fields,
+//! each with its attribute name; how each field type reads and writes is said once, in
+//! [`attr::Attr`]. A unit test per model checks the names against the resource's schema with
+//! [`conforms`]: every key a model writes exists in the schema with the right shape, and
+//! every schema attribute is written. This is what terraform-plugin-framework's `tfsdk`
+//! struct tags give Go providers.
 //!
-//! Unknown values (known only after apply) read as absent; resources check
-//! [`Value::is_fully_known`] before trusting a model built at plan time.
+//! Unknown values (known only after apply) read as absent. A field that plan-time code must
+//! see as unknown is an [`attr::Planned`], so plan-time code reads the same model as apply.
 
 pub mod access_entry;
 pub mod agent;
+pub mod attr;
 pub mod cluster;
 pub mod fargate_profile;
-pub mod fields;
 pub mod interruption_queue;
 pub mod interruption_rules;
 pub mod node_class;
 pub mod node_pool;
-pub mod nullable;
 pub mod paths;
 pub mod role;
 
 use crate::protocol::prelude::*;
 
-/// A struct that maps onto one Terraform object type.
-pub trait Model: Sized {
-    fn from_value(v: &Value) -> Self;
-    fn to_value(&self) -> Value;
-}
+pub use attr::{Attr, Model, Planned};
 
 /// Checks that `v` has exactly the shape of `ty`: the same attribute names at every level
 /// of every object (nulls allowed anywhere). The error names the first mismatch's path.

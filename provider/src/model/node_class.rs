@@ -7,280 +7,99 @@ use joiner_agent::api::node_class::{
     NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
 };
 
-use super::fields::*;
-use super::Model;
+use super::attr::{model, Planned};
 use crate::protocol::prelude::*;
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeClassModel {
-    pub id: Option<String>,
-    pub cluster_name: Option<String>,
-    pub name: Option<String>,
-    pub role: Option<String>,
-    pub instance_profile: Option<String>,
-    pub user_data: Option<String>,
-    pub tags: BTreeMap<String, String>,
-    pub associate_public_ip_address: Option<bool>,
-    pub detailed_monitoring: Option<bool>,
-    pub ami_selector_terms: Vec<AmiTermModel>,
-    pub subnet_selector_terms: Vec<SubnetTermModel>,
-    pub security_group_selector_terms: Vec<SecurityGroupTermModel>,
-    pub metadata_options: Option<MetadataOptionsModel>,
-    pub block_device_mappings: Vec<BlockDeviceModel>,
-    pub kubelet: Option<KubeletModel>,
-    pub timeouts: Value,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AmiTermModel {
-    pub alias: Option<String>,
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub owner: Option<String>,
-    pub tags: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SubnetTermModel {
-    pub id: Option<String>,
-    pub tags: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SecurityGroupTermModel {
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub tags: BTreeMap<String, String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct MetadataOptionsModel {
-    pub http_endpoint: Option<String>,
-    pub http_protocol_ipv6: Option<String>,
-    pub http_put_response_hop_limit: Option<i64>,
-    pub http_tokens: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BlockDeviceModel {
-    pub device_name: String,
-    pub root_volume: Option<bool>,
-    pub volume_size: Option<String>,
-    pub volume_type: Option<String>,
-    pub iops: Option<i64>,
-    pub throughput: Option<i64>,
-    pub encrypted: Option<bool>,
-    pub kms_key_id: Option<String>,
-    pub delete_on_termination: Option<bool>,
-    pub snapshot_id: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KubeletModel {
-    pub max_pods: Option<i64>,
-    pub pods_per_core: Option<i64>,
-    pub system_reserved: BTreeMap<String, String>,
-    pub kube_reserved: BTreeMap<String, String>,
-    pub eviction_hard: BTreeMap<String, String>,
-    pub eviction_soft: BTreeMap<String, String>,
-    pub eviction_soft_grace_period: BTreeMap<String, String>,
-    pub eviction_max_pod_grace_period: Option<i64>,
-    pub cluster_dns: Vec<String>,
-}
-
-impl Model for AmiTermModel {
-    fn from_value(v: &Value) -> Self {
-        AmiTermModel {
-            alias: string(v, "alias"),
-            id: string(v, "id"),
-            name: string(v, "name"),
-            owner: string(v, "owner"),
-            tags: map(v, "tags"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("alias", opt_str(&self.alias)),
-            ("id", opt_str(&self.id)),
-            ("name", opt_str(&self.name)),
-            ("owner", opt_str(&self.owner)),
-            ("tags", opt_map(&self.tags)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct NodeClassModel {
+        pub id: Option<String>,
+        pub cluster_name: Option<String>,
+        pub name: Option<String>,
+        /// Planned: "role or instance profile" is judged only once both are known.
+        pub role: Planned<Option<String>>,
+        pub instance_profile: Planned<Option<String>>,
+        pub user_data: Option<String>,
+        pub tags: BTreeMap<String, String>,
+        pub associate_public_ip_address: Option<bool>,
+        pub detailed_monitoring: Option<bool>,
+        pub ami_selector_terms: Vec<AmiTermModel> => "ami_selector_term",
+        pub subnet_selector_terms: Vec<SubnetTermModel> => "subnet_selector_term",
+        pub security_group_selector_terms: Vec<SecurityGroupTermModel>
+            => "security_group_selector_term",
+        pub metadata_options: Option<MetadataOptionsModel>,
+        pub block_device_mappings: Vec<BlockDeviceModel> => "block_device_mapping",
+        pub kubelet: Option<KubeletModel>,
+        pub timeouts: Value,
     }
 }
 
-impl Model for SubnetTermModel {
-    fn from_value(v: &Value) -> Self {
-        SubnetTermModel {
-            id: string(v, "id"),
-            tags: map(v, "tags"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([("id", opt_str(&self.id)), ("tags", opt_map(&self.tags))])
-    }
-}
-
-impl Model for SecurityGroupTermModel {
-    fn from_value(v: &Value) -> Self {
-        SecurityGroupTermModel {
-            id: string(v, "id"),
-            name: string(v, "name"),
-            tags: map(v, "tags"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("id", opt_str(&self.id)),
-            ("name", opt_str(&self.name)),
-            ("tags", opt_map(&self.tags)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct AmiTermModel {
+        pub alias: Option<String>,
+        pub id: Option<String>,
+        pub name: Option<String>,
+        pub owner: Option<String>,
+        pub tags: BTreeMap<String, String>,
     }
 }
 
-impl Model for MetadataOptionsModel {
-    fn from_value(v: &Value) -> Self {
-        MetadataOptionsModel {
-            http_endpoint: string(v, "http_endpoint"),
-            http_protocol_ipv6: string(v, "http_protocol_ipv6"),
-            http_put_response_hop_limit: int(v, "http_put_response_hop_limit"),
-            http_tokens: string(v, "http_tokens"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("http_endpoint", opt_str(&self.http_endpoint)),
-            ("http_protocol_ipv6", opt_str(&self.http_protocol_ipv6)),
-            (
-                "http_put_response_hop_limit",
-                opt_int(self.http_put_response_hop_limit),
-            ),
-            ("http_tokens", opt_str(&self.http_tokens)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct SubnetTermModel {
+        pub id: Option<String>,
+        pub tags: BTreeMap<String, String>,
     }
 }
 
-impl Model for BlockDeviceModel {
-    fn from_value(v: &Value) -> Self {
-        BlockDeviceModel {
-            device_name: string(v, "device_name").unwrap_or_default(),
-            root_volume: boolean(v, "root_volume"),
-            volume_size: string(v, "volume_size"),
-            volume_type: string(v, "volume_type"),
-            iops: int(v, "iops"),
-            throughput: int(v, "throughput"),
-            encrypted: boolean(v, "encrypted"),
-            kms_key_id: string(v, "kms_key_id"),
-            delete_on_termination: boolean(v, "delete_on_termination"),
-            snapshot_id: string(v, "snapshot_id"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("device_name", Value::string(&self.device_name)),
-            ("root_volume", opt_bool(self.root_volume)),
-            ("volume_size", opt_str(&self.volume_size)),
-            ("volume_type", opt_str(&self.volume_type)),
-            ("iops", opt_int(self.iops)),
-            ("throughput", opt_int(self.throughput)),
-            ("encrypted", opt_bool(self.encrypted)),
-            ("kms_key_id", opt_str(&self.kms_key_id)),
-            (
-                "delete_on_termination",
-                opt_bool(self.delete_on_termination),
-            ),
-            ("snapshot_id", opt_str(&self.snapshot_id)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct SecurityGroupTermModel {
+        pub id: Option<String>,
+        pub name: Option<String>,
+        pub tags: BTreeMap<String, String>,
     }
 }
 
-impl Model for KubeletModel {
-    fn from_value(v: &Value) -> Self {
-        KubeletModel {
-            max_pods: int(v, "max_pods"),
-            pods_per_core: int(v, "pods_per_core"),
-            system_reserved: map(v, "system_reserved"),
-            kube_reserved: map(v, "kube_reserved"),
-            eviction_hard: map(v, "eviction_hard"),
-            eviction_soft: map(v, "eviction_soft"),
-            eviction_soft_grace_period: map(v, "eviction_soft_grace_period"),
-            eviction_max_pod_grace_period: int(v, "eviction_max_pod_grace_period"),
-            cluster_dns: strings(v, "cluster_dns"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("max_pods", opt_int(self.max_pods)),
-            ("pods_per_core", opt_int(self.pods_per_core)),
-            ("system_reserved", opt_map(&self.system_reserved)),
-            ("kube_reserved", opt_map(&self.kube_reserved)),
-            ("eviction_hard", opt_map(&self.eviction_hard)),
-            ("eviction_soft", opt_map(&self.eviction_soft)),
-            (
-                "eviction_soft_grace_period",
-                opt_map(&self.eviction_soft_grace_period),
-            ),
-            (
-                "eviction_max_pod_grace_period",
-                opt_int(self.eviction_max_pod_grace_period),
-            ),
-            ("cluster_dns", opt_list(&self.cluster_dns)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct MetadataOptionsModel {
+        pub http_endpoint: Option<String>,
+        pub http_protocol_ipv6: Option<String>,
+        pub http_put_response_hop_limit: Option<i64>,
+        pub http_tokens: Option<String>,
     }
 }
 
-impl Model for NodeClassModel {
-    fn from_value(v: &Value) -> Self {
-        NodeClassModel {
-            id: string(v, "id"),
-            cluster_name: string(v, "cluster_name"),
-            name: string(v, "name"),
-            role: string(v, "role"),
-            instance_profile: string(v, "instance_profile"),
-            user_data: string(v, "user_data"),
-            tags: map(v, "tags"),
-            associate_public_ip_address: boolean(v, "associate_public_ip_address"),
-            detailed_monitoring: boolean(v, "detailed_monitoring"),
-            ami_selector_terms: blocks(v, "ami_selector_term"),
-            subnet_selector_terms: blocks(v, "subnet_selector_term"),
-            security_group_selector_terms: blocks(v, "security_group_selector_term"),
-            metadata_options: single(v, "metadata_options"),
-            block_device_mappings: blocks(v, "block_device_mapping"),
-            kubelet: single(v, "kubelet"),
-            timeouts: v.get("timeouts").clone(),
-        }
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct BlockDeviceModel {
+        pub device_name: String,
+        pub root_volume: Option<bool>,
+        pub volume_size: Option<String>,
+        pub volume_type: Option<String>,
+        pub iops: Option<i64>,
+        pub throughput: Option<i64>,
+        pub encrypted: Option<bool>,
+        pub kms_key_id: Option<String>,
+        pub delete_on_termination: Option<bool>,
+        pub snapshot_id: Option<String>,
     }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("id", opt_str(&self.id)),
-            ("cluster_name", opt_str(&self.cluster_name)),
-            ("name", opt_str(&self.name)),
-            ("role", opt_str(&self.role)),
-            ("instance_profile", opt_str(&self.instance_profile)),
-            ("user_data", opt_str(&self.user_data)),
-            ("tags", opt_map(&self.tags)),
-            (
-                "associate_public_ip_address",
-                opt_bool(self.associate_public_ip_address),
-            ),
-            ("detailed_monitoring", opt_bool(self.detailed_monitoring)),
-            ("ami_selector_term", block_list(&self.ami_selector_terms)),
-            (
-                "subnet_selector_term",
-                block_list(&self.subnet_selector_terms),
-            ),
-            (
-                "security_group_selector_term",
-                block_list(&self.security_group_selector_terms),
-            ),
-            ("metadata_options", block_single(&self.metadata_options)),
-            (
-                "block_device_mapping",
-                block_list(&self.block_device_mappings),
-            ),
-            ("kubelet", block_single(&self.kubelet)),
-            ("timeouts", self.timeouts.clone()),
-        ])
+}
+
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct KubeletModel {
+        pub max_pods: Option<i64>,
+        pub pods_per_core: Option<i64>,
+        pub system_reserved: BTreeMap<String, String>,
+        pub kube_reserved: BTreeMap<String, String>,
+        pub eviction_hard: BTreeMap<String, String>,
+        pub eviction_soft: BTreeMap<String, String>,
+        pub eviction_soft_grace_period: BTreeMap<String, String>,
+        pub eviction_max_pod_grace_period: Option<i64>,
+        pub cluster_dns: Vec<String>,
     }
 }
 
@@ -318,8 +137,8 @@ impl NodeClassModel {
                     owner: t.owner.clone(),
                 })
                 .collect(),
-            role: self.role.clone(),
-            instance_profile: self.instance_profile.clone(),
+            role: (*self.role).clone(),
+            instance_profile: (*self.instance_profile).clone(),
             user_data: self.user_data.clone(),
             block_device_mappings: self
                 .block_device_mappings
@@ -380,8 +199,8 @@ impl NodeClassModel {
             id: Some(format!("{cluster}:{name}")),
             cluster_name: Some(cluster.into()),
             name: Some(name.into()),
-            role: s.role.clone(),
-            instance_profile: s.instance_profile.clone(),
+            role: s.role.clone().into(),
+            instance_profile: s.instance_profile.clone().into(),
             user_data: s.user_data.clone(),
             tags: s.tags.clone(),
             associate_public_ip_address: s.associate_public_ip_address,

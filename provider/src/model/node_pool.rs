@@ -7,193 +7,76 @@ use joiner_agent::api::node_pool::{
 };
 use joiner_agent::api::{NodeClassReference, NodeSelectorRequirementWithMinValues, Taint};
 
-use super::fields::*;
-use super::Model;
+use super::attr::{model, Planned};
 use crate::protocol::prelude::*;
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodePoolModel {
-    pub id: Option<String>,
-    pub cluster_name: Option<String>,
-    pub name: Option<String>,
-    pub node_class: Option<String>,
-    pub weight: Option<i64>,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-    pub requirements: Vec<RequirementModel>,
-    pub taints: Vec<TaintModel>,
-    pub startup_taints: Vec<TaintModel>,
-    pub limits: BTreeMap<String, String>,
-    pub expire_after: Option<String>,
-    pub termination_grace_period: Option<String>,
-    pub disruption: Option<DisruptionModel>,
-    /// `replace`: replace nodes on EC2 rebalance recommendations (the NodePool object's
-    /// `joiner.dev/rebalance` annotation, which the agent reads; not the nodes').
-    pub rebalance: Option<String>,
-    /// `N/duration`: at most N such replacements per window (`joiner.dev/rebalance-limit`).
-    pub rebalance_limit: Option<String>,
-    /// Computed at plan time; carried through untouched.
-    pub admitted_instance_types: Value,
-    pub timeouts: Value,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RequirementModel {
-    pub key: String,
-    pub operator: String,
-    pub values: Vec<String>,
-    pub min_values: Option<i64>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TaintModel {
-    pub key: String,
-    pub value: Option<String>,
-    pub effect: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct DisruptionModel {
-    pub consolidation_policy: Option<String>,
-    pub consolidate_after: Option<String>,
-    pub budgets: Vec<BudgetModel>,
-    /// Karpenter v1beta1's place for `expireAfter`; accepted by the schema only so that
-    /// validation can say where it moved (it is never stored or sent).
-    pub expire_after_v1beta1: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BudgetModel {
-    pub nodes: String,
-    pub schedule: Option<String>,
-    pub duration: Option<String>,
-    pub reasons: Vec<String>,
-}
-
-impl Model for RequirementModel {
-    fn from_value(v: &Value) -> Self {
-        RequirementModel {
-            key: string(v, "key").unwrap_or_default(),
-            operator: string(v, "operator").unwrap_or_default(),
-            values: strings(v, "values"),
-            min_values: int(v, "min_values"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("key", Value::string(&self.key)),
-            ("operator", Value::string(&self.operator)),
-            ("values", opt_list(&self.values)),
-            ("min_values", opt_int(self.min_values)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct NodePoolModel {
+        pub id: Option<String>,
+        pub cluster_name: Option<String>,
+        pub name: Option<String>,
+        pub node_class: Option<String>,
+        pub weight: Option<i64>,
+        /// Planned, as the requirements are: admission is computed only once both are known.
+        pub labels: Planned<BTreeMap<String, String>>,
+        pub annotations: BTreeMap<String, String>,
+        pub requirements: Planned<Vec<RequirementModel>> => "requirement",
+        pub taints: Vec<TaintModel> => "taint",
+        pub startup_taints: Vec<TaintModel> => "startup_taint",
+        pub limits: BTreeMap<String, String>,
+        pub expire_after: Option<String>,
+        pub termination_grace_period: Option<String>,
+        pub disruption: Option<DisruptionModel>,
+        /// `replace`: replace nodes on EC2 rebalance recommendations (the NodePool object's
+        /// `joiner.dev/rebalance` annotation, which the agent reads; not the nodes').
+        pub rebalance: Planned<Option<String>>,
+        /// `N/duration`: at most N such replacements per window (`joiner.dev/rebalance-limit`).
+        pub rebalance_limit: Option<String>,
+        /// Computed at plan time; carried through untouched.
+        pub admitted_instance_types: Value,
+        pub timeouts: Value,
     }
 }
 
-impl Model for TaintModel {
-    fn from_value(v: &Value) -> Self {
-        TaintModel {
-            key: string(v, "key").unwrap_or_default(),
-            value: string(v, "value"),
-            effect: string(v, "effect").unwrap_or_default(),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("key", Value::string(&self.key)),
-            ("value", opt_str(&self.value)),
-            ("effect", Value::string(&self.effect)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct RequirementModel {
+        pub key: String,
+        pub operator: String,
+        pub values: Vec<String>,
+        pub min_values: Option<i64>,
     }
 }
 
-impl Model for BudgetModel {
-    fn from_value(v: &Value) -> Self {
-        BudgetModel {
-            nodes: string(v, "nodes").unwrap_or_default(),
-            schedule: string(v, "schedule"),
-            duration: string(v, "duration"),
-            reasons: strings(v, "reasons"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("nodes", Value::string(&self.nodes)),
-            ("schedule", opt_str(&self.schedule)),
-            ("duration", opt_str(&self.duration)),
-            ("reasons", opt_list(&self.reasons)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct TaintModel {
+        pub key: String,
+        pub value: Option<String>,
+        pub effect: String,
     }
 }
 
-impl Model for DisruptionModel {
-    fn from_value(v: &Value) -> Self {
-        DisruptionModel {
-            consolidation_policy: string(v, "consolidation_policy"),
-            consolidate_after: string(v, "consolidate_after"),
-            budgets: blocks(v, "budget"),
-            expire_after_v1beta1: string(v, "expire_after"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("consolidation_policy", opt_str(&self.consolidation_policy)),
-            ("consolidate_after", opt_str(&self.consolidate_after)),
-            ("budget", block_list(&self.budgets)),
-            ("expire_after", opt_str(&self.expire_after_v1beta1)),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct DisruptionModel {
+        pub consolidation_policy: Option<String>,
+        pub consolidate_after: Option<String>,
+        pub budgets: Vec<BudgetModel> => "budget",
+        /// Karpenter v1beta1's place for `expireAfter`; accepted by the schema only so that
+        /// validation can say where it moved (it is never stored or sent).
+        pub expire_after_v1beta1: Option<String> => "expire_after",
     }
 }
 
-impl Model for NodePoolModel {
-    fn from_value(v: &Value) -> Self {
-        NodePoolModel {
-            id: string(v, "id"),
-            cluster_name: string(v, "cluster_name"),
-            name: string(v, "name"),
-            node_class: string(v, "node_class"),
-            weight: int(v, "weight"),
-            labels: map(v, "labels"),
-            annotations: map(v, "annotations"),
-            requirements: blocks(v, "requirement"),
-            taints: blocks(v, "taint"),
-            startup_taints: blocks(v, "startup_taint"),
-            limits: map(v, "limits"),
-            expire_after: string(v, "expire_after"),
-            termination_grace_period: string(v, "termination_grace_period"),
-            disruption: single(v, "disruption"),
-            rebalance: string(v, "rebalance"),
-            rebalance_limit: string(v, "rebalance_limit"),
-            admitted_instance_types: v.get("admitted_instance_types").clone(),
-            timeouts: v.get("timeouts").clone(),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("id", opt_str(&self.id)),
-            ("cluster_name", opt_str(&self.cluster_name)),
-            ("name", opt_str(&self.name)),
-            ("node_class", opt_str(&self.node_class)),
-            ("weight", opt_int(self.weight)),
-            ("labels", opt_map(&self.labels)),
-            ("annotations", opt_map(&self.annotations)),
-            ("requirement", block_list(&self.requirements)),
-            ("taint", block_list(&self.taints)),
-            ("startup_taint", block_list(&self.startup_taints)),
-            ("limits", opt_map(&self.limits)),
-            ("expire_after", opt_str(&self.expire_after)),
-            (
-                "termination_grace_period",
-                opt_str(&self.termination_grace_period),
-            ),
-            ("disruption", block_single(&self.disruption)),
-            ("rebalance", opt_str(&self.rebalance)),
-            ("rebalance_limit", opt_str(&self.rebalance_limit)),
-            (
-                "admitted_instance_types",
-                self.admitted_instance_types.clone(),
-            ),
-            ("timeouts", self.timeouts.clone()),
-        ])
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct BudgetModel {
+        pub nodes: String,
+        pub schedule: Option<String>,
+        pub duration: Option<String>,
+        pub reasons: Vec<String>,
     }
 }
 
@@ -221,7 +104,7 @@ impl NodePoolModel {
             REBALANCE_ANNOTATION, REBALANCE_LIMIT_ANNOTATION,
         };
         let mut a = BTreeMap::new();
-        if let Some(r) = &self.rebalance {
+        if let Some(r) = &*self.rebalance {
             a.insert(REBALANCE_ANNOTATION.to_string(), r.clone());
         }
         if let Some(l) = &self.rebalance_limit {
@@ -235,7 +118,7 @@ impl NodePoolModel {
         use joiner_agent::interruption::actions::{
             REBALANCE_ANNOTATION, REBALANCE_LIMIT_ANNOTATION,
         };
-        self.rebalance = annotations.get(REBALANCE_ANNOTATION).cloned();
+        self.rebalance = annotations.get(REBALANCE_ANNOTATION).cloned().into();
         self.rebalance_limit = annotations.get(REBALANCE_LIMIT_ANNOTATION).cloned();
     }
 
@@ -272,7 +155,7 @@ impl NodePoolModel {
         NodePoolSpec {
             template: NodeClaimTemplate {
                 metadata: TemplateMetadata {
-                    labels: self.labels.clone(),
+                    labels: (*self.labels).clone(),
                     annotations: self.annotations.clone(),
                 },
                 spec: NodeClaimTemplateSpec {
@@ -341,7 +224,7 @@ impl NodePoolModel {
             name: Some(name.into()),
             node_class: Some(t.node_class_ref.name.clone()),
             weight: spec.weight.map(i64::from),
-            labels: spec.template.metadata.labels.clone(),
+            labels: spec.template.metadata.labels.clone().into(),
             annotations: spec.template.metadata.annotations.clone(),
             requirements: t
                 .requirements
@@ -352,14 +235,15 @@ impl NodePoolModel {
                     values: r.values.clone(),
                     min_values: r.min_values.map(i64::from),
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             taints: t.taints.iter().map(taint_model).collect(),
             startup_taints: t.startup_taints.iter().map(taint_model).collect(),
             limits: spec.limits.clone(),
             expire_after: Some(t.expire_after.clone()).filter(|e| *e != "720h"),
             termination_grace_period: t.termination_grace_period.clone(),
             disruption,
-            rebalance: None,
+            rebalance: None.into(),
             rebalance_limit: None,
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,

@@ -2,7 +2,10 @@
 //! into Terraform attribute paths (`requirement[2].operator`), so that every plan-time
 //! error from the agent's own validation underlines the right line of the configuration.
 
+use joiner_agent::api::validate::FieldError;
+
 use crate::protocol::prelude::*;
+use crate::protocol::value::PathStep;
 
 /// How one resource's CRD field names map onto its attribute names.
 pub struct PathMap {
@@ -34,6 +37,39 @@ impl PathMap {
             };
         }
         out
+    }
+
+    /// The agent validator's errors about a `kind` as plan diagnostics at attribute paths.
+    /// An error touching a value unknown at plan time is left out: it is checked again once
+    /// the value is known. An error about the whole spec (two attributes that conflict)
+    /// points at `root`'s attribute, and stands only when `root` says both are known.
+    pub fn diagnostics(
+        &self,
+        kind: &str,
+        errors: Vec<FieldError>,
+        config: &Value,
+        root: Option<(&str, bool)>,
+    ) -> Diagnostics {
+        let mut d = Diagnostics::new();
+        for e in errors {
+            let mut path = self.translate(&e.path);
+            if let (true, Some((attr, known))) = (path.is_root(), root) {
+                if !known {
+                    continue;
+                }
+                path = AttributePath::new(attr);
+            }
+            if touches_unknown(config, &path) || unknown_source(config, &path) {
+                continue;
+            }
+            let detail = format!("{}: {}", e.path, e.message);
+            d.push(Diagnostic::error_at(
+                path,
+                format!("Invalid {kind}"),
+                detail,
+            ));
+        }
+        d
     }
 }
 
@@ -108,6 +144,15 @@ pub fn snake(s: &str) -> String {
         }
     }
     out
+}
+
+/// An error about a value derived from something unknown (a whole block list unknown
+/// reads as empty, so "at least one" errors must be dropped too).
+fn unknown_source(config: &Value, path: &AttributePath) -> bool {
+    match path.steps().first() {
+        Some(PathStep::Attr(a)) => !config.get(a).is_fully_known(),
+        _ => false,
+    }
 }
 
 /// Whether anything on the way to `path` in `config` is unknown: such errors are dropped at

@@ -5,14 +5,14 @@
 //! [`RoleFlavor::Inputs`] model, written into the same object; `policy` and the instance
 //! profile exist only in the flavours that have them ([`RoleFlavor::INLINE_POLICY_NAME`],
 //! [`RoleFlavor::INSTANCE_PROFILE`]), so [`Model::to_value`] writes them only there and each
-//! flavour's schema test can check the shape exactly.
+//! flavour's schema test can check the shape exactly. The inputs, and the documents and
+//! names derived from them, are [`Planned`]: at plan time an input may come from a resource
+//! not created yet, and then what follows from it is unknown, not absent.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
-use super::fields::*;
-use super::nullable::*;
-use super::Model;
+use super::attr::{get, model, Attr, Model, Planned};
 use crate::protocol::prelude::*;
 use crate::resources::iam_role::RoleFlavor;
 
@@ -23,72 +23,72 @@ pub struct RoleModel<F: RoleFlavor> {
     pub path: Option<String>,
     pub description: Option<String>,
     pub permissions_boundary: Option<String>,
-    pub additional_policy_arns: Option<BTreeSet<String>>,
+    pub additional_policy_arns: Planned<Option<BTreeSet<String>>>,
     pub tags: Option<BTreeMap<String, String>>,
     pub arn: Option<String>,
     pub unique_id: Option<String>,
-    pub assume_role_policy: Option<String>,
-    pub policy_arns: Option<BTreeSet<String>>,
+    pub assume_role_policy: Planned<Option<String>>,
+    pub policy_arns: Planned<Option<BTreeSet<String>>>,
     /// Only in flavours with an inline policy.
-    pub policy: Option<String>,
+    pub policy: Planned<Option<String>>,
     /// Only in flavours with an instance profile.
-    pub instance_profile_name: Option<String>,
+    pub instance_profile_name: Planned<Option<String>>,
     pub instance_profile_arn: Option<String>,
     pub inputs: F::Inputs,
     pub timeouts: Value,
     pub flavor: PhantomData<F>,
 }
 
-impl<F: RoleFlavor> Model for RoleModel<F> {
-    fn from_value(v: &Value) -> Self {
+impl<F: RoleFlavor> Attr for RoleModel<F> {
+    fn from_attr(v: &Value) -> Self {
         RoleModel {
-            id: string(v, "id"),
-            name: string(v, "name"),
-            path: string(v, "path"),
-            description: string(v, "description"),
-            permissions_boundary: string(v, "permissions_boundary"),
-            additional_policy_arns: opt_set(v, "additional_policy_arns"),
-            tags: nullable_map(v, "tags"),
-            arn: string(v, "arn"),
-            unique_id: string(v, "unique_id"),
-            assume_role_policy: string(v, "assume_role_policy"),
-            policy_arns: opt_set(v, "policy_arns"),
-            policy: string(v, "policy"),
-            instance_profile_name: string(v, "instance_profile_name"),
-            instance_profile_arn: string(v, "instance_profile_arn"),
+            id: get(v, "id"),
+            name: get(v, "name"),
+            path: get(v, "path"),
+            description: get(v, "description"),
+            permissions_boundary: get(v, "permissions_boundary"),
+            additional_policy_arns: get(v, "additional_policy_arns"),
+            tags: get(v, "tags"),
+            arn: get(v, "arn"),
+            unique_id: get(v, "unique_id"),
+            assume_role_policy: get(v, "assume_role_policy"),
+            policy_arns: get(v, "policy_arns"),
+            policy: get(v, "policy"),
+            instance_profile_name: get(v, "instance_profile_name"),
+            instance_profile_arn: get(v, "instance_profile_arn"),
             inputs: F::Inputs::from_value(v),
             timeouts: v.get("timeouts").clone(),
             flavor: PhantomData,
         }
     }
 
-    fn to_value(&self) -> Value {
+    fn to_attr(&self) -> Value {
         let mut v = Value::object([
-            ("id", opt_str(&self.id)),
-            ("name", opt_str(&self.name)),
-            ("path", opt_str(&self.path)),
-            ("description", opt_str(&self.description)),
-            ("permissions_boundary", opt_str(&self.permissions_boundary)),
+            ("id", self.id.to_attr()),
+            ("name", self.name.to_attr()),
+            ("path", self.path.to_attr()),
+            ("description", self.description.to_attr()),
+            ("permissions_boundary", self.permissions_boundary.to_attr()),
             (
                 "additional_policy_arns",
-                opt_set_value(&self.additional_policy_arns),
+                self.additional_policy_arns.to_attr(),
             ),
-            ("tags", nullable_map_value(&self.tags)),
-            ("arn", opt_str(&self.arn)),
-            ("unique_id", opt_str(&self.unique_id)),
-            ("assume_role_policy", opt_str(&self.assume_role_policy)),
-            ("policy_arns", opt_set_value(&self.policy_arns)),
+            ("tags", self.tags.to_attr()),
+            ("arn", self.arn.to_attr()),
+            ("unique_id", self.unique_id.to_attr()),
+            ("assume_role_policy", self.assume_role_policy.to_attr()),
+            ("policy_arns", self.policy_arns.to_attr()),
             ("timeouts", self.timeouts.clone()),
         ]);
         if F::INLINE_POLICY_NAME.is_some() {
-            v.set_attr("policy", opt_str(&self.policy));
+            v.set_attr("policy", self.policy.to_attr());
         }
         if F::INSTANCE_PROFILE {
             v.set_attr(
                 "instance_profile_name",
-                opt_str(&self.instance_profile_name),
+                self.instance_profile_name.to_attr(),
             );
-            v.set_attr("instance_profile_arn", opt_str(&self.instance_profile_arn));
+            v.set_attr("instance_profile_arn", self.instance_profile_arn.to_attr());
         }
         if let Value::Object(inputs) = self.inputs.to_value() {
             for (k, x) in inputs {
@@ -99,6 +99,8 @@ impl<F: RoleFlavor> Model for RoleModel<F> {
     }
 }
 
+impl<F: RoleFlavor> Model for RoleModel<F> {}
+
 impl<F: RoleFlavor> RoleModel<F> {
     pub fn name_or_default(&self) -> String {
         self.name.clone().unwrap_or_default()
@@ -106,7 +108,7 @@ impl<F: RoleFlavor> RoleModel<F> {
 
     /// The instance profile's name: the role's own unless configured.
     pub fn profile_name(&self) -> String {
-        self.instance_profile_name
+        (*self.instance_profile_name)
             .clone()
             .unwrap_or_else(|| self.name_or_default())
     }
@@ -116,68 +118,36 @@ impl<F: RoleFlavor> RoleModel<F> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NoInputs;
 
-impl Model for NoInputs {
-    fn from_value(_: &Value) -> Self {
+impl Attr for NoInputs {
+    fn from_attr(_: &Value) -> Self {
         NoInputs
     }
-    fn to_value(&self) -> Value {
+    fn to_attr(&self) -> Value {
         Value::Object(BTreeMap::new())
     }
 }
 
-/// `joiner_fargate_role`'s input: the cluster whose Fargate profiles may use the role.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FargateRoleInputs {
-    pub cluster_name: Option<String>,
-}
+impl Model for NoInputs {}
 
-impl Model for FargateRoleInputs {
-    fn from_value(v: &Value) -> Self {
-        FargateRoleInputs {
-            cluster_name: string(v, "cluster_name"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([("cluster_name", opt_str(&self.cluster_name))])
+model! {
+    /// `joiner_fargate_role`'s input: the cluster whose Fargate profiles may use the role.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct FargateRoleInputs {
+        pub cluster_name: Planned<Option<String>>,
     }
 }
 
-/// `joiner_agent_role`'s inputs: what scopes the agent's policy and trust.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgentRoleInputs {
-    pub cluster_name: Option<String>,
-    pub trust: Option<String>,
-    pub oidc_provider_arn: Option<String>,
-    pub oidc_issuer_url: Option<String>,
-    pub namespace: Option<String>,
-    pub service_account: Option<String>,
-    pub node_role_arn: Option<String>,
-    pub queue_arn: Option<String>,
-}
-
-impl Model for AgentRoleInputs {
-    fn from_value(v: &Value) -> Self {
-        AgentRoleInputs {
-            cluster_name: string(v, "cluster_name"),
-            trust: string(v, "trust"),
-            oidc_provider_arn: string(v, "oidc_provider_arn"),
-            oidc_issuer_url: string(v, "oidc_issuer_url"),
-            namespace: string(v, "namespace"),
-            service_account: string(v, "service_account"),
-            node_role_arn: string(v, "node_role_arn"),
-            queue_arn: string(v, "queue_arn"),
-        }
-    }
-    fn to_value(&self) -> Value {
-        Value::object([
-            ("cluster_name", opt_str(&self.cluster_name)),
-            ("trust", opt_str(&self.trust)),
-            ("oidc_provider_arn", opt_str(&self.oidc_provider_arn)),
-            ("oidc_issuer_url", opt_str(&self.oidc_issuer_url)),
-            ("namespace", opt_str(&self.namespace)),
-            ("service_account", opt_str(&self.service_account)),
-            ("node_role_arn", opt_str(&self.node_role_arn)),
-            ("queue_arn", opt_str(&self.queue_arn)),
-        ])
+model! {
+    /// `joiner_agent_role`'s inputs: what scopes the agent's policy and trust.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct AgentRoleInputs {
+        pub cluster_name: Planned<Option<String>>,
+        pub trust: Planned<Option<String>>,
+        pub oidc_provider_arn: Planned<Option<String>>,
+        pub oidc_issuer_url: Planned<Option<String>>,
+        pub namespace: Planned<Option<String>>,
+        pub service_account: Planned<Option<String>>,
+        pub node_role_arn: Planned<Option<String>>,
+        pub queue_arn: Planned<Option<String>>,
     }
 }

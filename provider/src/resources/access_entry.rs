@@ -121,9 +121,9 @@ fn spec_from(m: &AccessEntryModel) -> EntrySpec {
     EntrySpec {
         cluster_name: m.cluster_name.clone().unwrap_or_default(),
         principal_arn: m.principal_arn.clone().unwrap_or_default(),
-        kind: m.kind.clone().unwrap_or_else(|| DEFAULT_TYPE.to_string()),
+        kind: m.kind.as_deref().unwrap_or(DEFAULT_TYPE).to_string(),
         kubernetes_groups: m.kubernetes_groups.clone().unwrap_or_default(),
-        username: m.username.clone(),
+        username: (*m.username).clone(),
         tags: m.tags.clone().unwrap_or_default(),
     }
 }
@@ -149,13 +149,13 @@ fn apply_remote(state: &mut AccessEntryModel, info: &EntryInfo) {
     state.id = Some(id(&info.cluster_name, &info.principal_arn));
     state.cluster_name = Some(info.cluster_name.clone());
     state.principal_arn = Some(info.principal_arn.clone());
-    state.kind = Some(info.kind.clone());
+    state.kind = Some(info.kind.clone()).into();
     state.kubernetes_groups = Some(info.kubernetes_groups.clone());
     // Node entries report the group EKS gives them; it is not an input.
     if access_entry::is_node_type(&info.kind) {
         state.kubernetes_groups = Some(BTreeSet::new());
     }
-    state.username = Some(info.username.clone());
+    state.username = Some(info.username.clone()).into();
     state.tags = if info.tags.is_empty() && state.tags.is_none() {
         None
     } else {
@@ -279,8 +279,8 @@ impl Resource<ProviderContext> for AccessEntry {
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
         let m = AccessEntryModel::from_value(config);
-        let kind = m.kind.clone().unwrap_or_else(|| DEFAULT_TYPE.to_string());
-        if config.get("type").is_known() && access_entry::is_node_type(&kind) {
+        let kind = m.kind.as_deref().unwrap_or(DEFAULT_TYPE).to_string();
+        if m.kind.is_known() && access_entry::is_node_type(&kind) {
             let why = format!(
                 "EKS fills in the identity of a {kind} entry itself (user system:node:…, group \
                  system:nodes) and takes no access policy on it"
@@ -292,7 +292,7 @@ impl Resource<ProviderContext> for AccessEntry {
                     format!("remove kubernetes_groups: {why}"),
                 );
             }
-            if !config.get("username").is_null() {
+            if m.username.is_set() {
                 d.error_at(
                     "username",
                     "No username on a node entry",
@@ -370,7 +370,7 @@ impl Resource<ProviderContext> for AccessEntry {
                 .map_err(|e| Diagnostics::from(e).with_partial_state(state.to_value()))?;
             state
                 .access_policies
-                .push(planned_policy(&planned, &p.policy_arn));
+                .insert(planned_policy(&planned, &p.policy_arn));
         }
         let info = access_entry::describe(&eks, &spec.cluster_name, &spec.principal_arn, deadline)
             .await?
@@ -422,7 +422,10 @@ impl Resource<ProviderContext> for AccessEntry {
                 .await
                 .map_err(|e| progress(e, &state))?;
             state.kubernetes_groups = planned.kubernetes_groups.clone();
-            state.username = planned.username.clone().or(prior.username.clone());
+            state.username = (*planned.username)
+                .clone()
+                .or((*prior.username).clone())
+                .into();
         }
         let have_tags = prior.tags.clone().unwrap_or_default();
         if spec.tags != have_tags {
@@ -450,7 +453,7 @@ impl Resource<ProviderContext> for AccessEntry {
                 state
                     .access_policies
                     .retain(|q| q.policy_arn.as_deref() != Some(arn));
-                state.access_policies.push(planned_policy(&planned, arn));
+                state.access_policies.insert(planned_policy(&planned, arn));
             }
         }
 
@@ -528,12 +531,12 @@ mod tests {
             id: Some("prod:arn:aws:iam::123456789012:role/admin".into()),
             cluster_name: Some("prod".into()),
             principal_arn: Some("arn:aws:iam::123456789012:role/admin".into()),
-            kind: Some("STANDARD".into()),
+            kind: Some("STANDARD".into()).into(),
             kubernetes_groups: Some(["viewers".to_string()].into()),
-            username: Some("admin".into()),
+            username: Some("admin".into()).into(),
             tags: Some([("team".to_string(), "platform".to_string())].into()),
             arn: Some("arn:aws:eks:us-east-1:123456789012:access-entry/prod/role/x".into()),
-            access_policies: vec![
+            access_policies: [
                 AccessPolicyModel {
                     policy_arn: Some(
                         "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy".into(),
@@ -548,7 +551,8 @@ mod tests {
                     scope: Some("namespace".into()),
                     namespaces: Some(["apps".to_string()].into()),
                 },
-            ],
+            ]
+            .into(),
             timeouts: Value::object([
                 ("create", Value::string("5m")),
                 ("update", Value::string("5m")),

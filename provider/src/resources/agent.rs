@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use crate::kubernetes::wait::{self, Step};
-use crate::kubernetes::{kinds, Kube, KubeError};
+use crate::kubernetes::{custom, kinds, Kube, KubeError};
 use crate::model::agent::AgentModel;
 use crate::model::Model;
 use crate::protocol::prelude::*;
@@ -162,10 +162,8 @@ impl Resource<ProviderContext> for Agent {
         let (Some(cluster), Some(ns)) = (m.cluster_name.clone(), m.namespace.clone()) else {
             return Ok(None);
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let Some(kube) = custom::client_unless_gone(&ctx.kube, &cluster).await? else {
+            return Ok(None);
         };
         let Some(d) = kube.get(kinds::DEPLOYMENT, Some(&ns), render::NAME).await? else {
             return Ok(None);
@@ -182,10 +180,8 @@ impl Resource<ProviderContext> for Agent {
         let (Some(cluster), Some(ns)) = (m.cluster_name.clone(), m.namespace.clone()) else {
             return Ok(());
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
+        let Some(kube) = custom::client_unless_gone(&ctx.kube, &cluster).await? else {
+            return Ok(());
         };
         // Keep the CRDs while any NodePool or NodeClass exists: deleting a CRD deletes its
         // objects, and with them the finalizers that guard running instances.
@@ -219,16 +215,7 @@ impl Resource<ProviderContext> for Agent {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let Some((cluster, ns)) = id
-            .split_once(':')
-            .filter(|(c, n)| !c.is_empty() && !n.is_empty())
-        else {
-            return Err(Diagnostic::error(
-                "Invalid import ID",
-                format!("expected <cluster_name>:<namespace>, got {id:?}"),
-            )
-            .into());
-        };
+        let (cluster, ns) = custom::split_id(id, "namespace")?;
         let m = AgentModel {
             id: Some(id.into()),
             cluster_name: Some(cluster.into()),

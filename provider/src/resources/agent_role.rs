@@ -124,12 +124,12 @@ impl RoleFlavor for AgentRoleFlavor {
         d
     }
 
-    fn documents(config: &Value, env: &Env) -> Documents {
-        let cluster = input(config, "cluster_name").flatten();
+    fn documents(inputs: &AgentRoleInputs, env: &Env) -> Documents {
+        let cluster = input(&inputs.cluster_name).flatten();
         let policy = match (
             cluster,
-            input(config, "queue_arn").flatten(),
-            input(config, "node_role_arn").flatten(),
+            input(&inputs.queue_arn).flatten(),
+            input(&inputs.node_role_arn).flatten(),
         ) {
             (Some(cluster), Some(queue), Some(node_role)) => Arn::parse(&format!(
                 "arn:{}:eks:{}:{}:cluster/{cluster}",
@@ -146,13 +146,13 @@ impl RoleFlavor for AgentRoleFlavor {
             }),
             _ => None,
         };
-        let namespace = input(config, "namespace").flatten();
-        let sa = input(config, "service_account").flatten();
-        let how = match input(config, "trust") {
+        let namespace = input(&inputs.namespace).flatten();
+        let sa = input(&inputs.service_account).flatten();
+        let how = match input(&inputs.trust) {
             Some(Some("pod_identity")) => Some(AgentTrust::PodIdentity),
             Some(_) => match (
-                input(config, "oidc_provider_arn").flatten(),
-                input(config, "oidc_issuer_url").flatten(),
+                input(&inputs.oidc_provider_arn).flatten(),
+                input(&inputs.oidc_issuer_url).flatten(),
             ) {
                 (Some(arn), Some(issuer)) => Some(AgentTrust::Irsa {
                     oidc_provider_arn: arn.to_string(),
@@ -196,11 +196,11 @@ impl RoleFlavor for AgentRoleFlavor {
                 match (st["Sid"].as_str(), resource) {
                     (Some("Cluster"), Some(r)) => {
                         if let Ok(arn) = Arn::parse(&r) {
-                            inputs.cluster_name = Some(arn.resource_name().to_string());
+                            inputs.cluster_name = Some(arn.resource_name().to_string()).into();
                         }
                     }
-                    (Some("InterruptionQueue"), Some(r)) => inputs.queue_arn = Some(r),
-                    (Some("PassNodeRole"), Some(r)) => inputs.node_role_arn = Some(r),
+                    (Some("InterruptionQueue"), Some(r)) => inputs.queue_arn = Some(r).into(),
+                    (Some("PassNodeRole"), Some(r)) => inputs.node_role_arn = Some(r).into(),
                     _ => {}
                 }
             }
@@ -208,16 +208,16 @@ impl RoleFlavor for AgentRoleFlavor {
         if let Some(trust) = parse(&role.trust_policy) {
             for st in statements(&trust) {
                 if let Some(fed) = first(&st["Principal"]["Federated"]) {
-                    inputs.trust = Some("irsa".to_string());
-                    inputs.oidc_provider_arn = Some(fed);
+                    inputs.trust = Some("irsa".to_string()).into();
+                    inputs.oidc_provider_arn = Some(fed).into();
                     if let Some(conds) = st["Condition"]["StringEquals"].as_object() {
                         for (k, v) in conds {
                             if let (Some(issuer), Some(sub)) = (k.strip_suffix(":sub"), first(v)) {
-                                inputs.oidc_issuer_url = Some(format!("https://{issuer}"));
+                                inputs.oidc_issuer_url = Some(format!("https://{issuer}")).into();
                                 if let Some(rest) = sub.strip_prefix("system:serviceaccount:") {
                                     if let Some((ns, sa)) = rest.split_once(':') {
-                                        inputs.namespace = Some(ns.to_string());
-                                        inputs.service_account = Some(sa.to_string());
+                                        inputs.namespace = Some(ns.to_string()).into();
+                                        inputs.service_account = Some(sa.to_string()).into();
                                     }
                                 }
                             }
@@ -226,7 +226,7 @@ impl RoleFlavor for AgentRoleFlavor {
                 } else if first(&st["Principal"]["Service"])
                     .is_some_and(|s| s.starts_with("pods.eks."))
                 {
-                    inputs.trust = Some("pod_identity".to_string());
+                    inputs.trust = Some("pod_identity".to_string()).into();
                 }
             }
         }
@@ -266,7 +266,7 @@ mod tests {
     fn policy_is_known_before_the_oidc_provider_exists() {
         let mut c = config();
         c.set_attr("oidc_provider_arn", Value::Unknown);
-        let docs = AgentRoleFlavor::documents(&c, &env());
+        let docs = AgentRoleFlavor::documents(&AgentRoleInputs::from_value(&c), &env());
         assert!(docs.trust.is_none());
         assert!(docs
             .inline
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn import_recovers_every_input_from_the_documents() {
-        let docs = AgentRoleFlavor::documents(&config(), &env());
+        let docs = AgentRoleFlavor::documents(&AgentRoleInputs::from_value(&config()), &env());
         let role = RemoteRole {
             trust_policy: docs.trust.unwrap(),
             inline_policies: [(INLINE_POLICY.to_string(), docs.inline.unwrap())].into(),

@@ -86,7 +86,7 @@ async fn unless_stopped<T>(
 
 /// `tags` plus the discovery tag: what the cluster really carries on AWS.
 fn all_tags(m: &ClusterModel) -> BTreeMap<String, String> {
-    let mut all = m.tags.clone().unwrap_or_default();
+    let mut all = (*m.tags).clone().unwrap_or_default();
     let value = m
         .discovery_tag_value
         .as_deref()
@@ -101,7 +101,8 @@ fn all_tags(m: &ClusterModel) -> BTreeMap<String, String> {
 
 /// [`all_tags`] of a planned value, `None` while one of its inputs is unknown.
 fn planned_tags(planned: &Value) -> Option<BTreeMap<String, String>> {
-    ClusterModel::tag_inputs_known(planned).then(|| all_tags(&ClusterModel::from_value(planned)))
+    let m = ClusterModel::from_value(planned);
+    m.tag_inputs_known().then(|| all_tags(&m))
 }
 
 fn spec_from(m: &ClusterModel) -> ClusterSpec {
@@ -120,12 +121,12 @@ fn spec_from(m: &ClusterModel) -> ClusterSpec {
         log_types: m.enabled_log_types.clone().unwrap_or_default(),
         tags: all_tags(m),
         authentication_mode: m.authentication_mode.clone(),
-        bootstrap_creator_admin: m.bootstrap_cluster_creator_admin_permissions,
+        bootstrap_creator_admin: *m.bootstrap_cluster_creator_admin_permissions,
     }
 }
 
 fn thumbprints(m: &ClusterModel) -> Vec<String> {
-    m.oidc_thumbprints
+    (*m.oidc_thumbprints)
         .clone()
         .unwrap_or_else(|| vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()])
 }
@@ -137,7 +138,7 @@ fn set_of(items: &[String]) -> Option<BTreeSet<String>> {
 /// Writes what EKS reports into `state`, keeping the inputs EKS cannot tell us.
 fn apply_remote(state: &mut ClusterModel, info: &ClusterInfo) {
     state.id = Some(info.name.clone());
-    state.name = Some(info.name.clone());
+    state.name = Some(info.name.clone()).into();
     state.arn = Some(info.arn.clone());
     state.status = Some(info.status.clone());
     state.version = info.version.clone();
@@ -157,11 +158,11 @@ fn apply_remote(state: &mut ClusterModel, info: &ClusterInfo) {
         // EKS keeps reporting CIDRs for a private-only endpoint, where they mean nothing:
         // only a public endpoint's CIDRs are compared.
         if public {
-            state.public_access_cidrs = set_of(&info.public_access_cidrs);
+            state.public_access_cidrs = set_of(&info.public_access_cidrs).into();
         }
     }
     if state.public_access_cidrs.is_none() {
-        state.public_access_cidrs = set_of(&["0.0.0.0/0".to_string()]);
+        state.public_access_cidrs = set_of(&["0.0.0.0/0".to_string()]).into();
     }
     if let Some(private) = info.endpoint_private_access {
         state.endpoint_private_access = Some(private);
@@ -176,7 +177,7 @@ fn apply_remote(state: &mut ClusterModel, info: &ClusterInfo) {
             .unwrap_or_else(|| "CONFIG_MAP".to_string()),
     );
     if let Some(b) = info.bootstrap_creator_admin {
-        state.bootstrap_cluster_creator_admin_permissions = Some(b);
+        state.bootstrap_cluster_creator_admin_permissions = Some(b).into();
     }
 
     // `tags` is what the user wrote: the remote tags minus the discovery tag we add.
@@ -189,9 +190,9 @@ fn apply_remote(state: &mut ClusterModel, info: &ClusterInfo) {
         user_tags.remove(DISCOVERY_TAG);
     }
     state.tags = if user_tags.is_empty() && state.tags.is_none() {
-        None
+        None.into()
     } else {
-        Some(user_tags)
+        Some(user_tags).into()
     };
     state.tags_all = Some(info.tags.clone());
 }
@@ -202,11 +203,11 @@ fn fill_local_defaults(state: &mut ClusterModel) {
         state.enable_irsa = Some(state.oidc_provider_arn.is_some());
     }
     if state.oidc_thumbprints.is_none() {
-        state.oidc_thumbprints = Some(vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()]);
+        state.oidc_thumbprints = Some(vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()]).into();
     }
     // EKS's own default when it does not say (it only matters at creation).
     if state.bootstrap_cluster_creator_admin_permissions.is_none() {
-        state.bootstrap_cluster_creator_admin_permissions = Some(true);
+        state.bootstrap_cluster_creator_admin_permissions = Some(true).into();
     }
 }
 
@@ -398,9 +399,8 @@ impl Resource<ProviderContext> for Cluster {
                 "endpoint_public_access and endpoint_private_access cannot both be false; keep the private endpoint so nodes can join",
             );
         }
-        // Read raw, not through the model: a value set from another resource's output is
-        // unknown here, which the model reads as absent, yet the user did set it.
-        if public == Some(false) && !config.get("public_access_cidrs").is_null() {
+        // Set from another resource's output, the value is unknown here, yet it is set.
+        if public == Some(false) && m.public_access_cidrs.is_set() {
             d.error_at(
                 "public_access_cidrs",
                 "CIDRs without a public endpoint",
@@ -408,16 +408,11 @@ impl Resource<ProviderContext> for Cluster {
             );
         }
         if m.authentication_mode.as_deref() == Some("CONFIG_MAP")
-            && m.bootstrap_cluster_creator_admin_permissions != Some(true)
-            && config
-                .get("bootstrap_cluster_creator_admin_permissions")
-                .is_known()
+            && *m.bootstrap_cluster_creator_admin_permissions != Some(true)
+            && m.bootstrap_cluster_creator_admin_permissions.is_known()
         {
             // Point at what the user wrote: the mode (the flag is usually left unset).
-            let at = if config
-                .get("bootstrap_cluster_creator_admin_permissions")
-                .is_null()
-            {
+            let at = if !m.bootstrap_cluster_creator_admin_permissions.is_set() {
                 "authentication_mode"
             } else {
                 "bootstrap_cluster_creator_admin_permissions"
@@ -431,8 +426,8 @@ impl Resource<ProviderContext> for Cluster {
                  access with joiner_access_entry.",
             );
         }
-        // Raw for the same reason as public_access_cidrs above.
-        if m.enable_irsa == Some(false) && !config.get("oidc_thumbprints").is_null() {
+        // Set, known or not, as public_access_cidrs above.
+        if m.enable_irsa == Some(false) && m.oidc_thumbprints.is_set() {
             d.push(Diagnostic::warning_at(
                 "oidc_thumbprints",
                 "Thumbprints without IRSA",
@@ -742,7 +737,7 @@ impl Resource<ProviderContext> for Cluster {
         Ok(Applied::new(
             ClusterModel {
                 id: Some(id.to_string()),
-                name: Some(id.to_string()),
+                name: Some(id.to_string()).into(),
                 ..Default::default()
             }
             .to_value(),
@@ -779,24 +774,24 @@ mod tests {
     fn full() -> ClusterModel {
         ClusterModel {
             id: Some("prod".into()),
-            name: Some("prod".into()),
+            name: Some("prod".into()).into(),
             version: Some("1.31".into()),
             role_arn: Some("arn:aws:iam::123456789012:role/eks".into()),
             subnet_ids: set(&["subnet-0123abcd", "subnet-4567abcd"]),
             security_group_ids: set(&["sg-0123abcd"]),
             endpoint_public_access: Some(true),
             endpoint_private_access: Some(false),
-            public_access_cidrs: set(&["203.0.113.0/24"]),
+            public_access_cidrs: set(&["203.0.113.0/24"]).into(),
             kms_key_arn: Some("arn:aws:kms:us-east-1:123456789012:key/k".into()),
             enabled_log_types: set(&["api", "audit"]),
-            tags: Some([("team".to_string(), "platform".to_string())].into()),
-            discovery_tag_value: Some("prod".into()),
+            tags: Some([("team".to_string(), "platform".to_string())].into()).into(),
+            discovery_tag_value: Some("prod".into()).into(),
             tags_all: Some([(DISCOVERY_TAG.to_string(), "prod".to_string())].into()),
             enable_irsa: Some(true),
-            oidc_thumbprints: Some(vec!["9e99a48a9960b14926bb7f3b02e22da2b0ab7280".into()]),
+            oidc_thumbprints: Some(vec!["9e99a48a9960b14926bb7f3b02e22da2b0ab7280".into()]).into(),
             coredns_on_fargate: Some(false),
             authentication_mode: Some("API".into()),
-            bootstrap_cluster_creator_admin_permissions: Some(false),
+            bootstrap_cluster_creator_admin_permissions: Some(false).into(),
             arn: Some("arn:aws:eks:us-east-1:123456789012:cluster/prod".into()),
             status: Some("ACTIVE".into()),
             endpoint: Some("https://example.eks.amazonaws.com".into()),
@@ -824,8 +819,8 @@ mod tests {
         assert_eq!(ClusterModel::from_value(&full().to_value()), full());
         let empty = ClusterModel {
             subnet_ids: Some(BTreeSet::new()),
-            tags: Some(BTreeMap::new()),
-            oidc_thumbprints: Some(vec![]),
+            tags: Some(BTreeMap::new()).into(),
+            oidc_thumbprints: Some(vec![]).into(),
             ..Default::default()
         };
         for m in [ClusterModel::default(), empty] {
@@ -852,17 +847,17 @@ mod tests {
             ..ClusterInfo::default()
         };
         let mut imported = ClusterModel {
-            name: Some("prod".into()),
+            name: Some("prod".into()).into(),
             ..Default::default()
         };
         apply_remote(&mut imported, &info);
         fill_local_defaults(&mut imported);
         assert_eq!(
             imported.tags,
-            Some([("team".to_string(), "platform".to_string())].into())
+            Some([("team".to_string(), "platform".to_string())].into()).into()
         );
         assert_eq!(imported.tags_all.as_ref().map(|t| t.len()), Some(2));
-        assert_eq!(imported.public_access_cidrs, set(&["0.0.0.0/0"]));
+        assert_eq!(imported.public_access_cidrs, set(&["0.0.0.0/0"]).into());
         assert_eq!(imported.enable_irsa, Some(false));
         assert_eq!(
             imported.coredns_on_fargate, None,
@@ -874,6 +869,6 @@ mod tests {
         };
         let mut state = ClusterModel::default();
         apply_remote(&mut state, &untagged);
-        assert_eq!(state.tags, None, "no user tags stay null");
+        assert_eq!(state.tags, None.into(), "no user tags stay null");
     }
 }

@@ -23,7 +23,7 @@ impl RoleFlavor for ClusterRoleFlavor {
         Vec::new()
     }
 
-    fn documents(_config: &Value, env: &Env) -> Documents {
+    fn documents(_: &NoInputs, env: &Env) -> Documents {
         Documents {
             trust: Some(trust::cluster_trust(&env.partition).to_json()),
             managed_policy_arns: managed::arns(&env.partition, managed::CLUSTER_POLICIES),

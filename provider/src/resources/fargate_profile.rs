@@ -82,7 +82,8 @@ fn apply_remote(state: &mut FargateProfileModel, info: &ProfileInfo) {
                 labels,
             }
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     state.tags = if s.tags.is_empty() && state.tags.is_none() {
         None
     } else {
@@ -240,7 +241,8 @@ impl Resource<ProviderContext> for FargateProfile {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
-        let list = FargateProfileModel::from_value(config).selectors;
+        let model = FargateProfileModel::from_value(config);
+        let list = &model.selectors;
         if list.len() as i64 > MAX_SELECTORS {
             d.error_at(
                 "selector",
@@ -248,10 +250,9 @@ impl Resource<ProviderContext> for FargateProfile {
                 format!("a Fargate profile takes at most {MAX_SELECTORS} selectors (an EKS limit), got {}", list.len()),
             );
         }
-        let model = FargateProfileModel::from_value(config);
         // Only judged once every selector is known (a module may compute a namespace).
         if model.coredns_on_fargate == Some(true)
-            && config.get("selector").is_fully_known()
+            && model.selectors.is_known()
             && !model.selectors.iter().any(selects_coredns)
         {
             d.error_at(
@@ -463,7 +464,8 @@ mod tests {
                     namespace: Some("joiner".into()),
                     labels: Some([("app".to_string(), "joiner-agent".to_string())].into()),
                 },
-            ],
+            ]
+            .into(),
             timeouts: Value::object([
                 ("create", Value::string("20m")),
                 ("delete", Value::string("20m")),
@@ -484,7 +486,8 @@ mod tests {
             selectors: vec![SelectorModel {
                 namespace: Some("a".into()),
                 labels: Some(BTreeMap::new()),
-            }],
+            }]
+            .into(),
             ..Default::default()
         };
         for m in [FargateProfileModel::default(), empty] {
@@ -513,7 +516,7 @@ mod tests {
         assert!(!selects_coredns(&sel("kube-system", &[("app", "x")])));
         assert!(!selects_coredns(&sel("joiner", &[])));
         let mut m = full();
-        m.selectors = vec![sel("joiner", &[])];
+        m.selectors = vec![sel("joiner", &[])].into();
         let diags = FargateProfile.validate(&m.to_value());
         assert!(
             format!("{diags:?}").contains("does not select CoreDNS"),

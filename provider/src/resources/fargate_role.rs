@@ -57,8 +57,8 @@ impl RoleFlavor for FargateRoleFlavor {
         )]
     }
 
-    fn documents(config: &Value, env: &Env) -> Documents {
-        let trust = match input(config, "cluster_name") {
+    fn documents(inputs: &FargateRoleInputs, env: &Env) -> Documents {
+        let trust = match input(&inputs.cluster_name) {
             Some(Some(cluster)) => Some(
                 trust::fargate_trust(&env.partition, &env.region, &env.account, cluster).to_json(),
             ),
@@ -88,7 +88,7 @@ impl RoleFlavor for FargateRoleFlavor {
                 .and_then(|s| s.split_once(":fargateprofile/"))
                 .and_then(|(_, rest)| rest.split('/').next())
             {
-                inputs.cluster_name = Some(cluster.to_string());
+                inputs.cluster_name = Some(cluster.to_string()).into();
                 return;
             }
         }
@@ -114,10 +114,10 @@ mod tests {
             region: "us-east-1".into(),
             account: "123456789012".into(),
         };
-        let docs = FargateRoleFlavor::documents(
-            &Value::object([("cluster_name", Value::string("prod"))]),
-            &env,
-        );
+        let inputs = FargateRoleInputs {
+            cluster_name: Some("prod".to_string()).into(),
+        };
+        let docs = FargateRoleFlavor::documents(&inputs, &env);
         let role = RemoteRole {
             trust_policy: docs.trust.unwrap(),
             ..RemoteRole::default()

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::aws::error::AwsError;
 use crate::aws::iam::{self, RemoteRole, RoleSpec};
 use crate::model::role::RoleModel;
-use crate::model::Model;
+use crate::model::{Model, Planned};
 use crate::policy::arn::{partition_for_region, Arn};
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
@@ -46,11 +46,8 @@ pub struct Documents {
 }
 
 /// A string input: `None` while unknown, `Some(None)` when null.
-pub fn input<'a>(config: &'a Value, name: &str) -> Option<Option<&'a str>> {
-    match config.get(name) {
-        Value::Unknown => None,
-        v => Some(v.as_str()),
-    }
+pub fn input(v: &Planned<Option<String>>) -> Option<Option<&str>> {
+    v.known().map(Option::as_deref)
 }
 
 /// One kind of joiner role.
@@ -75,10 +72,10 @@ pub trait RoleFlavor:
     fn validate(_config: &Value) -> Diagnostics {
         Diagnostics::new()
     }
-    /// The documents for a configuration (which may hold unknowns, see [`Documents`]).
+    /// The documents for the inputs (which may be unknown, see [`Documents`]).
     /// Takes the raw value rather than [`Self::Inputs`]: "unknown until apply" must stay
     /// apart from null here, and a model reads both as absent.
-    fn documents(config: &Value, env: &Env) -> Documents;
+    fn documents(inputs: &Self::Inputs, env: &Env) -> Documents;
     /// Writes into `inputs` what an existing role's documents say about them, for import.
     fn recover_inputs(_role: &RemoteRole, _inputs: &mut Self::Inputs) {}
 }
@@ -196,7 +193,7 @@ pub async fn env(ctx: &ProviderContext) -> Result<Env, Diagnostics> {
 impl<F: RoleFlavor> RoleResource<F> {
     /// The full spec from a planned value whose documents are known.
     fn spec(m: &RoleModel<F>) -> RoleSpec {
-        let inline = match (F::INLINE_POLICY_NAME, &m.policy) {
+        let inline = match (F::INLINE_POLICY_NAME, &*m.policy) {
             (Some(n), Some(p)) => BTreeMap::from([(n.to_string(), p.clone())]),
             _ => BTreeMap::new(),
         };
@@ -204,9 +201,9 @@ impl<F: RoleFlavor> RoleResource<F> {
             name: m.name_or_default(),
             path: m.path.clone().unwrap_or_else(|| "/".to_string()),
             description: m.description.clone().filter(|d| !d.is_empty()),
-            trust_policy: m.assume_role_policy.clone().unwrap_or_default(),
+            trust_policy: (*m.assume_role_policy).clone().unwrap_or_default(),
             permissions_boundary: m.permissions_boundary.clone(),
-            managed_policy_arns: m.policy_arns.clone().unwrap_or_default(),
+            managed_policy_arns: (*m.policy_arns).clone().unwrap_or_default(),
             inline_policies: inline,
             tags: m.tags.clone().unwrap_or_default(),
         }
@@ -215,22 +212,22 @@ impl<F: RoleFlavor> RoleResource<F> {
     /// Fills the derived attributes (`assume_role_policy`, `policy_arns`, `policy`) of
     /// `value` from its inputs; unknown where an input is unknown.
     ///
-    /// Works on the raw value, not on a [`RoleModel`]: at plan time "unknown" is the answer
-    /// for a document whose input comes from a resource not created yet, and a model reads
-    /// unknown as absent (which would render a document from a null input).
+    /// Reads through the model but writes into the raw value: a round trip through the
+    /// model would keep the unknowns of its planned fields only.
     fn derive(value: &mut Value, env: &Env) {
-        let docs = F::documents(value, env);
+        let m = RoleModel::<F>::from_value(value);
+        let docs = F::documents(&m.inputs, env);
         value.set_attr(
             "assume_role_policy",
             docs.trust.map(Value::String).unwrap_or(Value::Unknown),
         );
-        let extra = value.get("additional_policy_arns");
-        let arns = if extra.is_fully_known() {
-            let mut arns: BTreeSet<String> = docs.managed_policy_arns.into_iter().collect();
-            arns.extend(extra.as_string_list());
-            Value::Set(arns.into_iter().map(Value::String).collect())
-        } else {
-            Value::Unknown
+        let arns = match m.additional_policy_arns.known() {
+            Some(extra) => {
+                let mut arns: BTreeSet<String> = docs.managed_policy_arns.into_iter().collect();
+                arns.extend(extra.iter().flatten().cloned());
+                Value::Set(arns.into_iter().map(Value::String).collect())
+            }
+            None => Value::Unknown,
         };
         value.set_attr("policy_arns", arns);
         if F::INLINE_POLICY_NAME.is_some() {
@@ -242,17 +239,14 @@ impl<F: RoleFlavor> RoleResource<F> {
     }
 
     /// The planned role, its documents derived now if the plan left them unknown (an input
-    /// came from a resource created in the same apply). Asks the raw value, since a model
-    /// cannot tell unknown from null.
+    /// came from a resource created in the same apply).
     async fn planned(ctx: &ProviderContext, planned: &Value) -> Result<RoleModel<F>, Diagnostics> {
-        let mut v = planned.clone();
-        if !v.get("assume_role_policy").is_known()
-            || !v.get("policy_arns").is_known()
-            || !v.get("policy").is_known()
-        {
-            let env = env(ctx).await?;
-            Self::derive(&mut v, &env);
+        let m = RoleModel::<F>::from_value(planned);
+        if m.assume_role_policy.is_known() && m.policy_arns.is_known() && m.policy.is_known() {
+            return Ok(m);
         }
+        let mut v = planned.clone();
+        Self::derive(&mut v, &env(ctx).await?);
         Ok(RoleModel::from_value(&v))
     }
 
@@ -270,13 +264,15 @@ impl<F: RoleFlavor> RoleResource<F> {
             Some(ours) if iam::same_policy(ours, actual) => ours.clone(),
             _ => actual.to_string(),
         };
-        state.assume_role_policy = Some(keep_or(&state.assume_role_policy, &remote.trust_policy));
-        state.policy_arns = Some(remote.managed_policy_arns.clone());
+        state.assume_role_policy =
+            Some(keep_or(&state.assume_role_policy, &remote.trust_policy)).into();
+        state.policy_arns = Some(remote.managed_policy_arns.clone()).into();
         if let Some(name) = F::INLINE_POLICY_NAME {
             state.policy = remote
                 .inline_policies
                 .get(name)
-                .map(|actual| keep_or(&state.policy, actual));
+                .map(|actual| keep_or(&state.policy, actual))
+                .into();
         }
         state.tags = if remote.tags.is_empty() && state.tags.is_none() {
             None
@@ -297,7 +293,7 @@ impl<F: RoleFlavor> RoleResource<F> {
         let p =
             iam::ensure_instance_profile(&ctx.aws.iam(), &profile, &path, &role, &tags, deadline)
                 .await?;
-        state.instance_profile_name = Some(p.name);
+        state.instance_profile_name = Some(p.name).into();
         state.instance_profile_arn = Some(p.arn);
         Ok(())
     }
@@ -411,11 +407,12 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
         }
         let env = env(ctx).await?;
         Self::derive(&mut plan.planned, &env);
-        if let Some(name) = RoleModel::<F>::from_value(&plan.planned).name {
+        let m = RoleModel::<F>::from_value(&plan.planned);
+        if let Some(name) = m.name {
             plan.planned.set_attr("id", Value::string(&name));
-            // Raw: an instance_profile_name set from another resource's output is unknown
-            // here, and must not be replaced by the default.
-            if F::INSTANCE_PROFILE && plan.planned.get("instance_profile_name").is_null() {
+            // An instance_profile_name set from another resource's output is unknown here,
+            // and must not be replaced by the default.
+            if F::INSTANCE_PROFILE && !m.instance_profile_name.is_set() {
                 plan.planned
                     .set_attr("instance_profile_name", Value::string(name));
             }
@@ -489,7 +486,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
         if importing {
             // Split attached policies into joiner's own and the user's additional ones.
             if let Ok(env) = env(ctx).await {
-                let own: BTreeSet<String> = F::documents(&state.to_value(), &env)
+                let own: BTreeSet<String> = F::documents(&state.inputs, &env)
                     .managed_policy_arns
                     .into_iter()
                     .collect();
@@ -498,21 +495,20 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
                     .difference(&own)
                     .cloned()
                     .collect();
-                state.additional_policy_arns = (!extra.is_empty()).then_some(extra);
+                state.additional_policy_arns = (!extra.is_empty()).then_some(extra).into();
             }
         }
         if F::INSTANCE_PROFILE {
-            let profile_name = state
-                .instance_profile_name
+            let profile_name = (*state.instance_profile_name)
                 .clone()
                 .unwrap_or_else(|| name.clone());
             match iam::read_instance_profile(&iam_client, &profile_name, deadline).await? {
                 Some(p) if p.roles.iter().any(|r| r == &name) => {
-                    state.instance_profile_name = Some(p.name);
+                    state.instance_profile_name = Some(p.name).into();
                     state.instance_profile_arn = Some(p.arn);
                 }
                 _ => {
-                    state.instance_profile_name = Some(profile_name);
+                    state.instance_profile_name = Some(profile_name).into();
                     state.instance_profile_arn = None;
                 }
             }
@@ -600,14 +596,14 @@ mod tests {
             path: some("/eks/"),
             description: some("d"),
             permissions_boundary: some("arn:aws:iam::123456789012:policy/b"),
-            additional_policy_arns: Some(["arn:aws:iam::aws:policy/X".to_string()].into()),
+            additional_policy_arns: Some(["arn:aws:iam::aws:policy/X".to_string()].into()).into(),
             tags: Some([("team".to_string(), "platform".to_string())].into()),
             arn: some("arn:aws:iam::123456789012:role/r"),
             unique_id: some("AROAEXAMPLE"),
-            assume_role_policy: some("{}"),
-            policy_arns: Some(["arn:aws:iam::aws:policy/Y".to_string()].into()),
-            policy: F::INLINE_POLICY_NAME.map(|_| "{}".to_string()),
-            instance_profile_name: F::INSTANCE_PROFILE.then(|| "r".to_string()),
+            assume_role_policy: some("{}").into(),
+            policy_arns: Some(["arn:aws:iam::aws:policy/Y".to_string()].into()).into(),
+            policy: F::INLINE_POLICY_NAME.map(|_| "{}".to_string()).into(),
+            instance_profile_name: F::INSTANCE_PROFILE.then(|| "r".to_string()).into(),
             instance_profile_arn: F::INSTANCE_PROFILE
                 .then(|| "arn:aws:iam::123456789012:instance-profile/r".to_string()),
             inputs,
@@ -645,17 +641,17 @@ mod tests {
         check_model::<ClusterRoleFlavor>(NoInputs);
         check_model::<NodeRoleFlavor>(NoInputs);
         check_model::<FargateRoleFlavor>(FargateRoleInputs {
-            cluster_name: some("prod"),
+            cluster_name: some("prod").into(),
         });
         check_model::<AgentRoleFlavor>(AgentRoleInputs {
-            cluster_name: some("prod"),
-            trust: some("irsa"),
-            oidc_provider_arn: some("arn:aws:iam::123456789012:oidc-provider/x"),
-            oidc_issuer_url: some("https://x"),
-            namespace: some("joiner"),
-            service_account: some("joiner-agent"),
-            node_role_arn: some("arn:aws:iam::123456789012:role/nodes"),
-            queue_arn: some("arn:aws:sqs:us-east-1:123456789012:q"),
+            cluster_name: some("prod").into(),
+            trust: some("irsa").into(),
+            oidc_provider_arn: some("arn:aws:iam::123456789012:oidc-provider/x").into(),
+            oidc_issuer_url: some("https://x").into(),
+            namespace: some("joiner").into(),
+            service_account: some("joiner-agent").into(),
+            node_role_arn: some("arn:aws:iam::123456789012:role/nodes").into(),
+            queue_arn: some("arn:aws:sqs:us-east-1:123456789012:q").into(),
         });
     }
 
@@ -665,8 +661,8 @@ mod tests {
     fn remote_role_keeps_equivalent_documents_and_null_tags() {
         let ours = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"a:B","Resource":"*"}]}"#;
         let mut state = RoleModel::<AgentRoleFlavor> {
-            assume_role_policy: some(ours),
-            policy: some(ours),
+            assume_role_policy: some(ours).into(),
+            policy: some(ours).into(),
             ..Default::default()
         };
         let remote = RemoteRole {
@@ -683,7 +679,7 @@ mod tests {
         RoleResource::<AgentRoleFlavor>::apply_remote(&mut state, &remote);
         assert_eq!(state.assume_role_policy.as_deref(), Some(ours));
         assert!(
-            state.policy.unwrap().contains("a:C"),
+            state.policy.as_deref().unwrap().contains("a:C"),
             "a changed policy is drift"
         );
         assert_eq!(state.tags, None);

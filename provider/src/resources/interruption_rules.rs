@@ -160,7 +160,7 @@ impl Resource<ProviderContext> for InterruptionRules {
         let switches = InterruptionRulesModel::from_value(config).switches;
         let all_off = RuleKind::ALL
             .iter()
-            .all(|k| switches.get(k) == Some(&false));
+            .all(|k| switches.get(k).is_some_and(|on| on.is_known() && !**on));
         if all_off {
             d.error_at(
                 "spot_interruption",
@@ -183,12 +183,8 @@ impl Resource<ProviderContext> for InterruptionRules {
         };
         plan.planned.set_attr("id", Value::string(&cluster));
         // Every kind attribute is known at plan time (literal booleans in practice); when
-        // one is not, the outputs wait for apply. Asked of the raw value: the model reads
-        // an unknown switch as null, which means "on".
-        let kinds_known = RuleKind::ALL
-            .iter()
-            .all(|k| plan.planned.get(k.attribute()).is_known());
-        if !kinds_known {
+        // one is not, the outputs wait for apply.
+        if !planned.switches.values().all(|on| on.is_known()) {
             plan.set_unknown("rule_names");
             plan.set_unknown("rule_arns");
             return Ok(());
@@ -254,7 +250,7 @@ impl Resource<ProviderContext> for InterruptionRules {
                 r.enabled
                     && crate::aws::iam::same_policy(&r.event_pattern, &kind.pattern().to_string())
             });
-            state.switches.insert(kind, healthy);
+            state.switches.insert(kind, healthy.into());
             if let Some(r) = remote {
                 if healthy {
                     names.insert(kind.attribute().to_string(), r.name.clone());
@@ -335,7 +331,7 @@ mod tests {
             ),
             switches: RuleKind::ALL
                 .into_iter()
-                .map(|k| (k, k != RuleKind::Rebalance))
+                .map(|k| (k, (k != RuleKind::Rebalance).into()))
                 .collect(),
             timeouts: Value::object([
                 ("create", Value::string("40m")),

@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use joiner_agent::api::node_class::NodeClassSpec;
-use serde_json::json;
 
-use super::node_pool::{apply_custom, delete_and_wait, dns_subdomain, unknown_source};
-use crate::kubernetes::{kinds, KubeError};
+use super::node_pool::dns_subdomain;
+use crate::kubernetes::{custom, kinds};
 use crate::model::node_class::NodeClassModel;
-use crate::model::paths::{touches_unknown, PathMap};
+use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
@@ -32,18 +31,6 @@ pub const PATHS: PathMap = PathMap {
         ("clusterDNS", "cluster_dns"),
     ],
 };
-
-fn object(m: &NodeClassModel) -> serde_json::Value {
-    json!({
-        "apiVersion": "joiner.dev/v1",
-        "kind": "NodeClass",
-        "metadata": {
-            "name": m.name,
-            "labels": {"app.kubernetes.io/managed-by": "terraform"},
-        },
-        "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
-    })
-}
 
 fn tags_block() -> Attribute {
     Attribute::string_map("tags").optional()
@@ -146,26 +133,11 @@ impl Resource<ProviderContext> for NodeClass {
 
     fn validate(&self, config: &Value) -> Diagnostics {
         let m = NodeClassModel::from_value(config);
-        let mut d = Diagnostics::new();
-        for e in joiner_agent::api::validate::node_class(&m.spec(), "spec") {
-            let mut path = PATHS.translate(&e.path);
-            // "role and instanceProfile are mutually exclusive" is reported on the spec.
-            if path.is_root() {
-                if config.get("role").is_unknown() || config.get("instance_profile").is_unknown() {
-                    continue;
-                }
-                path = AttributePath::new("role");
-            }
-            if touches_unknown(config, &path) || unknown_source(config, &path) {
-                continue;
-            }
-            d.push(Diagnostic::error_at(
-                path,
-                "Invalid NodeClass",
-                format!("{}: {}", e.path, e.message),
-            ));
-        }
-        d
+        let errors = joiner_agent::api::validate::node_class(&m.spec(), "spec");
+        // "role and instanceProfile are mutually exclusive" (or both missing) is about the
+        // spec; it points at role, once both are known.
+        let both_known = m.role.is_known() && m.instance_profile.is_known();
+        PATHS.diagnostics("NodeClass", errors, config, Some(("role", both_known)))
     }
 
     async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
@@ -204,22 +176,10 @@ impl Resource<ProviderContext> for NodeClass {
         let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
             return Ok(None);
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let Some(obj) = kube.get(kinds::NODE_CLASS, None, &name).await? else {
+        let found = custom::read::<NodeClassSpec>(&ctx.kube, &cluster, kinds::NODE_CLASS, &name);
+        let Some((live, _)) = found.await? else {
             return Ok(None);
         };
-        let live: NodeClassSpec = serde_json::from_value(obj["spec"].clone()).map_err(|e| {
-            Diagnostic::error(
-                "Unreadable NodeClass",
-                format!(
-                    "NodeClass {name} in cluster {cluster} does not parse as joiner.dev/v1: {e}"
-                ),
-            )
-        })?;
         if live == state.spec() {
             return Ok(Some(Applied::new(req.state).with_private(req.private)));
         }
@@ -235,24 +195,19 @@ impl Resource<ProviderContext> for NodeClass {
         let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
             return Ok(());
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        delete_and_wait(
-            ctx,
-            &kube,
+        custom::delete(
+            &ctx.kube,
+            &ctx.stop,
+            &cluster,
             kinds::NODE_CLASS,
             &name,
             change.timeout,
-            |obj| -> futures::future::BoxFuture<'static, String> {
-                Box::pin(async move {
-                    format!(
-                        "finalizers {} (the agent releases them once no NodeClaim uses the class)",
-                        obj["metadata"]["finalizers"]
-                    )
-                })
+            DELETE_TIMEOUT,
+            |_, obj| {
+                let f = &obj["metadata"]["finalizers"];
+                let why = "the agent releases them once no NodeClaim uses the class";
+                let status = format!("finalizers {f} ({why})");
+                Box::pin(async move { status })
             },
         )
         .await?;
@@ -260,16 +215,7 @@ impl Resource<ProviderContext> for NodeClass {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let Some((cluster, name)) = id
-            .split_once(':')
-            .filter(|(c, n)| !c.is_empty() && !n.is_empty())
-        else {
-            return Err(Diagnostic::error(
-                "Invalid import ID",
-                format!("expected <cluster_name>:<name>, got {id:?}"),
-            )
-            .into());
-        };
+        let (cluster, name) = custom::split_id(id, "name")?;
         let m = NodeClassModel {
             id: Some(id.to_string()),
             cluster_name: Some(cluster.into()),
@@ -283,13 +229,19 @@ impl Resource<ProviderContext> for NodeClass {
 async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
     let m = NodeClassModel::from_value(&change.planned);
     let cluster = m.cluster_name.clone().unwrap_or_default();
-    let kube = ctx.kube.client(&cluster).await?;
-    apply_custom(&kube, kinds::NODE_CLASS, &object(&m)).await?;
+    let name = m.name.clone().unwrap_or_default();
+    let kind = kinds::NODE_CLASS;
+    custom::apply(
+        &ctx.kube,
+        &cluster,
+        kind,
+        &name,
+        &Default::default(),
+        &m.spec(),
+    )
+    .await?;
     let mut state = change.planned;
-    state.set_attr(
-        "id",
-        Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
-    );
+    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
     Ok(Applied::new(state))
 }
 
@@ -317,8 +269,8 @@ mod tests {
             id: Some("c:d".into()),
             cluster_name: Some("c".into()),
             name: Some("d".into()),
-            role: Some("r".into()),
-            instance_profile: None,
+            role: Some("r".into()).into(),
+            instance_profile: None.into(),
             user_data: Some("#!/bin/sh".into()),
             tags: tags(),
             associate_public_ip_address: Some(false),
@@ -385,7 +337,7 @@ mod tests {
         m.metadata_options.as_mut().unwrap().http_tokens = Some("sometimes".into());
         m.block_device_mappings[0].volume_type = Some("gp9".into());
         m.kubelet.as_mut().unwrap().max_pods = Some(0);
-        m.instance_profile = Some("p".into());
+        m.instance_profile = Some("p".into()).into();
         let d = NodeClass.validate(&m.to_value());
         let paths: Vec<String> = d
             .iter()

@@ -14,14 +14,11 @@ pub mod preview;
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use joiner_agent::api::node_pool::NodePoolSpec;
-use serde_json::json;
 
-use crate::kubernetes::wait::{self, Step};
-use crate::kubernetes::{kinds, Kube, KubeError};
+use crate::kubernetes::{custom, kinds};
 use crate::model::node_pool::NodePoolModel;
-use crate::model::paths::{touches_unknown, PathMap};
+use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::provider::ProviderContext;
@@ -51,83 +48,6 @@ fn taint_block() -> Block {
                 .required()
                 .description("NoSchedule, PreferNoSchedule or NoExecute."),
         )
-}
-
-fn object(m: &NodePoolModel) -> serde_json::Value {
-    json!({
-        "apiVersion": "joiner.dev/v1",
-        "kind": "NodePool",
-        "metadata": {
-            "name": m.name,
-            "labels": {"app.kubernetes.io/managed-by": "terraform"},
-            "annotations": m.object_annotations(),
-        },
-        "spec": serde_json::to_value(m.spec()).unwrap_or_default(),
-    })
-}
-
-/// `<cluster>:<name>`.
-fn split_id(id: &str) -> Result<(&str, &str), Diagnostics> {
-    id.split_once(':')
-        .filter(|(c, n)| !c.is_empty() && !n.is_empty())
-        .ok_or_else(|| {
-            Diagnostic::error(
-                "Invalid import ID",
-                format!("expected <cluster_name>:<name>, got {id:?}"),
-            )
-            .into()
-        })
-}
-
-/// Applies an object of a `joiner.dev` kind, installing the CRDs first if the cluster does
-/// not serve the kind yet (a NodePool applied before, or without, `joiner_agent`).
-pub(crate) async fn apply_custom(
-    kube: &Kube,
-    kind: crate::kubernetes::Kind,
-    obj: &serde_json::Value,
-) -> Result<serde_json::Value, KubeError> {
-    match kube.apply(kind, None, obj).await {
-        Err(e) if e.is_not_found() => {
-            crate::kubernetes::crds::ensure(kube).await?;
-            let mut last = e;
-            for _ in 0..20 {
-                match kube.apply(kind, None, obj).await {
-                    Err(e) if e.is_not_found() => last = e,
-                    other => return other,
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            Err(last)
-        }
-        other => other,
-    }
-}
-
-/// Deletes a cluster-scoped custom object and waits until it is gone (finalizers done).
-pub(crate) async fn delete_and_wait(
-    ctx: &ProviderContext,
-    kube: &Kube,
-    kind: crate::kubernetes::Kind,
-    name: &str,
-    timeout: Option<Duration>,
-    pending: impl Fn(serde_json::Value) -> BoxFuture<'static, String>,
-) -> Result<(), KubeError> {
-    kube.delete(kind, None, name).await?;
-    let deadline = wait::deadline(timeout, DELETE_TIMEOUT);
-    let what = format!("{} {name} to be deleted", kind.kind);
-    wait::until(
-        &what,
-        deadline,
-        Duration::from_millis(500),
-        &ctx.stop,
-        || async {
-            match kube.get(kind, None, name).await? {
-                None => Ok(Step::Done(())),
-                Some(obj) => Ok(Step::Pending(pending(obj).await)),
-            }
-        },
-    )
-    .await
 }
 
 #[async_trait]
@@ -214,7 +134,7 @@ impl Resource<ProviderContext> for NodePool {
             ));
         }
         if let Some(l) = &m.rebalance_limit {
-            if m.rebalance.is_none() && !config.get("rebalance").is_unknown() {
+            if !m.rebalance.is_set() {
                 d.push(Diagnostic::error_at(
                     "rebalance_limit",
                     "Invalid rebalance_limit",
@@ -243,17 +163,8 @@ impl Resource<ProviderContext> for NodePool {
                  `expire_after` on the joiner_node_pool itself, beside `node_class`.",
             ));
         }
-        for e in joiner_agent::api::validate::node_pool(&m.spec(), "spec") {
-            let path = PATHS.translate(&e.path);
-            if touches_unknown(config, &path) || unknown_source(config, &path) {
-                continue;
-            }
-            d.push(Diagnostic::error_at(
-                path,
-                "Invalid NodePool",
-                format!("{}: {}", e.path, e.message),
-            ));
-        }
+        let errors = joiner_agent::api::validate::node_pool(&m.spec(), "spec");
+        d.extend(PATHS.diagnostics("NodePool", errors, config, None));
         d
     }
 
@@ -263,10 +174,7 @@ impl Resource<ProviderContext> for NodePool {
             plan.planned
                 .set_attr("id", Value::string(format!("{c}:{n}")));
         }
-        let inputs_known = ["requirement", "labels"]
-            .iter()
-            .all(|k| plan.planned.get(k).is_fully_known());
-        if !inputs_known {
+        if !(m.requirements.is_known() && m.labels.is_known()) {
             plan.set_unknown("admitted_instance_types");
         } else {
             match admission::admitted(admission::catalog(), &m) {
@@ -311,29 +219,17 @@ impl Resource<ProviderContext> for NodePool {
         let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
             return Ok(None);
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let Some(obj) = kube.get(kinds::NODE_POOL, None, &name).await? else {
+        let found = custom::read::<NodePoolSpec>(&ctx.kube, &cluster, kinds::NODE_POOL, &name);
+        let Some((live, obj)) = found.await? else {
             return Ok(None);
         };
-        let live: NodePoolSpec = serde_json::from_value(obj["spec"].clone()).map_err(|e| {
-            Diagnostic::error(
-                "Unreadable NodePool",
-                format!(
-                    "NodePool {name} in cluster {cluster} does not parse as joiner.dev/v1: {e}"
-                ),
-            )
-        })?;
         let live_annotations: std::collections::BTreeMap<String, String> =
             serde_json::from_value(obj["metadata"]["annotations"].clone()).unwrap_or_default();
         let mut live_opt_in = NodePoolModel::default();
         live_opt_in.set_object_annotations(&live_annotations);
         if live == state.spec()
             && live_opt_in.object_annotations() == state.object_annotations()
-            && !req.state.get("admitted_instance_types").is_null()
+            && !state.admitted_instance_types.is_null()
         {
             return Ok(Some(Applied::new(req.state).with_private(req.private)));
         }
@@ -353,33 +249,21 @@ impl Resource<ProviderContext> for NodePool {
         let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
             return Ok(());
         };
-        let kube = match ctx.kube.client(&cluster).await {
-            Ok(k) => k,
-            Err(KubeError::ClusterGone(_)) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        let k2 = kube.clone();
-        let pool = name.clone();
-        delete_and_wait(
-            ctx,
-            &kube,
+        let selector = format!("karpenter.sh/nodepool={name}");
+        custom::delete(
+            &ctx.kube,
+            &ctx.stop,
+            &cluster,
             kinds::NODE_POOL,
             &name,
             change.timeout,
-            move |obj| -> BoxFuture<'static, String> {
-                let kube = k2.clone();
-                let pool = pool.clone();
+            DELETE_TIMEOUT,
+            |kube, obj| {
+                let selector = selector.clone();
                 Box::pin(async move {
-                    let claims = kube
-                        .list(
-                            kinds::NODE_CLAIM,
-                            None,
-                            Some(&format!("karpenter.sh/nodepool={pool}")),
-                        )
-                        .await
-                        .map(|l| l.len())
-                        .unwrap_or(0);
-                    let finalizers = obj["metadata"]["finalizers"].clone();
+                    let claims = kube.list(kinds::NODE_CLAIM, None, Some(&selector)).await;
+                    let claims = claims.map(|l| l.len()).unwrap_or(0);
+                    let finalizers = &obj["metadata"]["finalizers"];
                     format!("{claims} NodeClaims remain; finalizers {finalizers}")
                 })
             },
@@ -389,7 +273,7 @@ impl Resource<ProviderContext> for NodePool {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let (cluster, name) = split_id(id)?;
+        let (cluster, name) = custom::split_id(id, "name")?;
         let m = NodePoolModel {
             id: Some(id.to_string()),
             cluster_name: Some(cluster.into()),
@@ -403,26 +287,20 @@ impl Resource<ProviderContext> for NodePool {
 async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
     let m = NodePoolModel::from_value(&change.planned);
     let cluster = m.cluster_name.clone().unwrap_or_default();
-    let kube = ctx.kube.client(&cluster).await?;
-    apply_custom(&kube, kinds::NODE_POOL, &object(&m)).await?;
+    let name = m.name.clone().unwrap_or_default();
+    let annotations = m.object_annotations();
+    custom::apply(
+        &ctx.kube,
+        &cluster,
+        kinds::NODE_POOL,
+        &name,
+        &annotations,
+        &m.spec(),
+    )
+    .await?;
     let mut state = change.planned;
-    state.set_attr(
-        "id",
-        Value::string(format!("{cluster}:{}", m.name.unwrap_or_default())),
-    );
+    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
     Ok(Applied::new(state))
-}
-
-/// An error about a value derived from something unknown (a whole block list unknown
-/// reads as empty, so "at least one" errors must be dropped too).
-pub(crate) fn unknown_source(config: &Value, path: &AttributePath) -> bool {
-    path.steps()
-        .first()
-        .map(|s| match s {
-            crate::protocol::value::PathStep::Attr(a) => !config.get(a).is_fully_known(),
-            _ => false,
-        })
-        .unwrap_or(false)
 }
 
 /// Kubernetes object names: lowercase DNS-1123 subdomains.
@@ -453,6 +331,7 @@ mod tests {
     use super::*;
     use crate::model::conforms;
     use crate::model::node_pool::*;
+    use std::collections::BTreeMap;
 
     fn full() -> NodePoolModel {
         NodePoolModel {
@@ -461,14 +340,15 @@ mod tests {
             name: Some("p".into()),
             node_class: Some("default".into()),
             weight: Some(10),
-            labels: [("team".to_string(), "a".to_string())].into(),
+            labels: BTreeMap::from([("team".to_string(), "a".to_string())]).into(),
             annotations: [("a".to_string(), "b".to_string())].into(),
             requirements: vec![RequirementModel {
                 key: "karpenter.sh/capacity-type".into(),
                 operator: "In".into(),
                 values: vec!["spot".into()],
                 min_values: Some(1),
-            }],
+            }]
+            .into(),
             taints: vec![TaintModel {
                 key: "k".into(),
                 value: Some("v".into()),
@@ -489,7 +369,7 @@ mod tests {
                 }],
                 expire_after_v1beta1: None,
             }),
-            rebalance: Some("replace".into()),
+            rebalance: Some("replace".into()).into(),
             rebalance_limit: Some("2/10m".into()),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,

@@ -25,7 +25,7 @@ impl RoleFlavor for NodeRoleFlavor {
         Vec::new()
     }
 
-    fn documents(_config: &Value, env: &Env) -> Documents {
+    fn documents(_: &NoInputs, env: &Env) -> Documents {
         Documents {
             trust: Some(trust::node_trust(&env.partition).to_json()),
             managed_policy_arns: managed::arns(&env.partition, managed::NODE_POLICIES),

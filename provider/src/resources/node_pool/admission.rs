@@ -125,7 +125,7 @@ fn steps(
             one,
         ));
     }
-    for (k, v) in &m.labels {
+    for (k, v) in m.labels.iter() {
         let mut one = Requirements::new();
         one.add(k, Requirement::one(v));
         out.push((
@@ -263,7 +263,8 @@ mod tests {
                     "In",
                     &["c", "m", "r"],
                 ),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let a = admitted(catalog(), &m).unwrap();
@@ -281,7 +282,8 @@ mod tests {
             requirements: vec![
                 req("kubernetes.io/arch", "In", &["arm64"]),
                 req("karpenter.k8s.aws/instance-family", "In", &["c5"]),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let e = admitted(catalog(), &m).unwrap_err();
@@ -294,7 +296,7 @@ mod tests {
         let mut r = req("karpenter.k8s.aws/instance-family", "In", &["m5", "c5"]);
         r.min_values = Some(3);
         let m = NodePoolModel {
-            requirements: vec![r],
+            requirements: vec![r].into(),
             ..Default::default()
         };
         let e = admitted(catalog(), &m).unwrap_err();

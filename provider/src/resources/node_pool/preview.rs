@@ -396,7 +396,8 @@ mod tests {
                 operator: "In".into(),
                 values: values.iter().map(|s| s.to_string()).collect(),
                 min_values: None,
-            }],
+            }]
+            .into(),
             ..Default::default()
         }
         .spec()
