@@ -242,7 +242,8 @@ mod tests {
                 req("node.kubernetes.io/instance-type", "In", &["m5.large"]),
                 req("topology.kubernetes.io/zone", "In", &[zone]),
                 req("topology.kubernetes.io/region", "In", &["ap-southeast-1"]),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         // A pool for Singapore plans against the us-east-1 catalogue (seed manifest 003).
