@@ -2,28 +2,35 @@
 //! `capacity-type In [spot, on-demand]`, `arch In [amd64]` and `instance-category In
 //! [c, m, r]`, no generation floor, so previous-generation types such as `m1.small` are
 //! candidates — a DaemonSet on every node, and a Deployment of 96 pods of 250m/512Mi,
-//! against the emulator and kube-sim.
+//! against the emulator and kube-sim. Twice: with the tests' NodeClass (one x86_64 AMI by
+//! ID, EKS kubelet defaults) and with the NodeClass of `docs/resources/node_class.md`'s
+//! example, which a new user copies (`al2023@latest`, so x86_64 and arm64 images, and
+//! `maxPods: 110`, which changes every type's allocatable).
 //!
 //! Three views must agree, because a plan made offline (the benchmarks, the README's
 //! figures, `joiner_instance_types`) is only worth something if it is what the agent does:
 //! - the catalogue the agent builds live (DescribeInstanceTypes, DescribeInstanceTypeOfferings
 //!   for its subnets' zones, Spot price history, allocatable, max pods) is, type for type,
-//!   the one the library builds from the committed fixture for the same zones and AMI
-//!   architecture;
+//!   the one the library builds from the committed fixture for the same zones, AMI
+//!   architectures and kubelet settings;
 //! - the library's plan for the same pods and DaemonSet (written here by hand, as a library
 //!   user would, not converted by the agent's code) on that catalogue;
-//! - what the agent launched: NodeClaims, their instance and capacity types, and the
-//!   Deployment's pods on each of their Nodes.
+//! - what the agent launched: its NodeClaims, their instance and capacity types, and the
+//!   pods each was made for (the claim's `pods` request less the DaemonSet's pod).
+//!
+//! Which pods the cluster's scheduler then binds where is its own choice (kube-sim's may put
+//! a third pod on the small node and one fewer on a big one); what is checked there is that
+//! every Node holds no more than the agent's model of its type allows.
 
 mod agent_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agent_support::{wait_for, Opts, World, ZONES};
+use agent_support::{wait_for, Opts, World, CLUSTER, NODE_ROLE, ZONES};
 use joiner_agent::api::{NodeClaim, NodeClass};
 use joiner_agent::catalog::daemonsets::DaemonSet;
-use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, Ec2Dump};
+use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, Ec2Dump, KubeletSettings};
 use joiner_agent::cloud::Cloud;
 use joiner_agent::resources::Resources;
 use joiner_agent::scheduler::{schedule, Input, NodePoolInput};
@@ -34,6 +41,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 const PODS: usize = 96;
+const MI: i64 = 1 << 20;
 
 /// The NodePool: nothing but capacity type, architecture and category.
 fn first_pool_spec() -> serde_json::Value {
@@ -49,19 +57,48 @@ fn first_pool_spec() -> serde_json::Value {
     })
 }
 
+/// `docs/resources/node_class.md`'s example as the object the provider writes.
+async fn documented_node_class(w: &World) {
+    let nc: NodeClass = serde_json::from_value(json!({
+        "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {
+            "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": NODE_ROLE,
+            "kubelet": {"maxPods": 110},
+        }
+    }))
+    .unwrap();
+    Api::<NodeClass>::all(w.client.clone())
+        .create(&PostParams::default(), &nc)
+        .await
+        .expect("NodeClass create");
+}
+
 /// The library's catalogue from the committed fixture (the emulator's answers), narrowed as
-/// the agent narrows its own for the NodeClass: offerings in its subnets' zones, types its
-/// AMI's architecture (x86_64) runs.
-fn fixture_catalog() -> Catalog {
+/// the agent narrows its own for a NodeClass: offerings in its subnets' zones, types one of
+/// its AMIs' architectures runs, allocatable under its kubelet settings.
+fn fixture_catalog(architectures: &[&str], kubelet: KubeletSettings) -> Catalog {
     let json = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ec2-instance-types.json"),
     )
     .expect("fixture");
     let mut dump: Ec2Dump = serde_json::from_str(&json).expect("fixture parses");
     dump.offerings.retain(|o| ZONES.contains(&o.zone.as_str()));
-    dump.instance_types
-        .retain(|r| r.architectures.iter().any(|a| a == "x86_64"));
-    Catalog::from_dump(&dump, &CatalogOptions::default())
+    dump.instance_types.retain(|r| {
+        r.architectures
+            .iter()
+            .any(|a| architectures.contains(&a.as_str()))
+    });
+    Catalog::from_dump(
+        &dump,
+        &CatalogOptions {
+            kubelet,
+            ..Default::default()
+        },
+    )
 }
 
 /// A node agent on every node, as a new cluster has (log shipper, CNI...): 100m / 128Mi,
@@ -93,14 +130,17 @@ fn node_agent_model() -> DaemonSet {
     DaemonSet {
         namespace: "default".into(),
         name: "node-agent".into(),
-        requests: Resources::pod(100, 128 << 20),
+        requests: Resources::pod(100, 128 * MI),
         tolerations: vec![Toleration::exists("", None)],
         ..Default::default()
     }
 }
 
+/// One node of a fleet: type, capacity type, pods it is for, $/h.
+type FleetNode = (String, CapacityType, usize, f64);
+
 /// "type/capacity-type: pods" per node, sorted, and the total $/h.
-fn describe(nodes: &[(String, CapacityType, usize, f64)]) -> (Vec<String>, f64) {
+fn describe(nodes: &[FleetNode]) -> (Vec<String>, f64) {
     let mut v: Vec<String> = nodes
         .iter()
         .map(|(t, ct, n, _)| format!("{t}/{}: {n} pods", ct.as_str()))
@@ -109,6 +149,7 @@ fn describe(nodes: &[(String, CapacityType, usize, f64)]) -> (Vec<String>, f64) 
     (v, nodes.iter().map(|n| n.3).sum())
 }
 
+/// "2 × m5a.large/spot: 6 pods, ..." for the printed figures.
 fn summary(v: &[String]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for s in v {
@@ -121,14 +162,31 @@ fn summary(v: &[String]) -> String {
         .join(", ")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
+#[derive(Clone, Copy)]
+enum Class {
+    /// The tests' NodeClass: moto's first x86_64 Amazon image by ID, kubelet defaults.
+    Tests,
+    /// The documented example: `al2023@latest`, `maxPods: 110`.
+    Documented,
+}
+
+async fn scenario(class: Class) {
     let w = World::start(Opts::default()).await;
-    w.node_class("default").await;
+    let architectures: &[&str] = match class {
+        Class::Tests => {
+            w.node_class("default").await;
+            &["x86_64"]
+        }
+        Class::Documented => {
+            documented_node_class(&w).await;
+            // The alias resolves an image for each architecture the agent launches.
+            &["x86_64", "arm64"]
+        }
+    };
     w.node_pool("default", first_pool_spec()).await;
     node_agent(&w).await;
-    // Karpenter's default batch windows, so that the 96 pods form one round even on a
-    // loaded machine: the plan to compare with is then one `schedule()` call.
+    // Karpenter's default batch windows (the agent's own), so that the 96 pods form one
+    // round even on a loaded machine: the plan to compare with is one `schedule()` call.
     let agent = w.agent(&["--batch-idle", "1s", "--batch-max", "10s"]).await;
     w.deployment("inflate", PODS as i32, "250m", "512Mi").await;
     wait_for("96 pods Running", Duration::from_secs(240), || async {
@@ -136,12 +194,11 @@ async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
     })
     .await;
 
-    // What the agent launched: each claim's type, capacity type, price, and the pods that
-    // run on its Node.
+    // The agent's live catalogue against the fixture's, type for type.
     let cloud = w.cloud().await;
     let nc: NodeClass = Api::all(w.client.clone()).get("default").await.unwrap();
     let live = cloud.catalog(&nc).await.expect("the agent's catalogue");
-    let fixture = fixture_catalog();
+    let fixture = fixture_catalog(architectures, nc.spec.kubelet_settings());
     let differing: Vec<String> = live
         .types
         .iter()
@@ -168,35 +225,18 @@ async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
         live.len(),
         &differing[..differing.len().min(3)]
     );
+
+    // What the agent launched: each claim's type, capacity type and the pods it was made
+    // for, priced from the live catalogue.
     let claims: Vec<NodeClaim> = w.claims().await;
-    let nodes = w.nodes().await;
-    let claim_of_node: BTreeMap<String, String> = nodes
-        .iter()
-        .filter_map(|n| {
-            Some((
-                n.name_any(),
-                n.labels().get("joiner.dev/nodeclaim")?.to_string(),
-            ))
-        })
-        .collect();
-    let mut pods_per_claim: BTreeMap<String, usize> = BTreeMap::new();
-    for p in w.pods("inflate").await {
-        let node = p
-            .spec
-            .and_then(|s| s.node_name)
-            .expect("a Running pod is bound");
-        let claim = claim_of_node
-            .get(&node)
-            .unwrap_or_else(|| panic!("pod on node {node}, which no claim made"));
-        *pods_per_claim.entry(claim.clone()).or_default() += 1;
-    }
-    let launched: Vec<(String, CapacityType, usize, f64)> = claims
+    let ds_pods = 1;
+    let launched: Vec<FleetNode> = claims
         .iter()
         .map(|c| {
             let l = c.labels();
             let t = l
                 .get("node.kubernetes.io/instance-type")
-                .expect("launched claim has its type")
+                .expect("a launched claim carries its type")
                 .clone();
             let ct = CapacityType::parse(l.get("karpenter.sh/capacity-type").unwrap()).unwrap();
             let zone = l.get("topology.kubernetes.io/zone").unwrap();
@@ -209,12 +249,56 @@ async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
                 })
                 .map(|o| o.price)
                 .unwrap_or_else(|| panic!("{t}/{} in {zone} is in the catalogue", ct.as_str()));
-            let n = pods_per_claim.get(&c.name_any()).copied().unwrap_or(0);
-            (t, ct, n, price)
+            let pods: usize = c.spec.resources.requests["pods"].parse().unwrap();
+            (t, ct, pods - ds_pods, price)
         })
         .collect();
 
-    // The library on the same catalogue, and on the fixture's.
+    // Where the cluster bound the pods: never more on a Node than the model of its type
+    // (allocatable less the DaemonSet) holds.
+    let claim_type: BTreeMap<String, String> = launched
+        .iter()
+        .zip(&claims)
+        .map(|(l, c)| (c.name_any(), l.0.clone()))
+        .collect();
+    let claim_of_node: BTreeMap<String, String> = w
+        .nodes()
+        .await
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n.name_any(),
+                n.labels().get("joiner.dev/nodeclaim")?.to_string(),
+            ))
+        })
+        .collect();
+    let mut bound: BTreeMap<String, usize> = BTreeMap::new();
+    for p in w.pods("inflate").await {
+        let node = p
+            .spec
+            .and_then(|s| s.node_name)
+            .expect("a Running pod is bound");
+        let claim = claim_of_node
+            .get(&node)
+            .unwrap_or_else(|| panic!("pod on node {node}, which no claim made"));
+        *bound.entry(claim.clone()).or_default() += 1;
+    }
+    for (claim, n) in &bound {
+        let it = live.get(&claim_type[claim]).unwrap();
+        let mut free = it.allocatable.clone();
+        free.sub(&node_agent_model().requests);
+        let mut used = Resources::default();
+        for _ in 0..*n {
+            used.add(&Resources::pod(250, 512 * MI));
+        }
+        assert!(
+            used.fits_in(&free),
+            "{n} pods bound to {claim} ({}), whose model holds fewer: {free:?}",
+            it.name
+        );
+    }
+
+    // The library on the agent's catalogue, and on the fixture's.
     let pool = NodePoolInput::from_api(
         "default",
         &serde_json::from_value(first_pool_spec()).unwrap(),
@@ -222,7 +306,7 @@ async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
     )
     .unwrap();
     let pods = joiner_agent::workloads::seed_pods(PODS);
-    let plan_on = |catalog: &Catalog| {
+    let plan_on = |catalog: &Catalog| -> Vec<FleetNode> {
         let plan = schedule(
             catalog,
             &Input {
@@ -244,23 +328,29 @@ async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
                     first.price,
                 )
             })
-            .collect::<Vec<_>>()
+            .collect()
     };
     let (agent_nodes, agent_cost) = describe(&launched);
     let (live_plan, live_cost) = describe(&plan_on(&live));
     let (fixture_plan, fixture_cost) = describe(&plan_on(&fixture));
+    let mut bound_counts: Vec<usize> = bound.values().copied().collect();
+    bound_counts.sort();
+    let name = match class {
+        Class::Tests => "tests' NodeClass",
+        Class::Documented => "documented NodeClass",
+    };
     println!(
-        "agent: {} claims, ${agent_cost:.4}/h [{}]",
+        "[{name}] agent: {} claims, ${agent_cost:.4}/h [{}]; pods bound per node {bound_counts:?}",
         agent_nodes.len(),
         summary(&agent_nodes)
     );
     println!(
-        "library on the agent's catalogue: {} claims, ${live_cost:.4}/h [{}]",
+        "[{name}] library on the agent's catalogue: {} claims, ${live_cost:.4}/h [{}]",
         live_plan.len(),
         summary(&live_plan)
     );
     println!(
-        "library on the fixture catalogue: {} claims, ${fixture_cost:.4}/h [{}]",
+        "[{name}] library on the fixture catalogue: {} claims, ${fixture_cost:.4}/h [{}]",
         fixture_plan.len(),
         summary(&fixture_plan)
     );
@@ -273,4 +363,14 @@ async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
         "the library's plan on the agent's catalogue vs on the fixture"
     );
     agent.stop().await.expect("graceful stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_nodepool_96_pods_agent_launches_the_librarys_plan() {
+    scenario(Class::Tests).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_node_class_96_pods_agent_launches_the_librarys_plan() {
+    scenario(Class::Documented).await
 }
