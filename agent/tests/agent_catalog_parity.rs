@@ -261,9 +261,37 @@ async fn scenario(class: Class) {
         .zip(&claims)
         .map(|(l, c)| (c.name_any(), l.0.clone()))
         .collect();
-    let claim_of_node: BTreeMap<String, String> = w
-        .nodes()
-        .await
+    let nodes = w.nodes().await;
+    // The Nodes' own figures: the kubelet reports the pods and CPU the agent's model of
+    // the type says (max pods under the NodeClass's kubelet settings, EKS's CPU
+    // reservation). Memory is left out: the model keeps Karpenter's 7.5 % VM overhead as a
+    // margin, which no kubelet reports as such.
+    for n in nodes.iter() {
+        let Some(claim) = n.labels().get("joiner.dev/nodeclaim") else {
+            continue;
+        };
+        let it = live.get(&claim_type[claim]).unwrap();
+        let alloc = n
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .expect("a registered Node reports allocatable");
+        assert_eq!(
+            alloc["pods"].0,
+            it.allocatable.pods.to_string(),
+            "pods of Node {} ({})",
+            n.name_any(),
+            it.name
+        );
+        assert_eq!(
+            joiner_agent::resources::parse_cpu_milli(&alloc["cpu"].0).unwrap(),
+            it.allocatable.cpu_milli,
+            "CPU of Node {} ({})",
+            n.name_any(),
+            it.name
+        );
+    }
+    let claim_of_node: BTreeMap<String, String> = nodes
         .iter()
         .filter_map(|n| {
             Some((
