@@ -320,8 +320,38 @@ async fn catalogue_zones_come_from_the_node_class_subnets() {
     // The raw EC2 data is fetched once and reused.
     assert!(w.proxy.count("DescribeInstanceTypes") > 0);
     let before = w.proxy.count("DescribeInstanceTypes");
-    w.cloud.catalog(&nc).await.unwrap();
+    let again = w.cloud.catalog(&nc).await.unwrap();
     assert_eq!(w.proxy.count("DescribeInstanceTypes"), before);
+    assert_eq!(
+        again.zones(),
+        catalog.zones(),
+        "rebuilt for the tagged subnets' zones"
+    );
+
+    // With the same inputs the catalogue is not rebuilt: every caller (each launch in
+    // flight) shares its types rather than holding a copy.
+    let third = w.cloud.catalog(&nc).await.unwrap();
+    assert!(again
+        .types
+        .iter()
+        .zip(&third.types)
+        .all(|(a, b)| std::sync::Arc::ptr_eq(a, b)));
+    // A change of kubelet settings is a new catalogue.
+    let mut more_pods = node_class();
+    more_pods.spec.kubelet.as_mut().unwrap().max_pods = Some(110);
+    let c = w.cloud.catalog(&more_pods).await.unwrap();
+    assert_eq!(c.get("m5.large").unwrap().capacity.pods, 110);
+    assert_eq!(
+        w.cloud
+            .catalog(&nc)
+            .await
+            .unwrap()
+            .get("m5.large")
+            .unwrap()
+            .capacity
+            .pods,
+        58
+    );
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ pub mod max_pods;
 pub mod prices;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::labels;
 use crate::requirements::Requirements;
@@ -215,9 +216,14 @@ pub struct CatalogOptions {
 }
 
 /// Every known instance type, sorted by name.
+///
+/// The types are shared: a clone of a catalogue is a vector of reference counts, not a copy
+/// of some 1,300 types with their labels and offerings (about 2 MB). The cloud hands out the
+/// same catalogue to every scheduling round and every launch, and 64 concurrent launches
+/// each holding their own copy were most of the agent's memory (issue 22).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    pub types: Vec<InstanceType>,
+    pub types: Vec<Arc<InstanceType>>,
 }
 
 impl Catalog {
@@ -272,7 +278,7 @@ impl Catalog {
                 .or_default()
                 .insert(&o.zone);
         }
-        let mut types: Vec<InstanceType> = records
+        let mut types: Vec<Arc<InstanceType>> = records
             .into_iter()
             .filter(|r| r.kubernetes_arch().is_some())
             .filter_map(|r| {
@@ -295,14 +301,19 @@ impl Catalog {
                         });
                     }
                 }
-                Some(InstanceType::new(r, offers, &options.kubelet))
+                Some(Arc::new(InstanceType::new(r, offers, &options.kubelet)))
             })
             .collect();
         types.sort_by(|a, b| a.name.cmp(&b.name));
         Catalog { types }
     }
 
-    pub fn from_types(mut types: Vec<InstanceType>) -> Catalog {
+    pub fn from_types(types: Vec<InstanceType>) -> Catalog {
+        Catalog::from_shared(types.into_iter().map(Arc::new).collect())
+    }
+
+    /// From types shared with other catalogues (see [`Catalog`]).
+    pub fn from_shared(mut types: Vec<Arc<InstanceType>>) -> Catalog {
         types.sort_by(|a, b| a.name.cmp(&b.name));
         Catalog { types }
     }
@@ -311,7 +322,7 @@ impl Catalog {
         self.types
             .binary_search_by(|t| t.name.as_str().cmp(name))
             .ok()
-            .map(|i| &self.types[i])
+            .map(|i| &*self.types[i])
     }
 
     pub fn len(&self) -> usize {
@@ -324,7 +335,11 @@ impl Catalog {
 
     /// The types `reqs` allows, each with at least one allowed offering, sorted by name.
     pub fn filter(&self, reqs: &Requirements) -> Vec<&InstanceType> {
-        self.types.iter().filter(|t| t.allowed_by(reqs)).collect()
+        self.types
+            .iter()
+            .map(|t| &**t)
+            .filter(|t| t.allowed_by(reqs))
+            .collect()
     }
 
     /// Every zone some type is offered in.

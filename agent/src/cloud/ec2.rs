@@ -102,6 +102,9 @@ pub struct Ec2Cloud {
     pub(crate) amis: Mutex<HashMap<String, Cached<ResolvedAmis>>>,
     /// Launch template name -> ID, for templates known to exist.
     pub(crate) templates: Mutex<HashMap<String, String>>,
+    /// The last catalogue built per NodeClass name, with what it was built from (see
+    /// `node_class_catalog`).
+    pub(crate) catalogs: Mutex<HashMap<String, (String, crate::catalog::Catalog)>>,
 }
 
 impl std::fmt::Debug for Ec2Cloud {
@@ -127,6 +130,7 @@ impl Ec2Cloud {
             security_groups: Mutex::new(HashMap::new()),
             amis: Mutex::new(HashMap::new()),
             templates: Mutex::new(HashMap::new()),
+            catalogs: Mutex::new(HashMap::new()),
         }
     }
 

@@ -282,9 +282,94 @@ pub fn labels_and_taints_from_user_data(text: &str) -> (Vec<(String, String)>, V
     (labels, taints)
 }
 
+/// What a node's user data sets for its kubelet that changes what the kubelet reports:
+/// `maxPods` and the reservations. A real kubelet reports the `maxPods` it was configured
+/// with (a NodeClass's `kubelet.maxPods` reaches it through the user data the agent writes),
+/// not the ENI table's figure, so the emulated one must too, or the Nodes disagree with the
+/// agent's catalogue, which models the same settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KubeletConfig {
+    pub max_pods: Option<i64>,
+    pub kube_reserved_cpu_m: Option<i64>,
+    pub kube_reserved_memory_mi: Option<i64>,
+    pub system_reserved_cpu_m: i64,
+    pub system_reserved_memory_mi: i64,
+    pub eviction_hard_memory_mi: Option<i64>,
+}
+
+/// Reads [`KubeletConfig`] from user data: AL2023 NodeConfig documents (`spec.kubelet.config`,
+/// later documents overriding earlier ones, as nodeadm merges them), a bootstrap.sh
+/// `--max-pods=` flag, or Bottlerocket's `max-pods = N`.
+pub fn kubelet_config_from_user_data(text: &str) -> KubeletConfig {
+    let mut k = KubeletConfig::default();
+    let text = text.replace("\r\n", "\n");
+    for part in text.split("\n--") {
+        if !part.contains("kind: NodeConfig") {
+            continue;
+        }
+        // A MIME part's body follows its headers' blank line; a bare document has none.
+        let body = match part.split_once("\n\n") {
+            Some((head, body)) if head.to_ascii_lowercase().contains("content-type") => body,
+            _ => part,
+        };
+        let Ok(doc) = serde_yaml::from_str::<Value>(body) else {
+            continue;
+        };
+        let c = &doc["spec"]["kubelet"]["config"];
+        if let Some(m) = c["maxPods"].as_i64() {
+            k.max_pods = Some(m);
+        }
+        let cpu_m = |v: &Value| {
+            v.as_str()
+                .and_then(crate::quantity::parse)
+                .map(|c| (c * 1000.0).round() as i64)
+        };
+        let mem_mi = |v: &Value| {
+            v.as_str()
+                .filter(|q| !q.ends_with('%'))
+                .and_then(crate::quantity::parse)
+                .map(|b| (b / (1u64 << 20) as f64).ceil() as i64)
+        };
+        if let Some(v) = cpu_m(&c["kubeReserved"]["cpu"]) {
+            k.kube_reserved_cpu_m = Some(v);
+        }
+        if let Some(v) = mem_mi(&c["kubeReserved"]["memory"]) {
+            k.kube_reserved_memory_mi = Some(v);
+        }
+        if let Some(v) = cpu_m(&c["systemReserved"]["cpu"]) {
+            k.system_reserved_cpu_m = v;
+        }
+        if let Some(v) = mem_mi(&c["systemReserved"]["memory"]) {
+            k.system_reserved_memory_mi = v;
+        }
+        if let Some(v) = mem_mi(&c["evictionHard"]["memory.available"]) {
+            k.eviction_hard_memory_mi = Some(v);
+        }
+    }
+    for (flag, sep) in [("--max-pods", '='), ("max-pods", ' ')] {
+        let mut start = 0;
+        while let Some(i) = text[start..].find(flag) {
+            let at = start + i + flag.len();
+            let rest = text[at..].trim_start_matches([sep, ' ', '=']);
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if let Ok(m) = digits.parse() {
+                k.max_pods = Some(m);
+            }
+            start = at;
+        }
+    }
+    k
+}
+
+/// The pods figure the kubelet reports: its configured `maxPods`, else the ENI table's.
+fn max_pods(t: &TypeInfo, k: &KubeletConfig) -> i64 {
+    k.max_pods.filter(|m| *m > 0).unwrap_or(t.max_pods)
+}
+
 /// EKS's kube-reserved model: CPU 6% of the first core, 1% of the second, 0.5% of the next
-/// two, 0.25% above; memory 255Mi + 11Mi per pod; plus the 100Mi hard eviction threshold.
-fn allocatable(t: &TypeInfo) -> (i64, i64) {
+/// two, 0.25% above; memory 255Mi + 11Mi per pod the kubelet may run; plus the 100Mi hard
+/// eviction threshold. The user data's reservations, when it sets them, replace these.
+fn allocatable(t: &TypeInfo, k: &KubeletConfig) -> (i64, i64) {
     let cores = t.vcpus;
     let mut reserved_m: f64 = 0.0;
     for c in 1..=cores {
@@ -295,9 +380,16 @@ fn allocatable(t: &TypeInfo) -> (i64, i64) {
             _ => 2.5,
         };
     }
-    let cpu_m = cores * 1000 - reserved_m.ceil() as i64;
-    let mem_mi = t.memory_mib - (255 + 11 * t.max_pods) - 100;
-    (cpu_m, mem_mi.max(0))
+    let kube_cpu = k.kube_reserved_cpu_m.unwrap_or(reserved_m.ceil() as i64);
+    let cpu_m = cores * 1000 - kube_cpu - k.system_reserved_cpu_m;
+    let kube_mem = k
+        .kube_reserved_memory_mi
+        .unwrap_or(255 + 11 * max_pods(t, k));
+    let mem_mi = t.memory_mib
+        - kube_mem
+        - k.system_reserved_memory_mi
+        - k.eviction_hard_memory_mi.unwrap_or(100);
+    (cpu_m.max(0), mem_mi.max(0))
 }
 
 pub async fn ec2_client(endpoint: &str, region: &str) -> aws_sdk_ec2::Client {
@@ -472,13 +564,22 @@ async fn poll_once(
                         })
                         .unwrap_or_default();
                     let (mut labels, mut taints) = labels_and_taints_from_user_data(&user_data);
+                    let kubelet = kubelet_config_from_user_data(&user_data);
                     if let Some(l) = tags.get(NODE_LABELS_TAG) {
                         labels.extend(parse_labels(l));
                     }
                     if let Some(t) = tags.get(NODE_TAINTS_TAG) {
                         taints.extend(parse_taints(t));
                     }
-                    let node = node_object(&inst, &id, &itype, &info, &opts.region, labels, taints);
+                    let node = node_object(
+                        &inst,
+                        &id,
+                        &itype,
+                        (&info, &kubelet),
+                        &opts.region,
+                        labels,
+                        taints,
+                    );
                     let name = node["metadata"]["name"].as_str().unwrap_or(&id).to_string();
                     if sink.create(node).await? {
                         tracing::info!(instance = %id, node = %name, "node registered");
@@ -592,7 +693,7 @@ fn node_object(
     inst: &aws_sdk_ec2::types::Instance,
     id: &str,
     itype: &str,
-    info: &TypeInfo,
+    (info, kubelet): (&TypeInfo, &KubeletConfig),
     region: &str,
     extra_labels: Vec<(String, String)>,
     taints: Vec<Value>,
@@ -632,7 +733,8 @@ fn node_object(
     }
     let mut taints = taints;
     taints.push(json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}));
-    let (cpu_m, mem_mi) = allocatable(info);
+    let (cpu_m, mem_mi) = allocatable(info, kubelet);
+    let pods = max_pods(info, kubelet);
     let now = crate::store::now_rfc3339();
     let cond = |ty: &str, st: &str, reason: &str, msg: &str| json!({"type": ty, "status": st, "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": now});
     json!({
@@ -640,8 +742,8 @@ fn node_object(
         "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0", "alpha.kubernetes.io/provided-node-ip": ip}},
         "spec": {"providerID": format!("aws:///{zone}/{id}"), "taints": taints},
         "status": {
-            "capacity": {"cpu": info.vcpus.to_string(), "memory": format!("{}Mi", info.memory_mib), "pods": info.max_pods.to_string(), "ephemeral-storage": "20959212Ki"},
-            "allocatable": {"cpu": format!("{cpu_m}m"), "memory": format!("{mem_mi}Mi"), "pods": info.max_pods.to_string(), "ephemeral-storage": "18242267924"},
+            "capacity": {"cpu": info.vcpus.to_string(), "memory": format!("{}Mi", info.memory_mib), "pods": pods.to_string(), "ephemeral-storage": "20959212Ki"},
+            "allocatable": {"cpu": format!("{cpu_m}m"), "memory": format!("{mem_mi}Mi"), "pods": pods.to_string(), "ephemeral-storage": "18242267924"},
             "conditions": [
                 cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                 cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -685,13 +787,54 @@ mod tests {
 
     #[test]
     fn eks_reserved_resources() {
-        let (cpu, mem) = allocatable(&TypeInfo {
+        let (cpu, mem) = allocatable(
+            &TypeInfo {
+                vcpus: 2,
+                memory_mib: 8192,
+                arch: "amd64".into(),
+                max_pods: 29,
+            },
+            &KubeletConfig::default(),
+        );
+        assert_eq!(cpu, 1930);
+        assert_eq!(mem, 8192 - 255 - 319 - 100);
+    }
+
+    #[test]
+    fn kubelet_settings_from_user_data() {
+        // What the agent writes for a NodeClass with `kubelet.maxPods: 110` and reservations
+        // (a MIME archive holding a NodeConfig).
+        let ud = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: c\n  kubelet:\n    config:\n      maxPods: 110\n      kubeReserved:\n        cpu: 200m\n      systemReserved:\n        memory: 1Gi\n      evictionHard:\n        memory.available: 200Mi\n--//--\n";
+        let k = kubelet_config_from_user_data(ud);
+        assert_eq!(
+            k,
+            KubeletConfig {
+                max_pods: Some(110),
+                kube_reserved_cpu_m: Some(200),
+                kube_reserved_memory_mi: None,
+                system_reserved_cpu_m: 0,
+                system_reserved_memory_mi: 1024,
+                eviction_hard_memory_mi: Some(200),
+            }
+        );
+        let m5 = TypeInfo {
             vcpus: 2,
             memory_mib: 8192,
             arch: "amd64".into(),
             max_pods: 29,
-        });
-        assert_eq!(cpu, 1930);
-        assert_eq!(mem, 8192 - 255 - 319 - 100);
+        };
+        assert_eq!(max_pods(&m5, &k), 110);
+        assert_eq!(
+            allocatable(&m5, &k),
+            (2000 - 200, 8192 - (255 + 11 * 110) - 1024 - 200)
+        );
+        // bootstrap.sh and Bottlerocket spell it their own ways.
+        let al2 =
+            "/etc/eks/bootstrap.sh c --use-max-pods false --kubelet-extra-args '--max-pods=58'";
+        assert_eq!(kubelet_config_from_user_data(al2).max_pods, Some(58));
+        let br = "[settings.kubernetes]\ncluster-name = \"c\"\nmax-pods = 17\n";
+        assert_eq!(kubelet_config_from_user_data(br).max_pods, Some(17));
+        // Nothing set: the ENI table's figure and EKS's reservations.
+        assert_eq!(max_pods(&m5, &kubelet_config_from_user_data("")), 29);
     }
 }

@@ -62,7 +62,9 @@ fn merge_catalogs(mut base: Catalog, other: &Catalog) -> Catalog {
                     .collect();
                 for o in &t.offerings {
                     if !have.contains(&(o.zone.clone(), o.capacity_type)) {
-                        base.types[i].offerings.push(o.clone());
+                        std::sync::Arc::make_mut(&mut base.types[i])
+                            .offerings
+                            .push(o.clone());
                     }
                 }
             }
@@ -72,7 +74,7 @@ fn merge_catalogs(mut base: Catalog, other: &Catalog) -> Catalog {
             }
         }
     }
-    Catalog::from_types(base.types)
+    Catalog::from_shared(base.types)
 }
 
 /// A DaemonSet's pod template as the scheduler's overhead model.

@@ -152,7 +152,7 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
         detail: e,
     })?;
     let mut reqs = Requirements::new();
-    let mut found: Vec<&InstanceType> = catalog.types.iter().collect();
+    let mut found: Vec<&InstanceType> = catalog.types.iter().map(|t| &**t).collect();
     for (path, what, one) in &steps {
         reqs = reqs.intersect(one);
         let before = found.len();
