@@ -16,10 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
+use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
+use joiner_agent::controllers::interruption::queue::{
+    Consumer, Handler, Outcome, PollSettings, Received,
+};
 use joiner_agent::interruption::actions::{action_for, Action, SeenEvents};
 use joiner_agent::interruption::messages::Kind;
-use joiner_agent::interruption::metrics::InterruptionMetrics;
-use joiner_agent::interruption::queue::{Consumer, Handler, Outcome, PollSettings, Received};
 use joiner_test_support::MotoServer;
 use serde_json::json;
 

@@ -376,7 +376,9 @@ async fn record(
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_launched
-                .get_or_create(&super::claim_metric_labels(&updated))
+                .get_or_create(&crate::controllers::operator::metrics::claim_labels(
+                    &updated,
+                ))
                 .inc();
             tracing::info!(
                 nodeclaim = %name,

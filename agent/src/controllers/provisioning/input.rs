@@ -16,7 +16,8 @@ use crate::catalog::{Catalog, InstanceType};
 use crate::controllers::conditions;
 use crate::controllers::nodepool;
 use crate::controllers::operator::metrics::l;
-use crate::controllers::state::{classify, PodClass};
+use crate::controllers::state::{classify, reschedulable, PodClass};
+use crate::controllers::termination::disrupted::is_disrupted;
 use crate::controllers::Context;
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
@@ -30,8 +31,14 @@ use crate::taints::Taint;
 pub struct Round {
     pub input: Input,
     pub catalog: Catalog,
-    /// The Pod objects behind `input.pods`, same order.
+    /// The pending Pod objects behind the first `pods.len()` of `input.pods`, same order.
     pub pods: Vec<Arc<K8sPod>>,
+    /// The rest of `input.pods`: reschedulable pods of disrupted or deleting nodes, each
+    /// with its NodeClaim (index into `disrupted`). They need capacity before their node
+    /// drains, so they are planned like pending pods.
+    pub displaced: Vec<usize>,
+    /// The disrupted NodeClaims whose pods are in `displaced`.
+    pub disrupted: Vec<Arc<NodeClaim>>,
     pub pools: HashMap<String, Arc<NodePool>>,
 }
 
@@ -140,10 +147,6 @@ fn elementwise_min(a: &Resources, b: &Resources) -> Resources {
     r
 }
 
-fn claim_is_deleting(c: &NodeClaim) -> bool {
-    c.metadata.deletion_timestamp.is_some()
-}
-
 /// Builds the round from the current state. Fetches each NodeClass's catalogue from the
 /// cloud (cached there).
 pub async fn build(ctx: &Context) -> Round {
@@ -219,6 +222,21 @@ pub async fn build(ctx: &Context) -> Round {
         });
     }
 
+    // Nodes going away (claim disrupted or deleting, or the Node deleting): their
+    // reschedulable pods are planned as needing capacity, not counted on the node.
+    let mut doomed: HashMap<String, usize> = HashMap::new();
+    let mut disrupted: Vec<Arc<NodeClaim>> = Vec::new();
+    for n in state.nodes.state() {
+        let claim = state.claim_for_node(&n);
+        let going = n.metadata.deletion_timestamp.is_some()
+            || claim.as_ref().is_some_and(|c| is_disrupted(c));
+        if let (true, Some(c)) = (going, claim) {
+            doomed.insert(n.name_any(), disrupted.len());
+            disrupted.push(c);
+        }
+    }
+    let mut displaced_pods: Vec<(crate::scheduler::Pod, usize)> = Vec::new();
+
     // Pods: pending ones to place, bound ones per node.
     let mut pending_objs = Vec::new();
     let mut ignored: HashMap<&'static str, i64> = HashMap::new();
@@ -260,11 +278,23 @@ pub async fn build(ctx: &Context) -> Round {
                 ) {
                     continue;
                 }
+                if let Some(&claim) = doomed.get(&node).filter(|_| reschedulable(&p)) {
+                    match convert::pod(&p) {
+                        Ok(sp) => displaced_pods.push((sp, claim)),
+                        Err(_) => ctx.metrics.malformed("Pod"),
+                    }
+                    continue;
+                }
                 if let Ok(b) = convert::bound_pod(&p) {
                     by_node.entry(node).or_default().push(b);
                 }
             }
         }
+    }
+    let mut displaced = Vec::new();
+    for (p, claim) in displaced_pods {
+        input.pods.push(p);
+        displaced.push(claim);
     }
     ctx.fargate.retain_told(&held_for_fargate);
     for reason in [
@@ -340,7 +370,7 @@ pub async fn build(ctx: &Context) -> Round {
             }
         }
         let deleting = node.metadata.deletion_timestamp.is_some()
-            || claim.as_ref().is_some_and(|c| claim_is_deleting(c));
+            || claim.as_ref().is_some_and(|c| is_disrupted(c));
         input.nodes.push(Node {
             name: node.name_any(),
             labels: node_labels,
@@ -355,7 +385,7 @@ pub async fn build(ctx: &Context) -> Round {
     // In-flight claims: launched or launching, no Node yet.
     for c in state.node_claims.list() {
         let name = c.name_any();
-        if claim_is_deleting(&c) || claims_with_node.contains(&name) {
+        if is_disrupted(&c) || claims_with_node.contains(&name) {
             continue;
         }
         let pool = c
@@ -441,6 +471,8 @@ pub async fn build(ctx: &Context) -> Round {
         input,
         catalog,
         pods: pending_objs,
+        displaced,
+        disrupted,
         pools,
     }
 }

@@ -15,8 +15,8 @@ use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use futures::future::join_all;
 
-use super::messages::{self, Event};
 use super::metrics::InterruptionMetrics;
+use crate::interruption::messages::{self, Event};
 
 /// One event, with what the handler needs to measure latency.
 #[derive(Debug, Clone)]
