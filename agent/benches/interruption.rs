@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use joiner_agent::cloud::sqs::SqsQueue;
 use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
 use joiner_agent::controllers::interruption::queue::{
     Consumer, Handler, Outcome, PollSettings, Received,
@@ -130,8 +131,7 @@ fn main() {
         });
         let metrics = Arc::new(InterruptionMetrics::new());
         let consumer = Arc::new(Consumer::new(
-            sqs.clone(),
-            &url,
+            Arc::new(SqsQueue::new(sqs.clone(), &url)),
             PollSettings::default(),
             metrics.clone(),
         ));

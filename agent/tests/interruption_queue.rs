@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
+use joiner_agent::cloud::sqs::SqsQueue;
 use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
 use joiner_agent::controllers::interruption::queue::{
     Consumer, Handler, Outcome, PollSettings, Received,
@@ -236,8 +237,7 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
 
     let metrics = Arc::new(InterruptionMetrics::new());
     let consumer = Consumer::new(
-        sqs.clone(),
-        &url,
+        Arc::new(SqsQueue::new(sqs.clone(), &url)),
         PollSettings {
             wait_seconds: 1,
             max_messages: 10,

@@ -115,3 +115,49 @@ impl NodeClaimSpec {
         }
     }
 }
+
+/// A NodeClaim's requirements read once through [`crate::requirements`], for the code that
+/// acts on a claim (launch, the provisioner's in-flight capacity) instead of string tests
+/// on `operator == "In"`, which miss `NotIn`, `Exists` and bounds.
+#[derive(Debug, Clone)]
+pub struct ClaimView {
+    pub requirements: crate::requirements::Requirements,
+    /// The instance types in the claim's own order (cheapest first: the launch order),
+    /// when the claim lists them.
+    pub instance_types: Option<Vec<String>>,
+}
+
+impl ClaimView {
+    /// Whether the claim allows `value` for the label `key` (no requirement allows any).
+    pub fn allows(&self, key: &str, value: &str) -> bool {
+        self.requirements.get(key).is_none_or(|r| r.has(value))
+    }
+
+    /// The finite set of values the claim allows for `key`, when it lists them.
+    pub fn listed(&self, key: &str) -> Option<&std::collections::BTreeSet<String>> {
+        self.requirements.get(key)?.finite_values()
+    }
+}
+
+impl NodeClaim {
+    /// The typed view of the claim's requirements; errors name the field.
+    pub fn view(&self) -> Result<ClaimView, String> {
+        let requirements = super::convert_requirements(&self.spec.requirements)
+            .map_err(|e| format!("spec.{e}"))?;
+        let instance_types = self
+            .spec
+            .requirements
+            .iter()
+            .find(|r| r.key == crate::labels::INSTANCE_TYPE)
+            .filter(|_| {
+                requirements
+                    .get(crate::labels::INSTANCE_TYPE)
+                    .is_some_and(|r| r.finite_values().is_some())
+            })
+            .map(|r| r.values.clone());
+        Ok(ClaimView {
+            requirements,
+            instance_types,
+        })
+    }
+}

@@ -28,7 +28,8 @@ use kube::ResourceExt;
 
 use crate::api::NodeClaim;
 use crate::catalog::CapacityType;
-use crate::cloud::aws::{load_config, AwsSettings};
+use crate::cloud::aws::AwsSettings;
+use crate::cloud::sqs::SqsQueue;
 use crate::controllers::events::{self, Type};
 use crate::controllers::termination::disrupted::{self, Mark};
 use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
@@ -318,20 +319,15 @@ pub async fn run(ctx: Arc<Context>) {
         std::future::pending::<()>().await;
         return;
     };
-    let sdk = load_config(&AwsSettings {
+    let settings = AwsSettings {
         region: Some(ctx.config.region.clone()),
         endpoint_url: ctx.config.aws_endpoint.clone(),
         max_attempts: None,
         credentials: ctx.config.aws_credentials.clone(),
-    })
-    .await;
+    };
+    let queue = Arc::new(SqsQueue::from_settings(&settings, &url).await);
     let metrics = ctx.metrics.interruption.clone();
-    let consumer = Arc::new(Consumer::new(
-        aws_sdk_sqs::Client::new(&sdk),
-        &url,
-        PollSettings::default(),
-        metrics.clone(),
-    ));
+    let consumer = Arc::new(Consumer::new(queue, PollSettings::default(), metrics));
     let handler = Arc::new(Interruptions::new(ctx.clone()));
     consumer.run(handler).await;
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::DaemonSet as K8sDaemonSet;
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
 use kube::ResourceExt;
 
-use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::api::{ClaimView, NodeClaim, NodeClass, NodePool};
 use crate::catalog::daemonsets::{self, DaemonSet};
 use crate::catalog::{Catalog, InstanceType};
 use crate::controllers::conditions;
@@ -115,18 +115,19 @@ fn node_resources(
     Resources::from_quantities(m.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
 }
 
-/// The candidate instance types of a claim: the launched type when it is known, else its
-/// `node.kubernetes.io/instance-type In [...]` list.
-pub fn claim_types<'a>(claim: &NodeClaim, catalog: &'a Catalog) -> Vec<&'a InstanceType> {
+/// The candidate instance types of a claim: the launched type when it is known, else the
+/// types its requirements list, in the claim's order.
+pub fn claim_types<'a>(
+    claim: &NodeClaim,
+    view: &ClaimView,
+    catalog: &'a Catalog,
+) -> Vec<&'a InstanceType> {
     if let Some(t) = claim.labels().get(labels::INSTANCE_TYPE) {
         return catalog.get(t).into_iter().collect();
     }
-    claim
-        .spec
-        .requirements
+    view.instance_types
         .iter()
-        .filter(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
-        .flat_map(|r| r.values.iter())
+        .flatten()
         .filter_map(|t| catalog.get(t))
         .collect()
 }
@@ -393,7 +394,7 @@ pub async fn build(ctx: &Context) -> Round {
             .get(labels::JOINER_NODEPOOL)
             .cloned()
             .unwrap_or_default();
-        let Ok(requirements) = crate::api::convert_requirements(&c.spec.requirements) else {
+        let Ok(view) = c.view() else {
             ctx.metrics.malformed("NodeClaim");
             continue;
         };
@@ -409,7 +410,8 @@ pub async fn build(ctx: &Context) -> Round {
         let Some(cat) = catalogs.get(&class.name_any()) else {
             continue;
         };
-        let types = claim_types(&c, cat);
+        let types = claim_types(&c, &view, cat);
+        let requirements = view.requirements;
         let mut alloc: Option<Resources> = None;
         let mut cap: Option<Resources> = None;
         for it in &types {
