@@ -161,3 +161,46 @@ impl NodeClaim {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirementWithMinValues {
+        serde_json::from_value(serde_json::json!({
+            "key": key, "operator": operator, "values": values,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_view_reads_every_operator_and_keeps_the_launch_order() {
+        let mut c = NodeClaim::new("c", Default::default());
+        c.spec.requirements = vec![
+            req(
+                crate::labels::INSTANCE_TYPE,
+                "In",
+                &["m5.large", "c5.large"],
+            ),
+            req(crate::labels::CAPACITY_TYPE, "NotIn", &["spot"]),
+            req(crate::labels::ZONE, "In", &["us-east-1a"]),
+        ];
+        let v = c.view().unwrap();
+        assert_eq!(
+            v.instance_types,
+            Some(vec!["m5.large".to_string(), "c5.large".to_string()]),
+            "cheapest first, as written, not sorted"
+        );
+        assert!(!v.allows(crate::labels::CAPACITY_TYPE, "spot"));
+        assert!(v.allows(crate::labels::CAPACITY_TYPE, "on-demand"));
+        assert!(v.allows(crate::labels::ZONE, "us-east-1a"));
+        assert!(!v.allows(crate::labels::ZONE, "us-east-1b"));
+        assert!(v.allows("unconstrained", "anything"));
+        assert_eq!(v.listed(crate::labels::CAPACITY_TYPE), None);
+
+        c.spec.requirements = vec![req(crate::labels::INSTANCE_TYPE, "NotIn", &["t3.nano"])];
+        assert_eq!(c.view().unwrap().instance_types, None);
+        c.spec.requirements = vec![req("k", "Sometimes", &[])];
+        assert!(c.view().unwrap_err().starts_with("spec."));
+    }
+}

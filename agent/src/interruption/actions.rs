@@ -226,6 +226,37 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_gives_its_notice() {
+        let spot = ev(
+            "EC2 Spot Instance Interruption Warning",
+            "aws.ec2",
+            serde_json::json!({"instance-id": "i-1", "instance-action": "terminate"}),
+        );
+        assert_eq!(notice(&spot), Notice::AfterEvent(SPOT_NOTICE_SECONDS));
+        let stopping = ev(
+            "EC2 Instance State-change Notification",
+            "aws.ec2",
+            serde_json::json!({"instance-id": "i-1", "state": "stopping"}),
+        );
+        assert_eq!(notice(&stopping), Notice::Now);
+        let scheduled = ev(
+            "AWS Health Event",
+            "aws.health",
+            serde_json::json!({"service": "EC2", "eventTypeCategory": "scheduledChange",
+                "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                "startTime": "2026-12-01T10:00:00Z",
+                "affectedEntities": [{"entityValue": "i-1"}]}),
+        );
+        assert_eq!(notice(&scheduled), Notice::At("2026-12-01T10:00:00Z"));
+        let rebalance = ev(
+            "EC2 Instance Rebalance Recommendation",
+            "aws.ec2",
+            serde_json::json!({"instance-id": "i-1"}),
+        );
+        assert_eq!(notice(&rebalance), Notice::Unbounded);
+    }
+
+    #[test]
     fn actions_by_kind() {
         let spot = ev(
             "EC2 Spot Instance Interruption Warning",

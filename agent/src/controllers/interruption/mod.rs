@@ -105,10 +105,18 @@ impl Interruptions {
         let Some((claim, node)) = self.find(instance_id) else {
             return Ok(Acted::NotOurs);
         };
+        let ctx = &self.ctx;
         if claim.metadata.deletion_timestamp.is_some() {
+            // Already going (consolidation, drift, an earlier event): a notice shorter than
+            // the deadline it has brings its drain forward.
+            if matches!(action, Action::Replace { .. }) {
+                let deadline = self.deadline(event);
+                if disrupted::deadline(&claim).is_some_and(|d| deadline < d) {
+                    disrupted::tighten(ctx, &claim, deadline).await?;
+                }
+            }
             return Ok(Acted::AlreadyGoing);
         }
-        let ctx = &self.ctx;
         let claim_name = claim.name_any();
         let claim_labels = claim.labels().clone();
         let node_labels = node
@@ -193,16 +201,7 @@ impl Interruptions {
         }
 
         // 2. Disrupt: provisioning replaces, termination drains once the replacement is up.
-        let now = jiff::Timestamp::now();
-        let event_time: jiff::Timestamp = event.time.parse().unwrap_or(now);
-        let deadline = match actions::notice(event) {
-            Notice::AfterEvent(s) => event_time
-                .checked_add(jiff::SignedDuration::from_secs(s as i64))
-                .unwrap_or(now),
-            Notice::At(t) => t.parse().unwrap_or(now),
-            Notice::Now => now,
-            Notice::Unbounded => crate::controllers::disruption::voluntary_deadline(ctx, now),
-        };
+        let deadline = self.deadline(event);
         ctx.interruption_sent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -234,6 +233,20 @@ impl Interruptions {
             .await;
         tracing::info!(nodeclaim = %claim_name, instance = instance_id, reason, %deadline, "interruption handled");
         Ok(Acted::Done(action_label))
+    }
+
+    /// By when the instance's pods must be elsewhere, from the notice the event gives.
+    fn deadline(&self, event: &Event) -> jiff::Timestamp {
+        let now = jiff::Timestamp::now();
+        let event_time: jiff::Timestamp = event.time.parse().unwrap_or(now);
+        match actions::notice(event) {
+            Notice::AfterEvent(s) => event_time
+                .checked_add(jiff::SignedDuration::from_secs(s as i64))
+                .unwrap_or(now),
+            Notice::At(t) => t.parse().unwrap_or(now),
+            Notice::Now => now,
+            Notice::Unbounded => crate::controllers::disruption::voluntary_deadline(&self.ctx, now),
+        }
     }
 
     async fn record(

@@ -121,6 +121,35 @@ pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result
         })
 }
 
+/// Brings a disrupted claim's deadline forward (a Spot warning for a node consolidation
+/// had already chosen). Errors name the call.
+pub async fn tighten(
+    ctx: &Context,
+    claim: &NodeClaim,
+    deadline: jiff::Timestamp,
+) -> Result<(), String> {
+    let name = claim.name_any();
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": {DEADLINE: deadline.to_string()}}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(c) => {
+            ctx.state.node_claims.insert(&name, c);
+            ctx.claims.add(&name);
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims patch (deadline)", &e);
+            Err(format!(
+                "bringing NodeClaim {name}'s disruption deadline forward (nodeclaims patch): {e}"
+            ))
+        }
+    }
+}
+
 /// Why the drain of a disrupted claim may start now.
 pub enum Go {
     /// No deadline, or nothing on the node needs a place: drain as before.
@@ -189,4 +218,50 @@ pub fn replacement_wait(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result
         }
     }
     Ok(Go::Replaced(names))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(annotations: &[(&str, &str)], disrupted: bool) -> NodeClaim {
+        let mut c = NodeClaim::new("c", Default::default());
+        c.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        if disrupted {
+            let mut conds = Vec::new();
+            conditions::set(&mut conds, DISRUPTED_CONDITION, true, "Drifted", "");
+            c.status = Some(crate::api::NodeClaimStatus {
+                conditions: conds,
+                ..Default::default()
+            });
+        }
+        c
+    }
+
+    #[test]
+    fn replaced_by_tells_not_looked_yet_from_nothing_needed() {
+        assert_eq!(replaced_by(&claim(&[], false)), None);
+        assert_eq!(
+            replaced_by(&claim(&[(REPLACED_BY, "")], false)),
+            Some(vec![])
+        );
+        assert_eq!(
+            replaced_by(&claim(&[(REPLACED_BY, "a-1,b-2")], false)),
+            Some(vec!["a-1".to_string(), "b-2".to_string()])
+        );
+    }
+
+    #[test]
+    fn deadline_and_disrupted_are_read_from_the_claim() {
+        let c = claim(&[(DEADLINE, "2026-11-25T10:00:00Z")], true);
+        assert_eq!(deadline(&c), Some("2026-11-25T10:00:00Z".parse().unwrap()));
+        assert!(is_disrupted(&c));
+        assert!(!is_disrupted(&claim(&[], false)));
+        assert_eq!(deadline(&claim(&[(DEADLINE, "soon")], false)), None);
+    }
 }
