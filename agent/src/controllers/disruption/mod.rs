@@ -126,6 +126,8 @@ impl Disruption {
         let now = jiff::Timestamp::now().as_second();
         let round = input::build(ctx).await;
         let mut sched = round.input;
+        // Pending pods and the displaced pods of disrupted nodes: consolidation pauses
+        // for both, so it never counts as free the capacity in flight for them.
         let pending = sched.pods.len();
         sched.pods.clear();
         let catalog = round.catalog;
