@@ -789,3 +789,133 @@ async fn each_event_kind(target: Target) {
         begun.elapsed().as_secs_f64()
     );
 }
+
+/// A NodePool that opted in replaces a node on a rebalance recommendation the way every
+/// disruption goes (the provisioner launches, the node drains once the replacement is
+/// Initialized), and the replacement's own recommendation inside the rate limit is only an
+/// Event: no replacement loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rebalance_opt_in_replaces_first_and_does_not_loop() {
+    let w = World::start(Opts {
+        boot_delay: BOOT,
+        ..Opts::on(Target::Sim)
+    })
+    .await;
+    let q = queue(&w).await;
+    w.node_class("default").await;
+    w.node_pool("spot", spot_pool(&w)).await;
+    let pools: Api<joiner_agent::api::NodePool> = Api::all(w.client.clone());
+    pools
+        .patch(
+            "spot",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                joiner_agent::interruption::actions::REBALANCE_ANNOTATION: "replace"}}})),
+        )
+        .await
+        .unwrap();
+    w.deployment("web", 6, "500m", "512Mi").await;
+    let agent = w.agent(&["--queue-url", &q.url]).await;
+    wait_for(
+        "every web pod Running",
+        Duration::from_secs(120),
+        || async { (w.running("web").await == 6).then_some(()) },
+    )
+    .await;
+    let serving = ServingWatch::start(w.client.clone(), "web").await;
+    let first = ready_nodes(&w, 2).await.remove(0);
+    let first_name = first.name_any();
+    q.put(
+        "aws.ec2",
+        "EC2 Instance Rebalance Recommendation",
+        json!({"instance-id": instance_of(&first)}),
+    )
+    .await;
+    wait_for(
+        "the recommended node replaced",
+        Duration::from_secs(90),
+        || async {
+            let gone = !w.nodes().await.iter().any(|n| n.name_any() == first_name);
+            (gone && w.running("web").await == 6).then_some(())
+        },
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(w.client.clone(), "default");
+    let evs = events.list(&ListParams::default()).await.unwrap().items;
+    let draining = evs
+        .iter()
+        .find(|e| {
+            e.involved_object.name.as_deref() == Some(first_name.as_str())
+                && e.reason.as_deref() == Some("Draining")
+        })
+        .and_then(|e| e.message.clone())
+        .unwrap_or_else(|| panic!("no Draining Event on {first_name}"));
+    let replacement = draining
+        .strip_prefix("replacement NodeClaim(s) ")
+        .and_then(|m| m.split(" Initialized;").next())
+        .and_then(|m| m.split(", ").next())
+        .unwrap_or_else(|| {
+            panic!("the drain of {first_name} waited for no replacement: {draining}")
+        })
+        .to_string();
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let node_name = claims
+        .get(&replacement)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.node_name)
+        .expect("the replacement has a Node");
+    let node = w
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.name_any() == node_name)
+        .expect("the replacement's Node");
+
+    // The replacement gets a recommendation too: inside the pool's limit (1 per 5 min), an
+    // Event only.
+    q.put(
+        "aws.ec2",
+        "EC2 Instance Rebalance Recommendation",
+        json!({"instance-id": instance_of(&node)}),
+    )
+    .await;
+    let event_only =
+        "joiner_interruption_actions_total{action=\"event_only\",kind=\"rebalance_recommendation\"}";
+    wait_for(
+        "the second recommendation handled",
+        Duration::from_secs(30),
+        || async {
+            (metric(agent.metrics, event_only) >= 1.0 && q.depth().await == 0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(metric(agent.metrics, event_only), 1.0);
+    assert_eq!(
+        metric(
+            agent.metrics,
+            "joiner_interruption_actions_total{action=\"rebalance_replace\",kind=\"rebalance_recommendation\"}"
+        ),
+        1.0,
+        "one replacement, not a loop"
+    );
+    let still = w
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.name_any() == node_name)
+        .expect("the replacement stays");
+    assert!(!cordoned(&still), "the replacement is not drained");
+    let c = claims.get(&replacement).await.unwrap();
+    assert!(
+        c.metadata.deletion_timestamp.is_none(),
+        "{replacement} not deleted"
+    );
+    let (went_pending, secs) = serving.pending();
+    assert!(
+        went_pending.is_empty(),
+        "no pod waited for capacity: {went_pending:?} ({secs:.2} pod-seconds)"
+    );
+    drop(agent);
+}
