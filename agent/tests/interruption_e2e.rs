@@ -182,6 +182,9 @@ struct Timeline {
     cordoned_rv: HashMap<String, u64>,
     /// When a Node object was deleted (drained, instance gone).
     nodes_gone: HashMap<String, Instant>,
+    /// Per Node: when its claim first named the NodeClaims its pods go to
+    /// (`joiner.dev/replaced-by`, written by the provisioner's round).
+    replacement_named: HashMap<String, Instant>,
 }
 
 fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
@@ -199,6 +202,15 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
                     .or_insert_with(Instant::now);
                 if let Some(rv) = c.resource_version().and_then(|v| v.parse().ok()) {
                     t.claims_added_rv.entry(c.name_any()).or_insert(rv);
+                }
+                let named = c
+                    .annotations()
+                    .get("joiner.dev/replaced-by")
+                    .is_some_and(|v| !v.is_empty());
+                if let Some(node) = c.status.as_ref().and_then(|s| s.node_name.clone()) {
+                    if named {
+                        t.replacement_named.entry(node).or_insert_with(Instant::now);
+                    }
                 }
                 let ready = c.status.as_ref().is_some_and(|s| {
                     s.conditions
@@ -560,13 +572,8 @@ async fn spot_storm(target: Target, notice: Duration) {
                 .unwrap_or_else(|| {
                     panic!("the Draining Event on {n} names no Initialized replacement: {msg}")
                 });
-            let mut first_created: Option<Instant> = None;
             for claim in list.split(", ") {
-                let added = *t
-                    .claims_added
-                    .get(claim)
-                    .unwrap_or_else(|| panic!("{claim} never seen"));
-                first_created = Some(first_created.map_or(added, |f| f.min(added)));
+                assert!(t.claims_added.contains_key(claim), "{claim} never seen");
                 let (created, ready, cordoned) = (
                     t.claims_added_rv[claim],
                     *t.claims_ready_rv
@@ -583,9 +590,9 @@ async fn spot_storm(target: Target, notice: Duration) {
                     to_ready = to_ready.max(r.duration_since(started));
                 }
             }
-            // Warning sent → first replacement seen (a claim made in the same batch for
-            // several victims counts for each).
-            if let (Some(c), Some(s)) = (first_created, sent_at.get(n)) {
+            // Warning sent → the provisioner named the replacements on the victim's claim
+            // (right after creating any it needed).
+            if let (Some(c), Some(s)) = (t.replacement_named.get(n), sent_at.get(n)) {
                 to_created.push(c.saturating_duration_since(*s).as_secs_f64());
             }
         }
@@ -618,7 +625,7 @@ async fn spot_storm(target: Target, notice: Duration) {
             .unwrap_or(f64::NAN)
     };
     println!(
-        "[{on}] storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: {} s, boot {} s); fewest Running {min_running}; pending pod-seconds {pending_secs:.2} ({} pod(s) went pending); warning sent → replacement NodeClaim seen p50 {:.3} s, p99 {:.3} s",
+        "[{on}] storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: {} s, boot {} s); fewest Running {min_running}; pending pod-seconds {pending_secs:.2} ({} pod(s) went pending); warning sent → replacements named p50 {:.3} s, p99 {:.3} s",
         victims.len(),
         before.len(),
         to_ready.as_secs_f64(),
