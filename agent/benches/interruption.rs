@@ -13,8 +13,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use joiner_agent::interruption::metrics::InterruptionMetrics;
-use joiner_agent::interruption::queue::{Consumer, Handler, Outcome, PollSettings, Received};
+use joiner_agent::cloud::sqs::SqsQueue;
+use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
+use joiner_agent::controllers::interruption::queue::{
+    Consumer, Handler, Outcome, PollSettings, Received,
+};
 use joiner_test_support::MotoServer;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -128,8 +131,7 @@ fn main() {
         });
         let metrics = Arc::new(InterruptionMetrics::new());
         let consumer = Arc::new(Consumer::new(
-            sqs.clone(),
-            &url,
+            Arc::new(SqsQueue::new(sqs.clone(), &url)),
             PollSettings::default(),
             metrics.clone(),
         ));

@@ -174,14 +174,17 @@ struct Timeline {
     /// When a NodeClaim turned Initialized (its Node Ready, startup taints gone, resources
     /// registered: the agent's readiness for a claim).
     claims_ready: HashMap<String, Instant>,
-    cordoned: HashMap<String, Instant>,
     /// The resourceVersions of a claim's first sight and of a Node's first cordoned sight.
     /// Both servers (kube-sim, etcd) number every write from one global counter, so these
     /// order a create and a cordon exactly, where two watches' arrival times may not.
     claims_added_rv: HashMap<String, u64>,
+    claims_ready_rv: HashMap<String, u64>,
     cordoned_rv: HashMap<String, u64>,
     /// When a Node object was deleted (drained, instance gone).
     nodes_gone: HashMap<String, Instant>,
+    /// Per Node: when its claim first named the NodeClaims its pods go to
+    /// (`joiner.dev/replaced-by`, written by the provisioner's round).
+    replacement_named: HashMap<String, Instant>,
 }
 
 fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
@@ -200,6 +203,15 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
                 if let Some(rv) = c.resource_version().and_then(|v| v.parse().ok()) {
                     t.claims_added_rv.entry(c.name_any()).or_insert(rv);
                 }
+                let named = c
+                    .annotations()
+                    .get("joiner.dev/replaced-by")
+                    .is_some_and(|v| !v.is_empty());
+                if let Some(node) = c.status.as_ref().and_then(|s| s.node_name.clone()) {
+                    if named {
+                        t.replacement_named.entry(node).or_insert_with(Instant::now);
+                    }
+                }
                 let ready = c.status.as_ref().is_some_and(|s| {
                     s.conditions
                         .iter()
@@ -209,6 +221,9 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
                     t.claims_ready
                         .entry(c.name_any())
                         .or_insert_with(Instant::now);
+                    if let Some(rv) = c.resource_version().and_then(|v| v.parse().ok()) {
+                        t.claims_ready_rv.entry(c.name_any()).or_insert(rv);
+                    }
                 }
             }
         }
@@ -221,7 +236,6 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
             match ev {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) if cordoned(&n) => {
                     let mut t = t2.lock().unwrap();
-                    t.cordoned.entry(n.name_any()).or_insert_with(Instant::now);
                     if let Some(rv) = n.resource_version().and_then(|v| v.parse().ok()) {
                         t.cordoned_rv.entry(n.name_any()).or_insert(rv);
                     }
@@ -254,6 +268,47 @@ struct Serving {
     listed: bool,
     fewest: Option<usize>,
     relists: usize,
+    /// Pods kube-scheduler found no node for (`PodScheduled=False`, `Unschedulable`: what
+    /// the agent calls pending), since when; cleared when bound or deleted.
+    unschedulable_since: HashMap<String, Instant>,
+    /// Every pod that was ever unschedulable while watched.
+    went_pending: BTreeSet<String>,
+    /// Pod-seconds spent unschedulable, of pods no longer so.
+    pending_secs: f64,
+}
+
+/// Whether kube-scheduler marked the pod unschedulable and it is still unbound.
+fn unschedulable(p: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let bound = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    !bound
+        && p.metadata.deletion_timestamp.is_none()
+        && p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter().any(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                })
+            })
+}
+
+impl Serving {
+    fn pending_update(&mut self, name: &str, now_pending: bool) {
+        if now_pending {
+            self.went_pending.insert(name.to_string());
+            self.unschedulable_since
+                .entry(name.to_string())
+                .or_insert_with(Instant::now);
+        } else if let Some(t) = self.unschedulable_since.remove(name) {
+            self.pending_secs += t.elapsed().as_secs_f64();
+        }
+    }
 }
 
 impl Serving {
@@ -294,9 +349,11 @@ impl ServingWatch {
                     }
                     watcher::Event::Apply(p) => {
                         st.pods.insert(p.name_any(), serving(&p));
+                        st.pending_update(&p.name_any(), unschedulable(&p));
                     }
                     watcher::Event::Delete(p) => {
                         st.pods.remove(&p.name_any());
+                        st.pending_update(&p.name_any(), false);
                     }
                 }
                 if st.listed {
@@ -318,6 +375,19 @@ impl ServingWatch {
         let st = self.state.lock().unwrap();
         assert_eq!(st.relists, 1, "the pod watch had to list again");
         (st.fewest.unwrap_or(0), st.count())
+    }
+
+    /// The pods that went pending (unschedulable) while watched, and the pending
+    /// pod-seconds so far (those still pending counted up to now).
+    fn pending(&self) -> (BTreeSet<String>, f64) {
+        let st = self.state.lock().unwrap();
+        assert_eq!(st.relists, 1, "the pod watch had to list again");
+        let ongoing: f64 = st
+            .unschedulable_since
+            .values()
+            .map(|t| t.elapsed().as_secs_f64())
+            .sum();
+        (st.went_pending.clone(), st.pending_secs + ongoing)
     }
 }
 
@@ -352,25 +422,66 @@ async fn ready_nodes(w: &World, n: usize) -> Vec<Node> {
     .await
 }
 
+/// The notice the storm tests give: EC2 takes the warned instances back this long after
+/// the warnings (120 s on AWS; compressed here, as in the sandbox).
+const NOTICE: Duration = Duration::from_secs(30);
+/// Instance launch to Node Ready in these tests.
+const BOOT: Duration = Duration::from_secs(2);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn spot_storm_replacement_first_no_pod_lost_pdb_held() {
-    spot_storm(Target::Sim).await
+async fn spot_storm_replacement_first_no_pod_pending_pdb_held() {
+    spot_storm(Target::Sim, NOTICE).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "the real control plane only: asked for by `cargo test -- --ignored`; fails unless `scripts/install-tools.sh --go-cluster` has built it"]
-async fn spot_storm_replacement_first_no_pod_lost_pdb_held_on_the_real_control_plane() {
-    spot_storm(Target::ControlPlane).await
+async fn spot_storm_replacement_first_no_pod_pending_pdb_held_on_the_real_control_plane() {
+    spot_storm(Target::ControlPlane, NOTICE).await
 }
 
-async fn spot_storm(target: Target) {
-    let w = World::start(Opts::on(target)).await;
+/// The same storm with a 10 s notice: the figure to compare (on EKS, where a node boots in
+/// about a minute, such a notice could not be met; here boot plus drain still fits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a figure, not a check beyond the 30 s storm's: asked for by `cargo test -- --ignored`"]
+async fn spot_storm_with_a_10s_notice() {
+    spot_storm(Target::Sim, Duration::from_secs(10)).await
+}
+
+/// EC2 taking instances back when their notice ends, drained or not.
+async fn take_back_after(w: &World, instances: Vec<String>, notice: Duration) {
+    let ec2 = aws_sdk_ec2::Client::new(&sdk_config(&w.moto.endpoint()).await);
+    tokio::spawn(async move {
+        tokio::time::sleep(notice).await;
+        // Instances the agent already terminated are refused by nobody: terminating twice
+        // is allowed by EC2.
+        if let Err(e) = ec2
+            .terminate_instances()
+            .set_instance_ids(Some(instances))
+            .send()
+            .await
+        {
+            panic!("ec2:TerminateInstances at the notice's end: {e:?}");
+        }
+    });
+}
+
+async fn spot_storm(target: Target, notice: Duration) {
+    let w = World::start(Opts {
+        boot_delay: BOOT,
+        ..Opts::on(target)
+    })
+    .await;
     let begun = w.began;
     let on = w.target_name();
     let q = queue(&w).await;
     w.node_class("default").await;
     w.node_pool("spot", spot_pool(&w)).await;
-    let replicas = 18;
+    // `JOINER_STORM_REPLICAS` makes a bigger storm for figures (3 pods a node, 30 % of the
+    // nodes warned); CI runs the default.
+    let replicas: i32 = std::env::var("JOINER_STORM_REPLICAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(18);
     w.deployment("web", replicas, "500m", "512Mi").await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(w.client.clone(), "default");
     pdbs.create(
@@ -404,9 +515,12 @@ async fn spot_storm(target: Target) {
         .take((before.len() * 3).div_ceil(10))
         .collect();
     let started = Instant::now();
+    let mut sent_at = HashMap::new();
     for n in &victims {
         q.spot(&instance_of(n)).await;
+        sent_at.insert(n.name_any(), Instant::now());
     }
+    take_back_after(&w, victims.iter().map(|n| instance_of(n)).collect(), notice).await;
     let victim_names: BTreeSet<String> = victims.iter().map(|n| n.name_any()).collect();
 
     // The storm has passed when every pod is Running again and the victims are gone.
@@ -425,8 +539,10 @@ async fn spot_storm(target: Target) {
         "PDB maxUnavailable 2 broken: {min_running} serving at one point"
     );
 
-    // Each interrupted node had its replacement created before it was cordoned.
+    // Each interrupted node kept serving until its replacements were Initialized; they
+    // were created by the provisioner after the warning and before the cordon.
     let (mut to_ready, mut to_gone) = (Duration::ZERO, Duration::ZERO);
+    let mut to_created: Vec<f64> = Vec::new();
     let mut replacements = 0;
     let events: Api<Event> = Api::namespaced(w.client.clone(), "default");
     let evs = events.list(&ListParams::default()).await.unwrap().items;
@@ -436,47 +552,48 @@ async fn spot_storm(target: Target) {
             if let Some(g) = t.nodes_gone.get(n) {
                 to_gone = to_gone.max(g.duration_since(started));
             }
-            let cordon = t
-                .cordoned
-                .get(n)
-                .copied()
-                .unwrap_or_else(|| panic!("{n} never cordoned"));
-            let ev = evs
-                .iter()
-                .find(|e| {
-                    e.involved_object.name.as_deref() == Some(n.as_str())
-                        && e.reason.as_deref() == Some("SpotInterrupted")
-                })
-                .unwrap_or_else(|| panic!("no SpotInterrupted Event on node {n}"));
-            let msg = ev.message.clone().unwrap_or_default();
+            assert!(t.cordoned_rv.contains_key(n), "{n} never cordoned");
+            let on_node = |reason: &str| {
+                evs.iter()
+                    .find(|e| {
+                        e.involved_object.name.as_deref() == Some(n.as_str())
+                            && e.reason.as_deref() == Some(reason)
+                    })
+                    .and_then(|e| e.message.clone())
+                    .unwrap_or_else(|| panic!("no {reason} Event on node {n}"))
+            };
+            on_node("SpotInterrupted");
+            let msg = on_node("Draining");
             // Every node is full (3 pods of 500m on 2 vCPU), so every victim's pods need a
-            // replacement: one that says it needed none is a failure, not a pass.
+            // replacement: a drain that names none, or that ran out of time, is a failure.
             let list = msg
-                .split("replacement NodeClaim(s) ")
-                .nth(1)
+                .strip_prefix("replacement NodeClaim(s) ")
+                .and_then(|m| m.split(" Initialized;").next())
                 .unwrap_or_else(|| {
-                    panic!("the SpotInterrupted Event on {n} names no replacement: {msg}")
+                    panic!("the Draining Event on {n} names no Initialized replacement: {msg}")
                 });
-            {
-                let names = list.split(" launched").next().unwrap_or_default();
-                assert!(!names.is_empty(), "{msg}");
-                for claim in names.split(", ") {
-                    let added = t
-                        .claims_added
+            for claim in list.split(", ") {
+                assert!(t.claims_added.contains_key(claim), "{claim} never seen");
+                let (created, ready, cordoned) = (
+                    t.claims_added_rv[claim],
+                    *t.claims_ready_rv
                         .get(claim)
-                        .unwrap_or_else(|| panic!("{claim} never seen"));
-                    match (t.claims_added_rv.get(claim), t.cordoned_rv.get(n)) {
-                        (Some(created), Some(cordoned)) => assert!(
-                            created < cordoned,
-                            "{claim} created (resourceVersion {created}) after {n} was cordoned ({cordoned})"
-                        ),
-                        _ => assert!(*added <= cordon, "{claim} created after {n} was cordoned"),
-                    }
-                    replacements += 1;
-                    if let Some(r) = t.claims_ready.get(claim) {
-                        to_ready = to_ready.max(r.duration_since(started));
-                    }
+                        .unwrap_or_else(|| panic!("{claim} never Initialized")),
+                    t.cordoned_rv[n],
+                );
+                assert!(
+                    created < cordoned && ready < cordoned,
+                    "{claim} created (resourceVersion {created}) and Initialized ({ready}) before {n} was cordoned ({cordoned})"
+                );
+                replacements += 1;
+                if let Some(r) = t.claims_ready.get(claim) {
+                    to_ready = to_ready.max(r.duration_since(started));
                 }
+            }
+            // Warning sent → the provisioner named the replacements on the victim's claim
+            // (right after creating any it needed).
+            if let (Some(c), Some(s)) = (t.replacement_named.get(n), sent_at.get(n)) {
+                to_created.push(c.saturating_duration_since(*s).as_secs_f64());
             }
         }
     }
@@ -497,14 +614,36 @@ async fn spot_storm(target: Target) {
         ),
         victims.len() as f64
     );
+    // Replacement before drain: with a notice longer than boot plus drain, no pod ever
+    // waited for capacity (seen through the pod watch, every event).
+    let (went_pending, pending_secs) = serving.pending();
+    to_created.sort_by(f64::total_cmp);
+    let pct = |q: f64| {
+        to_created
+            .get(((to_created.len() as f64 * q).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
     println!(
-        "[{on}] storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: 120 s); fewest Running {min_running}",
+        "[{on}] storm: {} of {} Spot nodes interrupted, {replacements} replacement NodeClaim(s); after the warnings: last replacement Initialized {:.1} s, last old node drained and gone {:.1} s, all {replicas} pods Running on other nodes {:.1} s (notice: {} s, boot {} s); fewest Running {min_running}; pending pod-seconds {pending_secs:.2} ({} pod(s) went pending); warning sent → replacements named p50 {:.3} s, p99 {:.3} s",
         victims.len(),
         before.len(),
         to_ready.as_secs_f64(),
         to_gone.as_secs_f64(),
-        settled.as_secs_f64()
+        settled.as_secs_f64(),
+        notice.as_secs(),
+        BOOT.as_secs(),
+        went_pending.len(),
+        pct(0.5),
+        pct(0.99),
     );
+    if notice >= NOTICE {
+        assert!(
+            went_pending.is_empty(),
+            "pods went pending during the storm although the {} s notice allowed replacing first: {went_pending:?} ({pending_secs:.2} pod-seconds)",
+            notice.as_secs()
+        );
+    }
     drop(agent);
     println!(
         "[{on}] spot storm scenario done in {:.1}s (world start included)",
@@ -661,4 +800,134 @@ async fn each_event_kind(target: Target) {
         "[{on}] each event kind scenario done in {:.1}s (world start included)",
         begun.elapsed().as_secs_f64()
     );
+}
+
+/// A NodePool that opted in replaces a node on a rebalance recommendation the way every
+/// disruption goes (the provisioner launches, the node drains once the replacement is
+/// Initialized), and the replacement's own recommendation inside the rate limit is only an
+/// Event: no replacement loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rebalance_opt_in_replaces_first_and_does_not_loop() {
+    let w = World::start(Opts {
+        boot_delay: BOOT,
+        ..Opts::on(Target::Sim)
+    })
+    .await;
+    let q = queue(&w).await;
+    w.node_class("default").await;
+    w.node_pool("spot", spot_pool(&w)).await;
+    let pools: Api<joiner_agent::api::NodePool> = Api::all(w.client.clone());
+    pools
+        .patch(
+            "spot",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                joiner_agent::interruption::actions::REBALANCE_ANNOTATION: "replace"}}})),
+        )
+        .await
+        .unwrap();
+    w.deployment("web", 6, "500m", "512Mi").await;
+    let agent = w.agent(&["--queue-url", &q.url]).await;
+    wait_for(
+        "every web pod Running",
+        Duration::from_secs(120),
+        || async { (w.running("web").await == 6).then_some(()) },
+    )
+    .await;
+    let serving = ServingWatch::start(w.client.clone(), "web").await;
+    let first = ready_nodes(&w, 2).await.remove(0);
+    let first_name = first.name_any();
+    q.put(
+        "aws.ec2",
+        "EC2 Instance Rebalance Recommendation",
+        json!({"instance-id": instance_of(&first)}),
+    )
+    .await;
+    wait_for(
+        "the recommended node replaced",
+        Duration::from_secs(90),
+        || async {
+            let gone = !w.nodes().await.iter().any(|n| n.name_any() == first_name);
+            (gone && w.running("web").await == 6).then_some(())
+        },
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(w.client.clone(), "default");
+    let evs = events.list(&ListParams::default()).await.unwrap().items;
+    let draining = evs
+        .iter()
+        .find(|e| {
+            e.involved_object.name.as_deref() == Some(first_name.as_str())
+                && e.reason.as_deref() == Some("Draining")
+        })
+        .and_then(|e| e.message.clone())
+        .unwrap_or_else(|| panic!("no Draining Event on {first_name}"));
+    let replacement = draining
+        .strip_prefix("replacement NodeClaim(s) ")
+        .and_then(|m| m.split(" Initialized;").next())
+        .and_then(|m| m.split(", ").next())
+        .unwrap_or_else(|| {
+            panic!("the drain of {first_name} waited for no replacement: {draining}")
+        })
+        .to_string();
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let node_name = claims
+        .get(&replacement)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.node_name)
+        .expect("the replacement has a Node");
+    let node = w
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.name_any() == node_name)
+        .expect("the replacement's Node");
+
+    // The replacement gets a recommendation too: inside the pool's limit (1 per 5 min), an
+    // Event only.
+    q.put(
+        "aws.ec2",
+        "EC2 Instance Rebalance Recommendation",
+        json!({"instance-id": instance_of(&node)}),
+    )
+    .await;
+    let event_only =
+        "joiner_interruption_actions_total{action=\"event_only\",kind=\"rebalance_recommendation\"}";
+    wait_for(
+        "the second recommendation handled",
+        Duration::from_secs(30),
+        || async {
+            (metric(agent.metrics, event_only) >= 1.0 && q.depth().await == 0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(metric(agent.metrics, event_only), 1.0);
+    assert_eq!(
+        metric(
+            agent.metrics,
+            "joiner_interruption_actions_total{action=\"rebalance_replace\",kind=\"rebalance_recommendation\"}"
+        ),
+        1.0,
+        "one replacement, not a loop"
+    );
+    let still = w
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.name_any() == node_name)
+        .expect("the replacement stays");
+    assert!(!cordoned(&still), "the replacement is not drained");
+    let c = claims.get(&replacement).await.unwrap();
+    assert!(
+        c.metadata.deletion_timestamp.is_none(),
+        "{replacement} not deleted"
+    );
+    let (went_pending, secs) = serving.pending();
+    assert!(
+        went_pending.is_empty(),
+        "no pod waited for capacity: {went_pending:?} ({secs:.2} pod-seconds)"
+    );
+    drop(agent);
 }

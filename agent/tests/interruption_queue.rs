@@ -16,10 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
+use joiner_agent::cloud::sqs::SqsQueue;
+use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
+use joiner_agent::controllers::interruption::queue::{
+    Consumer, Handler, Outcome, PollSettings, Received,
+};
 use joiner_agent::interruption::actions::{action_for, Action, SeenEvents};
 use joiner_agent::interruption::messages::Kind;
-use joiner_agent::interruption::metrics::InterruptionMetrics;
-use joiner_agent::interruption::queue::{Consumer, Handler, Outcome, PollSettings, Received};
 use joiner_test_support::MotoServer;
 use serde_json::json;
 
@@ -234,8 +237,7 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
 
     let metrics = Arc::new(InterruptionMetrics::new());
     let consumer = Consumer::new(
-        sqs.clone(),
-        &url,
+        Arc::new(SqsQueue::new(sqs.clone(), &url)),
         PollSettings {
             wait_seconds: 1,
             max_messages: 10,

@@ -16,7 +16,7 @@ pub mod validate;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use node_claim::{NodeClaim, NodeClaimSpec, NodeClaimStatus};
+pub use node_claim::{ClaimView, NodeClaim, NodeClaimSpec, NodeClaimStatus};
 pub use node_class::{NodeClass, NodeClassSpec, NodeClassStatus};
 pub use node_pool::{NodePool, NodePoolSpec, NodePoolStatus};
 

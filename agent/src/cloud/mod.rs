@@ -4,6 +4,8 @@
 //! request themselves and tests can put a fault-injecting HTTP layer in front of the emulator
 //! without the controllers knowing.
 //!
+//! The interruption queue sits behind its own trait, [`sqs::Queue`], for the same reason.
+//!
 //! Everything the agent creates carries `joiner.dev/cluster`, `joiner.dev/nodepool` and
 //! `joiner.dev/nodeclaim` tags: the agent role's IAM policy denies untagged creates, and
 //! garbage collection finds orphans by these tags.
@@ -18,6 +20,7 @@ pub mod fleet;
 pub mod ice_cache;
 pub mod instances;
 pub mod launch_template;
+pub mod sqs;
 pub mod user_data;
 
 pub use ec2::{Ec2Cloud, Ec2Options};

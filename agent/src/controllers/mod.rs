@@ -5,18 +5,28 @@
 //! - [`provisioning`]: pending pods → batch → one `schedule()` → NodeClaims;
 //! - [`lifecycle`]: a NodeClaim's launch, registration, initialization, registration TTL;
 //! - [`termination`]: the finalizer: cordon, drain (Eviction API, PDBs), terminate, remove;
+//!   a disrupted claim's drain first waits for its replacements ([`termination::disrupted`]);
+//! - [`interruption`]: the SQS consumer; disrupts the NodeClaims of interrupted instances;
+//! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
 //! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does;
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
-//! every replica. More loops (interruption, disruption) join by adding a line to
-//! [`CONTROLLERS`]; they get the same [`Context`].
+//! every replica. More loops join by adding a line to [`CONTROLLERS`]; they get the same
+//! [`Context`].
+//!
+//! Capacity has one path: only [`provisioning`] creates NodeClaims. Interruption and
+//! disruption mark a claim disrupted and request its termination; provisioning replaces
+//! the pods of disrupted nodes in its next batch, and termination drains once the
+//! replacements are Initialized.
 
 pub mod conditions;
+pub mod disruption;
 pub mod events;
 pub mod garbage_collection;
+pub mod interruption;
 pub mod lifecycle;
 pub mod nodeclass;
 pub mod nodepool;
@@ -74,6 +84,16 @@ pub struct Context {
     pub fargate: provisioning::fargate::FargateView,
     /// NodePools in registration back-off (see `lifecycle::backoff`).
     pub registration_health: Mutex<lifecycle::backoff::RegistrationHealth>,
+    /// See [`InterruptionSent`].
+    pub interruption_sent: Mutex<HashMap<String, InterruptionSent>>,
+}
+
+/// When an interruption's message became visible in the queue, per disrupted NodeClaim:
+/// provisioning and termination measure message → replacement created and message →
+/// cordon from it.
+pub struct InterruptionSent {
+    pub at: std::time::SystemTime,
+    pub replacement_seen: bool,
 }
 
 /// A loop the leader runs until it loses leadership or the agent stops.
@@ -91,12 +111,8 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     }),
     ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
     ("nodeclass.termination", |c| Box::pin(nodeclass::run(c))),
-    ("interruption", |c| {
-        Box::pin(crate::interruption::controller::run(c))
-    }),
-    ("disruption", |c| {
-        Box::pin(crate::disruption::controller::run(c))
-    }),
+    ("interruption", |c| Box::pin(interruption::run(c))),
+    ("disruption", |c| Box::pin(disruption::run(c))),
 ];
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default
@@ -196,6 +212,7 @@ pub async fn run(
         batch_seen: Mutex::new(HashMap::new()),
         fargate: Default::default(),
         registration_health: Mutex::new(Default::default()),
+        interruption_sent: Mutex::new(HashMap::new()),
     });
 
     tokio::select! {

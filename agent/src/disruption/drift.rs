@@ -11,8 +11,9 @@
 //! - **requirements**: the node's labels violate the NodePool's requirements (changed
 //!   requirements do not touch the hash, so narrowing a pool drifts only the nodes outside).
 //!
-//! The template hash has its own key, apart from the provisioner's `joiner.dev/nodepool-hash`
-//! (a hash of the whole spec): a change to limits, weight or budgets must not drift nodes.
+//! Only the template is hashed, not the whole NodePool spec: a change to limits, weight or
+//! budgets must not drift nodes. (A whole-spec `joiner.dev/nodepool-hash` the provisioner
+//! once wrote was never read and is gone.)
 //!
 //! The hash is FNV-1a over canonical JSON: stable across Rust releases and agent restarts,
 //! unlike `std`'s hasher, and it needs no crate in the pure half.

@@ -17,6 +17,36 @@ use super::messages::{Detail, Event};
 
 /// NodePool annotation that opts in to replacing nodes on rebalance recommendations.
 pub const REBALANCE_ANNOTATION: &str = "joiner.dev/rebalance";
+/// How long EC2 gives between a Spot interruption warning (or a capacity reservation
+/// interruption) and taking the instance back.
+pub const SPOT_NOTICE_SECONDS: u64 = 120;
+
+/// By when an interrupted instance's pods must have left it: the drain may wait for their
+/// replacements until then (less the pods' termination grace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice<'a> {
+    /// This long after the event's `time`.
+    AfterEvent(u64),
+    /// At this RFC 3339 time (a scheduled change's start).
+    At(&'a str),
+    /// The instance is already going: drain at once.
+    Now,
+    /// EC2 gives no deadline (a rebalance recommendation): the caller's own bound applies.
+    Unbounded,
+}
+
+/// The notice an event gives.
+pub fn notice(event: &Event) -> Notice<'_> {
+    match &event.detail {
+        Detail::SpotInterruption(_) | Detail::CapacityReservationInterruption(_) => {
+            Notice::AfterEvent(SPOT_NOTICE_SECONDS)
+        }
+        Detail::ScheduledChange(d) => d.start_time.as_deref().map_or(Notice::Now, Notice::At),
+        Detail::StateChange(_) => Notice::Now,
+        Detail::Rebalance(_) => Notice::Unbounded,
+    }
+}
+
 /// NodePool annotation with the replacement rate limit, `N/duration` (default `1/5m`).
 pub const REBALANCE_LIMIT_ANNOTATION: &str = "joiner.dev/rebalance-limit";
 /// The default rate: one rebalance replacement per NodePool per five minutes.
@@ -193,6 +223,37 @@ mod tests {
                 .to_string(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn each_kind_gives_its_notice() {
+        let spot = ev(
+            "EC2 Spot Instance Interruption Warning",
+            "aws.ec2",
+            serde_json::json!({"instance-id": "i-1", "instance-action": "terminate"}),
+        );
+        assert_eq!(notice(&spot), Notice::AfterEvent(SPOT_NOTICE_SECONDS));
+        let stopping = ev(
+            "EC2 Instance State-change Notification",
+            "aws.ec2",
+            serde_json::json!({"instance-id": "i-1", "state": "stopping"}),
+        );
+        assert_eq!(notice(&stopping), Notice::Now);
+        let scheduled = ev(
+            "AWS Health Event",
+            "aws.health",
+            serde_json::json!({"service": "EC2", "eventTypeCategory": "scheduledChange",
+                "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                "startTime": "2026-12-01T10:00:00Z",
+                "affectedEntities": [{"entityValue": "i-1"}]}),
+        );
+        assert_eq!(notice(&scheduled), Notice::At("2026-12-01T10:00:00Z"));
+        let rebalance = ev(
+            "EC2 Instance Rebalance Recommendation",
+            "aws.ec2",
+            serde_json::json!({"instance-id": "i-1"}),
+        );
+        assert_eq!(notice(&rebalance), Notice::Unbounded);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 mod cloud;
 mod cluster;
+mod pending;
 mod pricing;
 mod procs;
 mod recorder;

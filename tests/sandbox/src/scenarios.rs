@@ -739,6 +739,8 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
     let step_by = (total / k).max(1);
     let warned: Vec<(String, String)> = spot.iter().step_by(step_by).take(k).cloned().collect();
     let ids: Vec<String> = warned.iter().map(|(_, id)| id.clone()).collect();
+    // Watched from before the first warning: replacement before drain means no pod waits.
+    let pending = crate::pending::PendingWatch::start(client.clone(), cluster::NAMESPACE).await;
     let sent = w
         .cloud
         .as_ref()
@@ -824,9 +826,11 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
     .await?;
     let secs = start.elapsed().as_secs_f64();
     w.figures.storm_recovered_secs = Some(secs);
+    let (went, pod_secs, relisted) = pending.figures();
+    w.figures.storm_pending = Some((went, pod_secs, relisted));
     step(
         w,
-        &format!("2/5 every pod Running again {secs:.1} s after the warnings"),
+        &format!("2/5 every pod Running again {secs:.1} s after the warnings; {went} pod(s) went pending, {pod_secs:.1} pending pod-seconds"),
     );
     Ok(())
 }

@@ -20,6 +20,9 @@ pub struct Figures {
     pub storm_warned: Option<(usize, usize)>,
     pub storm_drained_in_notice: Option<usize>,
     pub storm_recovered_secs: Option<f64>,
+    /// Pods that went pending during the storm, their pending pod-seconds, and whether the
+    /// pod watch had to list again (the figure is then a lower bound).
+    pub storm_pending: Option<(usize, f64, bool)>,
     pub pods_lost: usize,
     pub plan_secs: Option<f64>,
     pub plan_warnings: Option<usize>,
@@ -152,6 +155,20 @@ impl Figures {
             (
                 "storm: warning → every pod Running again".into(),
                 secs(self.storm_recovered_secs),
+            ),
+            (
+                "storm: pending pod-seconds (pods that went pending)".into(),
+                match self.storm_pending {
+                    Some((n, s, relisted)) => format!(
+                        "{s:.1} ({n}){}",
+                        if relisted {
+                            ", at least: the watch relisted"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => "—".into(),
+                },
             ),
             (
                 "terraform plan of a NodePool change".into(),

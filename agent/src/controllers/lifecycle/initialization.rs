@@ -58,7 +58,9 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_initialized
-                .get_or_create(&super::claim_metric_labels(&updated))
+                .get_or_create(&crate::controllers::operator::metrics::claim_labels(
+                    &updated,
+                ))
                 .inc();
             tracing::info!(nodeclaim = %claim.name_any(), node = %node.name_any(), "initialized");
             None

@@ -13,33 +13,28 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use crate::api::NodeClaim;
+use crate::api::{ClaimView, NodeClaim};
 use crate::catalog::{offering_allowed, CapacityType, Catalog};
-use crate::cloud::{CloudError, LaunchRequest, Launched};
+use crate::cloud::{LaunchRequest, Launched};
 use crate::controllers::conditions::{self, LAUNCHED};
 use crate::controllers::events::{self, Type};
 use crate::controllers::provisioning::input::claim_types;
 use crate::controllers::termination::{request_termination, TerminationReason};
 use crate::controllers::Context;
 use crate::labels;
-use crate::scheduler::{Candidate, UnavailableOfferings};
+use crate::scheduler::Candidate;
 
 /// The claim's launch candidates, cheapest first as the claim lists them, each with the
-/// zones and capacity types its requirements allow and the cache has not excluded.
-pub fn candidates(
-    claim: &NodeClaim,
-    catalog: &Catalog,
-    unavailable: &UnavailableOfferings,
-) -> Result<Vec<Candidate>, String> {
-    let reqs = crate::api::convert_requirements(&claim.spec.requirements)
-        .map_err(|e| format!("spec.{e}"))?;
+/// zones and capacity types its requirements allow. The insufficient-capacity cache is the
+/// cloud's to apply ([`crate::cloud::fleet`]), at the moment it builds the request, so it is
+/// not filtered here as well.
+pub fn candidates(claim: &NodeClaim, view: &ClaimView, catalog: &Catalog) -> Vec<Candidate> {
     let mut out = Vec::new();
-    for it in claim_types(claim, catalog) {
+    for it in claim_types(claim, view, catalog) {
         let offers: Vec<_> = it
             .offerings
             .iter()
-            .filter(|o| offering_allowed(o, &reqs))
-            .filter(|o| !unavailable.contains(o.capacity_type, &it.name, &o.zone))
+            .filter(|o| offering_allowed(o, &view.requirements))
             .collect();
         let Some(best) = offers.iter().min_by(|a, b| {
             (a.capacity_type, a.price)
@@ -63,31 +58,24 @@ pub fn candidates(
             break;
         }
     }
-    Ok(out)
+    out
 }
 
 /// Capacity types the claim allows, Spot first.
-fn capacity_types(claim: &NodeClaim) -> Vec<CapacityType> {
-    let allowed: Option<BTreeSet<&str>> = claim
-        .spec
-        .requirements
-        .iter()
-        .find(|r| r.key == labels::CAPACITY_TYPE && r.operator == "In")
-        .map(|r| r.values.iter().map(String::as_str).collect());
+fn capacity_types(view: &ClaimView) -> Vec<CapacityType> {
     [CapacityType::Spot, CapacityType::OnDemand]
         .into_iter()
-        .filter(|ct| allowed.as_ref().is_none_or(|a| a.contains(ct.as_str())))
+        .filter(|ct| view.allows(labels::CAPACITY_TYPE, ct.as_str()))
         .collect()
 }
 
-fn zones(claim: &NodeClaim, catalog: &Catalog) -> Vec<String> {
-    claim
-        .spec
-        .requirements
-        .iter()
-        .find(|r| r.key == labels::ZONE && r.operator == "In")
-        .map(|r| r.values.clone())
-        .unwrap_or_else(|| catalog.zones().into_iter().collect())
+/// Zones the claim allows, among the catalogue's.
+fn zones(view: &ClaimView, catalog: &Catalog) -> Vec<String> {
+    catalog
+        .zones()
+        .into_iter()
+        .filter(|z| view.allows(labels::ZONE, z))
+        .collect()
 }
 
 /// Labels the kubelet may register with: the claim's, minus the `kubernetes.io` and
@@ -189,28 +177,13 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
             return Some(Duration::from_secs(10));
         }
     };
-    let launched = match ctx.cloud.instance_for(&name).await {
-        Ok(Some(i)) => {
-            tracing::info!(nodeclaim = %name, instance = %i.instance_id, "adopting the instance already launched for this claim");
-            Launched {
-                instance_id: i.instance_id,
-                provider_id: i.provider_id,
-                instance_type: i.instance_type,
-                zone: i.zone,
-                capacity_type: i.capacity_type,
-                image_id: i.image_id,
-            }
-        }
-        Ok(None) => match launch(ctx, claim, &class, &catalog).await {
-            Ok(l) => l,
-            Err(Failure::Retry(d)) => return Some(d),
-            Err(Failure::Gone) => return None,
-        },
-        Err(e) => {
-            ctx.metrics.cloud_error(&e);
-            tracing::warn!(nodeclaim = %name, error = %e, "looking for the claim's instance failed");
-            return Some(Duration::from_secs(5));
-        }
+    // The cloud adopts an instance already launched for this claim (a crash between
+    // CreateFleet and the status update) before launching anything: one place for that
+    // check, next to the launch it guards.
+    let launched = match launch(ctx, claim, &class, &catalog).await {
+        Ok(l) => l,
+        Err(Failure::Retry(d)) => return Some(d),
+        Err(Failure::Gone) => return None,
     };
     if ctx.config.test_hang_after_launch {
         tracing::warn!(nodeclaim = %name, instance = %launched.instance_id, "test hook: launched; hanging before recording it");
@@ -231,8 +204,8 @@ async fn launch(
     catalog: &Catalog,
 ) -> Result<Launched, Failure> {
     let name = claim.name_any();
-    let cands = match candidates(claim, catalog, &ctx.cloud.unavailable()) {
-        Ok(c) => c,
+    let view = match claim.view() {
+        Ok(v) => v,
         Err(e) => {
             ctx.metrics.malformed("NodeClaim");
             fail(
@@ -254,20 +227,14 @@ async fn launch(
         nodeclaim: name.clone(),
         nodepool: pool,
         node_class: class.clone(),
-        candidates: cands,
-        capacity_types: capacity_types(claim),
-        zones: zones(claim, catalog),
+        candidates: candidates(claim, &view, catalog),
+        capacity_types: capacity_types(&view),
+        zones: zones(&view, catalog),
         labels: kubelet_labels(claim),
         taints: crate::api::convert_taints(&claim.spec.taints).unwrap_or_default(),
         startup_taints: startup_taints(claim),
     };
-    let result = if request.candidates.is_empty() {
-        Err(CloudError {
-            operation: "ec2:CreateFleet".into(),
-            code: "NoCandidatesLeft".into(),
-            message: "every candidate offering is excluded by the claim's requirements or the insufficient-capacity cache".into(),
-        })
-    } else {
+    let result = {
         let seen = ctx
             .batch_seen
             .lock()
@@ -376,7 +343,9 @@ async fn record(
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_launched
-                .get_or_create(&super::claim_metric_labels(&updated))
+                .get_or_create(&crate::controllers::operator::metrics::claim_labels(
+                    &updated,
+                ))
                 .inc();
             tracing::info!(
                 nodeclaim = %name,

@@ -145,22 +145,3 @@ pub async fn patch_status(
         }
     }
 }
-
-/// Nodepool and capacity-type labels for the per-claim counters.
-pub fn claim_metric_labels(claim: &NodeClaim) -> Vec<(String, String)> {
-    let l = claim.labels();
-    crate::controllers::operator::metrics::l(&[
-        (
-            "nodepool",
-            l.get(crate::labels::JOINER_NODEPOOL)
-                .map(String::as_str)
-                .unwrap_or(""),
-        ),
-        (
-            "capacity_type",
-            l.get(crate::labels::CAPACITY_TYPE)
-                .map(String::as_str)
-                .unwrap_or(""),
-        ),
-    ])
-}

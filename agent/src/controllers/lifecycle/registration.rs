@@ -224,7 +224,9 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_registered
-                .get_or_create(&super::claim_metric_labels(&updated))
+                .get_or_create(&crate::controllers::operator::metrics::claim_labels(
+                    &updated,
+                ))
                 .inc();
             tracing::info!(nodeclaim = %name, node = %node.name_any(), "registered");
             let pool = pool_of(&updated);

@@ -41,10 +41,11 @@ pub struct Metrics {
     pub gc_instances_terminated: Counter<u64, AtomicU64>,
     pub gc_nodeclaims_deleted: Counter<u64, AtomicU64>,
     pub leader: Gauge<i64, AtomicI64>,
-    /// `joiner_interruption_*` (see `crate::interruption::metrics`).
-    pub interruption: std::sync::Arc<crate::interruption::metrics::InterruptionMetrics>,
-    /// `joiner_disruption_*` (see `crate::disruption::metrics`).
-    pub disruption: std::sync::Arc<crate::disruption::metrics::DisruptionMetrics>,
+    /// `joiner_interruption_*` (see `crate::controllers::interruption::metrics`).
+    pub interruption:
+        std::sync::Arc<crate::controllers::interruption::metrics::InterruptionMetrics>,
+    /// `joiner_disruption_*` (see `crate::controllers::disruption::metrics`).
+    pub disruption: std::sync::Arc<crate::controllers::disruption::metrics::DisruptionMetrics>,
 }
 
 pub fn l(pairs: &[(&str, &str)]) -> Labels {
@@ -52,6 +53,17 @@ pub fn l(pairs: &[(&str, &str)]) -> Labels {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+/// Nodepool and capacity-type labels for the per-claim counters.
+pub fn claim_labels(claim: &crate::api::NodeClaim) -> Labels {
+    use kube::ResourceExt;
+    let labels = claim.labels();
+    let get = |k: &str| labels.get(k).map(String::as_str).unwrap_or("");
+    l(&[
+        ("nodepool", get(crate::labels::JOINER_NODEPOOL)),
+        ("capacity_type", get(crate::labels::CAPACITY_TYPE)),
+    ])
 }
 
 impl Metrics {

@@ -10,13 +10,14 @@ use k8s_openapi::api::apps::v1::DaemonSet as K8sDaemonSet;
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
 use kube::ResourceExt;
 
-use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::api::{ClaimView, NodeClaim, NodeClass, NodePool};
 use crate::catalog::daemonsets::{self, DaemonSet};
 use crate::catalog::{Catalog, InstanceType};
 use crate::controllers::conditions;
 use crate::controllers::nodepool;
 use crate::controllers::operator::metrics::l;
-use crate::controllers::state::{classify, PodClass};
+use crate::controllers::state::{classify, reschedulable, PodClass};
+use crate::controllers::termination::disrupted::is_disrupted;
 use crate::controllers::Context;
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
@@ -30,8 +31,14 @@ use crate::taints::Taint;
 pub struct Round {
     pub input: Input,
     pub catalog: Catalog,
-    /// The Pod objects behind `input.pods`, same order.
+    /// The pending Pod objects behind the first `pods.len()` of `input.pods`, same order.
     pub pods: Vec<Arc<K8sPod>>,
+    /// The rest of `input.pods`: reschedulable pods of disrupted or deleting nodes, each
+    /// with its NodeClaim (index into `disrupted`). They need capacity before their node
+    /// drains, so they are planned like pending pods.
+    pub displaced: Vec<usize>,
+    /// The disrupted NodeClaims whose pods are in `displaced`.
+    pub disrupted: Vec<Arc<NodeClaim>>,
     pub pools: HashMap<String, Arc<NodePool>>,
 }
 
@@ -110,18 +117,19 @@ fn node_resources(
     Resources::from_quantities(m.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
 }
 
-/// The candidate instance types of a claim: the launched type when it is known, else its
-/// `node.kubernetes.io/instance-type In [...]` list.
-pub fn claim_types<'a>(claim: &NodeClaim, catalog: &'a Catalog) -> Vec<&'a InstanceType> {
+/// The candidate instance types of a claim: the launched type when it is known, else the
+/// types its requirements list, in the claim's order.
+pub fn claim_types<'a>(
+    claim: &NodeClaim,
+    view: &ClaimView,
+    catalog: &'a Catalog,
+) -> Vec<&'a InstanceType> {
     if let Some(t) = claim.labels().get(labels::INSTANCE_TYPE) {
         return catalog.get(t).into_iter().collect();
     }
-    claim
-        .spec
-        .requirements
+    view.instance_types
         .iter()
-        .filter(|r| r.key == labels::INSTANCE_TYPE && r.operator == "In")
-        .flat_map(|r| r.values.iter())
+        .flatten()
         .filter_map(|t| catalog.get(t))
         .collect()
 }
@@ -140,10 +148,6 @@ fn elementwise_min(a: &Resources, b: &Resources) -> Resources {
         }
     }
     r
-}
-
-fn claim_is_deleting(c: &NodeClaim) -> bool {
-    c.metadata.deletion_timestamp.is_some()
 }
 
 /// Builds the round from the current state. Fetches each NodeClass's catalogue from the
@@ -221,6 +225,21 @@ pub async fn build(ctx: &Context) -> Round {
         });
     }
 
+    // Nodes going away (claim disrupted or deleting, or the Node deleting): their
+    // reschedulable pods are planned as needing capacity, not counted on the node.
+    let mut doomed: HashMap<String, usize> = HashMap::new();
+    let mut disrupted: Vec<Arc<NodeClaim>> = Vec::new();
+    for n in state.nodes.state() {
+        let claim = state.claim_for_node(&n);
+        let going = n.metadata.deletion_timestamp.is_some()
+            || claim.as_ref().is_some_and(|c| is_disrupted(c));
+        if let (true, Some(c)) = (going, claim) {
+            doomed.insert(n.name_any(), disrupted.len());
+            disrupted.push(c);
+        }
+    }
+    let mut displaced_pods: Vec<(crate::scheduler::Pod, usize)> = Vec::new();
+
     // Pods: pending ones to place, bound ones per node.
     let mut pending_objs = Vec::new();
     let mut ignored: HashMap<&'static str, i64> = HashMap::new();
@@ -262,11 +281,23 @@ pub async fn build(ctx: &Context) -> Round {
                 ) {
                     continue;
                 }
+                if let Some(&claim) = doomed.get(&node).filter(|_| reschedulable(&p)) {
+                    match convert::pod(&p) {
+                        Ok(sp) => displaced_pods.push((sp, claim)),
+                        Err(_) => ctx.metrics.malformed("Pod"),
+                    }
+                    continue;
+                }
                 if let Ok(b) = convert::bound_pod(&p) {
                     by_node.entry(node).or_default().push(b);
                 }
             }
         }
+    }
+    let mut displaced = Vec::new();
+    for (p, claim) in displaced_pods {
+        input.pods.push(p);
+        displaced.push(claim);
     }
     ctx.fargate.retain_told(&held_for_fargate);
     for reason in [
@@ -342,7 +373,7 @@ pub async fn build(ctx: &Context) -> Round {
             }
         }
         let deleting = node.metadata.deletion_timestamp.is_some()
-            || claim.as_ref().is_some_and(|c| claim_is_deleting(c));
+            || claim.as_ref().is_some_and(|c| is_disrupted(c));
         input.nodes.push(Node {
             name: node.name_any(),
             labels: node_labels,
@@ -357,7 +388,7 @@ pub async fn build(ctx: &Context) -> Round {
     // In-flight claims: launched or launching, no Node yet.
     for c in state.node_claims.list() {
         let name = c.name_any();
-        if claim_is_deleting(&c) || claims_with_node.contains(&name) {
+        if is_disrupted(&c) || claims_with_node.contains(&name) {
             continue;
         }
         let pool = c
@@ -365,7 +396,7 @@ pub async fn build(ctx: &Context) -> Round {
             .get(labels::JOINER_NODEPOOL)
             .cloned()
             .unwrap_or_default();
-        let Ok(requirements) = crate::api::convert_requirements(&c.spec.requirements) else {
+        let Ok(view) = c.view() else {
             ctx.metrics.malformed("NodeClaim");
             continue;
         };
@@ -381,7 +412,8 @@ pub async fn build(ctx: &Context) -> Round {
         let Some(cat) = catalogs.get(&class.name_any()) else {
             continue;
         };
-        let types = claim_types(&c, cat);
+        let types = claim_types(&c, &view, cat);
+        let requirements = view.requirements;
         let mut alloc: Option<Resources> = None;
         let mut cap: Option<Resources> = None;
         for it in &types {
@@ -443,6 +475,8 @@ pub async fn build(ctx: &Context) -> Round {
         input,
         catalog,
         pods: pending_objs,
+        displaced,
+        disrupted,
         pools,
     }
 }

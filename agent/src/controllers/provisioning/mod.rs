@@ -2,6 +2,11 @@
 //! the round from the cluster state ([`input`]); planned NodeClaims are created
 //! ([`nodeclaims`]) and the lifecycle loop launches them. Pods no NodePool can take get a
 //! `FailedScheduling` Event with the scheduler's reason per NodePool.
+//!
+//! The pods of disrupted or deleting nodes (interruption, consolidation, drift, expiry)
+//! are planned with the pending ones, so their replacements come from the same batch and
+//! the same NodeClaim path; the claims they land on are named on the disrupted claim for
+//! termination to wait for (see [`crate::controllers::termination::disrupted`]).
 
 pub mod batcher;
 pub mod fargate;
@@ -9,17 +14,22 @@ pub mod input;
 pub mod nodeclaims;
 pub mod warm;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use tokio::sync::Notify;
 
+use crate::api::NodeClaim;
+use crate::controllers::conditions;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
 use crate::controllers::state::Change;
+use crate::controllers::termination::disrupted;
 use crate::controllers::Context;
-use crate::scheduler::schedule;
+use crate::scheduler::{schedule, Target};
 
 use batcher::{Batcher, Trigger};
 
@@ -35,14 +45,23 @@ pub async fn run(ctx: Arc<Context>) {
     );
     let k = kick.clone();
     let state = ctx.state.clone();
+    // A claim newly disrupted puts its node's pods in the next batch (once per claim).
+    let mut disrupted_seen = std::collections::HashSet::new();
     let _watcher = crate::controllers::AbortOnDrop(tokio::spawn(async move {
         loop {
             match rx.recv().await {
-                Ok(Change::NodeClaim(name)) => {
-                    if state.node_claims.get(&name).is_none() {
+                Ok(Change::NodeClaim(name)) => match state.node_claims.get(&name) {
+                    None => {
+                        disrupted_seen.remove(&name);
                         k.notify_one();
                     }
-                }
+                    Some(c) if disrupted::is_disrupted(&c) => {
+                        if disrupted_seen.insert(name) {
+                            k.notify_one();
+                        }
+                    }
+                    Some(_) => {}
+                },
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => k.notify_one(),
                 Err(_) => return,
@@ -80,7 +99,7 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
         .scheduling_duration
         .observe(started.elapsed().as_secs_f64());
     ctx.metrics.scheduling_rounds.inc();
-    ctx.metrics.pods_pending.set(r.input.pods.len() as i64);
+    ctx.metrics.pods_pending.set(r.pods.len() as i64);
     let uids = r.pods.iter().filter_map(|p| p.uid()).collect();
     if r.input.pods.is_empty() {
         return uids;
@@ -90,31 +109,27 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
         .pods_scheduled
         .inc_by((plan.placements.len() + planned) as u64);
     tracing::info!(
-        pending = r.input.pods.len(),
+        pending = r.pods.len(),
+        displaced = r.displaced.len(),
         on_existing = plan.placements.len(),
         new_claims = plan.new_claims.len(),
         unschedulable = plan.unschedulable.len(),
         took_ms = started.elapsed().as_millis() as u64,
         "scheduling round"
     );
+    // The disrupted claim each input pod came from, if any.
+    let from = |pod: usize| pod.checked_sub(r.pods.len()).map(|i| r.displaced[i]);
+    // Per disrupted claim: the claims its pods were put on.
+    let mut replacements: Vec<BTreeSet<String>> = vec![BTreeSet::new(); r.disrupted.len()];
     for claim in &plan.new_claims {
         let Some(pool) = r.pools.get(&claim.nodepool) else {
             continue;
         };
-        let mut obj = nodeclaims::build(claim, pool);
-        // Drift compares these hashes with today's; stamping at birth means a change made
-        // right after launch still drifts the node (unstamped claims are stamped later with
-        // the then-current hashes, which would hide such a change).
-        if let Some(class) = ctx
+        let class = ctx
             .state
             .node_classes
-            .get(&pool.spec.template.spec.node_class_ref.name)
-        {
-            obj.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
-        }
+            .get(&pool.spec.template.spec.node_class_ref.name);
+        let obj = nodeclaims::build(claim, pool, class.as_deref());
         let name = obj.name_any();
         if let Some(t) = last_seen {
             ctx.batch_seen
@@ -128,14 +143,28 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
                     .nodeclaims_created
                     .get_or_create(&l(&[("nodepool", &claim.nodepool)]))
                     .inc();
+                let displaced = claim.pods.iter().filter(|&&p| from(p).is_some()).count();
                 tracing::info!(
                     nodeclaim = %name,
                     nodepool = %claim.nodepool,
                     pods = claim.pods.len(),
+                    displaced,
                     candidates = claim.instance_types.len(),
                     cheapest = claim.instance_types.first().map(|c| c.instance_type.as_str()).unwrap_or(""),
                     "created NodeClaim"
                 );
+                let mut interrupted = false;
+                for d in claim.pods.iter().filter_map(|&p| from(p)) {
+                    replacements[d].insert(name.clone());
+                    interrupted |= ctx
+                        .interruption_sent
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&r.disrupted[d].name_any());
+                }
+                if interrupted {
+                    ctx.metrics.interruption.replacements.inc();
+                }
                 ctx.claims.add(&name);
             }
             Err(e) => {
@@ -144,8 +173,38 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
             }
         }
     }
+    for p in &plan.placements {
+        let Some(d) = from(p.pod) else { continue };
+        // A node or claim still coming up is a replacement to wait for; a ready node is not.
+        let waiting_on = match &p.target {
+            Target::InFlight(c) => Some(c.clone()),
+            Target::Node(n) => ctx
+                .state
+                .nodes
+                .find(|x| &x.name_any() == n)
+                .and_then(|node| ctx.state.claim_for_node(&node))
+                .filter(|c| {
+                    !c.status.as_ref().is_some_and(|s| {
+                        conditions::is_true(&s.conditions, conditions::INITIALIZED)
+                    })
+                })
+                .map(|c| c.name_any()),
+        };
+        if let Some(c) = waiting_on {
+            replacements[d].insert(c);
+        }
+    }
+    let unplaced: BTreeSet<usize> = plan
+        .unschedulable
+        .iter()
+        .filter_map(|u| from(u.pod))
+        .collect();
+    for (d, names) in replacements.iter().enumerate() {
+        name_replacements(ctx, &r.disrupted[d], names, unplaced.contains(&d)).await;
+    }
     for u in &plan.unschedulable {
         ctx.metrics.pods_unschedulable.inc();
+        // Displaced pods are not pending: their node still runs them.
         let Some(pod) = r.pods.get(u.pod) else {
             continue;
         };
@@ -167,4 +226,67 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
             .await;
     }
     uids
+}
+
+/// Names on a disrupted claim the claims its pods were put on ([`REPLACED_BY`]), which
+/// termination waits for before draining. Written when the claim has a deadline and the
+/// provisioner has not named replacements yet, or one it named is gone; a later round that
+/// packs the pods differently does not rewrite a list whose claims are still coming.
+async fn name_replacements(
+    ctx: &Context,
+    claim: &NodeClaim,
+    names: &BTreeSet<String>,
+    some_unplaced: bool,
+) {
+    if disrupted::deadline(claim).is_none() {
+        return;
+    }
+    let name = claim.name_any();
+    if let Some(old) = disrupted::replaced_by(claim) {
+        let intact = old.iter().all(|c| {
+            ctx.state
+                .node_claims
+                .get(c)
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+        });
+        if intact {
+            return;
+        }
+    }
+    if !names.is_empty() {
+        let mut sent = ctx
+            .interruption_sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = sent.get_mut(&name).filter(|s| !s.replacement_seen) {
+            s.replacement_seen = true;
+            let latency = std::time::SystemTime::now()
+                .duration_since(s.at)
+                .unwrap_or_default()
+                .as_secs_f64();
+            ctx.metrics
+                .interruption
+                .message_to_replacement
+                .observe(latency);
+        }
+    }
+    if some_unplaced {
+        tracing::warn!(nodeclaim = %name, "some pods of a disrupted node fit no NodePool; they will wait as pending after the drain");
+    }
+    let list: Vec<&str> = names.iter().map(String::as_str).collect();
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {disrupted::REPLACED_BY: list.join(",")}}});
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(c) => {
+            ctx.state.node_claims.insert(&name, c);
+            ctx.claims.add(&name);
+            tracing::info!(nodeclaim = %name, replacements = ?list, "replacements named for a disrupted node");
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => ctx.metrics.kube_error("nodeclaims patch (replaced-by)", &e),
+    }
 }

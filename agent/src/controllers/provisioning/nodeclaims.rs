@@ -1,8 +1,12 @@
 //! NodeClaims from a plan, shaped as Karpenter's: named `<nodepool>-<5 random>`, labelled
 //! with the NodePool's template labels, the pool name and every requirement that has a
-//! single value, annotated with the template's annotations and a hash of the NodePool spec
-//! (for drift), owned by the NodePool, and holding the termination finalizer from birth so
-//! no instance is ever launched for a claim the agent could lose track of.
+//! single value, annotated with the template's annotations and the drift hashes of the
+//! NodePool template and NodeClass ([`crate::disruption::drift::stamp`]), owned by the
+//! NodePool, and holding the termination finalizer from birth so no instance is ever
+//! launched for a claim the agent could lose track of.
+//!
+//! This is the only place NodeClaims are created (`agent/tests/one_creation_path.rs` checks
+//! it): interruption and disruption disrupt claims, and provisioning replaces their pods.
 
 use std::collections::BTreeMap;
 
@@ -10,15 +14,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 use rand::Rng;
-use sha2::{Digest, Sha256};
 
-use crate::api::{NodeClaim, NodeClaimSpec, NodePool};
+use crate::api::{NodeClaim, NodeClaimSpec, NodeClass, NodePool};
 use crate::controllers::{Context, TERMINATION_FINALIZER};
 use crate::labels;
 use crate::scheduler::NewNodeClaim;
-
-/// Annotation with a hash of the NodePool spec the claim was made from.
-pub const NODEPOOL_HASH: &str = "joiner.dev/nodepool-hash";
 
 /// `<nodepool>-<5 random lowercase alphanumerics>`, as Karpenter names claims.
 pub fn claim_name(pool: &str) -> String {
@@ -30,13 +30,10 @@ pub fn claim_name(pool: &str) -> String {
     format!("{pool}-{suffix}")
 }
 
-pub fn nodepool_hash(pool: &NodePool) -> String {
-    let json = serde_json::to_vec(&pool.spec).unwrap_or_default();
-    hex::encode(&Sha256::digest(&json)[..8])
-}
-
-/// The NodeClaim object for a planned claim.
-pub fn build(plan: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
+/// The NodeClaim object for a planned claim. Drift compares the stamped hashes with
+/// today's; stamping at birth means a change made right after launch still drifts the node
+/// (claims stamped later get the then-current hashes, which would hide such a change).
+pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) -> NodeClaim {
     let pool_name = pool.name_any();
     let spec = NodeClaimSpec::from_plan(plan, &pool.spec);
     let mut labels: BTreeMap<String, String> = pool.spec.template.metadata.labels.clone();
@@ -51,7 +48,9 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
     labels.insert(labels::KARPENTER_NODEPOOL.into(), pool_name.clone());
     labels.insert(labels::JOINER_NODEPOOL.into(), pool_name.clone());
     let mut annotations = pool.spec.template.metadata.annotations.clone();
-    annotations.insert(NODEPOOL_HASH.into(), nodepool_hash(pool));
+    if let Some(class) = class {
+        annotations.extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
+    }
     let name = claim_name(&pool_name);
     NodeClaim {
         metadata: ObjectMeta {
@@ -78,7 +77,7 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool) -> NodeClaim {
 
 /// Creates the claim and puts it in the local store at once, so the next round counts it
 /// as in flight even before the watch delivers it.
-pub async fn create(ctx: &Context, claim: &NodeClaim) -> Result<NodeClaim, kube::Error> {
+pub(super) async fn create(ctx: &Context, claim: &NodeClaim) -> Result<NodeClaim, kube::Error> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let created = api.create(&PostParams::default(), claim).await?;
     ctx.state

@@ -19,6 +19,7 @@ use super::pod_has_do_not_disrupt;
 use crate::api::NodeClaim;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
+use crate::controllers::state::{goes_with_node, reschedulable};
 use crate::controllers::Context;
 
 pub enum Outcome {
@@ -53,18 +54,6 @@ fn backoff_clear(uid: &str) {
     }
 }
 
-/// Pods that go with the node rather than being evicted.
-fn stays_with_node(p: &Pod) -> bool {
-    let ds = p
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    let mirror = p.annotations().contains_key("kubernetes.io/config.mirror");
-    ds || mirror
-}
-
 pub async fn cordon(ctx: &Context, node: &Node) -> Result<(), kube::Error> {
     if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
         return Ok(());
@@ -95,7 +84,11 @@ pub async fn drain(
         .state
         .pods_on(&node.name_any())
         .into_iter()
-        .filter(|p| !stays_with_node(p))
+        // Pods to evict, and pods already leaving (waited for); DaemonSet and static pods
+        // go with the node, finished ones need nothing.
+        .filter(|p| {
+            reschedulable(p) || (p.metadata.deletion_timestamp.is_some() && !goes_with_node(p))
+        })
         .collect();
     if pods.is_empty() {
         return Outcome::Drained;

@@ -9,6 +9,7 @@
 //! requested, and neither blocks an involuntary one (interruption, registration timeout,
 //! instance gone), where the capacity is going away anyway.
 
+pub mod disrupted;
 pub mod drain;
 
 use std::time::Duration;
@@ -92,20 +93,31 @@ impl TerminationReason {
 }
 
 /// Asks for a NodeClaim's termination: records the reason, then deletes the claim; the
-/// finalizer does the rest. Already-gone claims are not an error. This is the entry
-/// point for other loops (interruption, disruption).
+/// finalizer does the rest. Already-gone claims are not an error. Loops that take a node
+/// away with a deadline call [`disrupted::disrupt`] instead.
 pub async fn request_termination(
     ctx: &Context,
     claim: &str,
     reason: TerminationReason,
 ) -> Result<(), kube::Error> {
+    request_termination_with(ctx, claim, reason, Default::default()).await
+}
+
+/// [`request_termination`] writing `annotations` with the reason, in the same patch.
+pub(crate) async fn request_termination_with(
+    ctx: &Context,
+    claim: &str,
+    reason: TerminationReason,
+    mut annotations: serde_json::Map<String, serde_json::Value>,
+) -> Result<(), kube::Error> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let patch = json!({"metadata": {"annotations": {TERMINATION_REASON: reason.as_str()}}});
+    annotations.insert(TERMINATION_REASON.into(), json!(reason.as_str()));
+    let patch = json!({"metadata": {"annotations": annotations}});
     match api
         .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => {}
+        Ok(c) => ctx.state.node_claims.insert(claim, c),
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
         Err(e) => return Err(e),
     }
@@ -242,6 +254,15 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
                 .await;
             return Some(Duration::from_secs(5));
         }
+        // Replacement before drain: a disrupted node keeps serving until its pods have
+        // somewhere to go, or until waiting longer would cut into their grace.
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        if !cordoned && !grace_over {
+            match disrupted::replacement_wait(ctx, claim, node) {
+                Err(wait) => return Some(wait),
+                Ok(go) => announce_drain(ctx, claim, node, go).await,
+            }
+        }
         match drain::drain(ctx, claim, node, respect_dnd, grace_over).await {
             drain::Outcome::Drained => {}
             drain::Outcome::Waiting(d) => return Some(d),
@@ -299,11 +320,52 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     }
     ctx.metrics
         .nodeclaims_terminated
-        .get_or_create(&crate::controllers::lifecycle::claim_metric_labels(claim))
+        .get_or_create(&crate::controllers::operator::metrics::claim_labels(claim))
         .inc();
     tracing::info!(nodeclaim = %name, reason = reason.as_str(), "terminated");
     ctx.state.notify(Change::NodeClaim(name));
     None
+}
+
+/// Says on the claim and the Node why the drain starts now, and measures an interruption's
+/// message → cordon time (the drain cordons right after).
+async fn announce_drain(ctx: &Context, claim: &NodeClaim, node: &Node, go: disrupted::Go) {
+    let message = match &go {
+        disrupted::Go::NoWait => return,
+        disrupted::Go::Replaced(r) if r.is_empty() => {
+            "its pods fit on existing capacity; cordoned and draining".to_string()
+        }
+        disrupted::Go::Replaced(r) => format!(
+            "replacement NodeClaim(s) {} Initialized; cordoned and draining",
+            r.join(", ")
+        ),
+        disrupted::Go::OutOfTime(r) => format!(
+            "the deadline less the longest pod termination grace came before replacement NodeClaim(s) [{}] were Initialized; cordoned and draining",
+            r.join(", ")
+        ),
+    };
+    if let Some(sent) = ctx
+        .interruption_sent
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&claim.name_any())
+    {
+        let latency = std::time::SystemTime::now()
+            .duration_since(sent.at)
+            .unwrap_or_default()
+            .as_secs_f64();
+        ctx.metrics.interruption.message_to_cordon.observe(latency);
+    }
+    let ty = match go {
+        disrupted::Go::OutOfTime(_) => {
+            ctx.metrics.disruption.replacement_failures.inc();
+            Type::Warning
+        }
+        _ => Type::Normal,
+    };
+    for r in [events::reference(claim), events::reference(node)] {
+        ctx.events.publish(&r, ty, "Draining", &message).await;
+    }
 }
 
 /// The Node side of the finalizer: a Node deleted directly (kubectl delete node) has its

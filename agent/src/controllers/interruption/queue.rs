@@ -9,14 +9,14 @@
 //! so a poison message cannot wedge the queue.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use aws_sdk_sqs::error::ProvideErrorMetadata;
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
 use futures::future::join_all;
 
-use super::messages::{self, Event};
+use crate::cloud::sqs::{Queue, QueueMessage};
+
 use super::metrics::InterruptionMetrics;
+use crate::interruption::messages::{self, Event};
 
 /// One event, with what the handler needs to measure latency.
 #[derive(Debug, Clone)]
@@ -67,43 +67,19 @@ impl Default for PollSettings {
 }
 
 pub struct Consumer {
-    sqs: aws_sdk_sqs::Client,
-    queue_url: String,
+    queue: Arc<dyn Queue>,
     settings: PollSettings,
     metrics: Arc<InterruptionMetrics>,
 }
 
-/// `operation failed: code: message`, as every AWS error the agent reports.
-fn sqs_error<E, R>(operation: &str, e: &aws_sdk_sqs::error::SdkError<E, R>) -> (String, String)
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let code = e
-        .as_service_error()
-        .and_then(|s| s.code())
-        .unwrap_or("Unknown")
-        .to_string();
-    let message = e
-        .as_service_error()
-        .and_then(|s| s.message().map(str::to_string))
-        .unwrap_or_else(|| aws_smithy_types::error::display::DisplayErrorContext(e).to_string());
-    (
-        code.clone(),
-        format!("{operation} failed: {code}: {message}"),
-    )
-}
-
 impl Consumer {
     pub fn new(
-        sqs: aws_sdk_sqs::Client,
-        queue_url: &str,
+        queue: Arc<dyn Queue>,
         settings: PollSettings,
         metrics: Arc<InterruptionMetrics>,
     ) -> Consumer {
         Consumer {
-            sqs,
-            queue_url: queue_url.to_string(),
+            queue,
             settings,
             metrics,
         }
@@ -116,7 +92,7 @@ impl Consumer {
     /// Polls forever with [`PollSettings::pollers`] concurrent long polls (until the
     /// task is dropped).
     pub async fn run(self: Arc<Self>, handler: Arc<dyn Handler>) {
-        tracing::info!(queue = %self.queue_url, pollers = self.settings.pollers, "interruption queue consumer started");
+        tracing::info!(queue = %self.queue.url(), pollers = self.settings.pollers, "interruption queue consumer started");
         let loops = (0..self.settings.pollers.max(1)).map(|_| {
             let me = self.clone();
             let handler = handler.clone();
@@ -135,33 +111,26 @@ impl Consumer {
     /// One receive: handles what came back in parallel, deletes what was acted on or
     /// dropped. Returns how many messages were received.
     pub async fn poll_once(&self, handler: &dyn Handler) -> Result<usize, String> {
-        let out = self
-            .sqs
-            .receive_message()
-            .queue_url(&self.queue_url)
-            .max_number_of_messages(self.settings.max_messages)
-            .wait_time_seconds(self.settings.wait_seconds)
-            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
-            .send()
+        let msgs = self
+            .queue
+            .receive(self.settings.max_messages, self.settings.wait_seconds)
             .await
             .map_err(|e| {
-                let (code, msg) = sqs_error("sqs:ReceiveMessage", &e);
                 self.metrics
                     .errors
                     .get_or_create(&super::metrics::labels(&[
-                        ("operation", "sqs:ReceiveMessage"),
-                        ("code", &code),
+                        ("operation", &e.operation),
+                        ("code", &e.code),
                     ]))
                     .inc();
-                msg
+                e.to_string()
             })?;
-        let msgs = out.messages.unwrap_or_default();
         let n = msgs.len();
         if n == 0 {
             return Ok(0);
         }
         let results = join_all(msgs.iter().map(|m| self.handle_one(handler, m))).await;
-        let done: Vec<&Message> = msgs
+        let done: Vec<&QueueMessage> = msgs
             .iter()
             .zip(results)
             .filter_map(|(m, delete)| delete.then_some(m))
@@ -171,9 +140,9 @@ impl Consumer {
     }
 
     /// Handles one message; true when it should be deleted.
-    async fn handle_one(&self, handler: &dyn Handler, m: &Message) -> bool {
-        let id = m.message_id().unwrap_or_default().to_string();
-        let body = m.body().unwrap_or_default();
+    async fn handle_one(&self, handler: &dyn Handler, m: &QueueMessage) -> bool {
+        let id = m.id.clone();
+        let body = m.body.as_str();
         let event = match messages::parse(body) {
             Ok(e) => e,
             Err(e) => {
@@ -186,12 +155,7 @@ impl Consumer {
         };
         let kind = event.kind();
         self.metrics.received_kind(kind.as_str());
-        let sent_at = m
-            .attributes()
-            .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
-            .and_then(|t| t.parse::<u64>().ok())
-            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
-            .unwrap_or_else(SystemTime::now);
+        let sent_at = m.sent_at.unwrap_or_else(SystemTime::now);
         let event_id = event.id.clone();
         match handler
             .handle(Received {
@@ -218,52 +182,33 @@ impl Consumer {
         }
     }
 
-    async fn delete(&self, msgs: &[&Message]) {
+    async fn delete(&self, msgs: &[&QueueMessage]) {
         if msgs.is_empty() {
             return;
         }
-        let entries: Vec<DeleteMessageBatchRequestEntry> = msgs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(m.receipt_handle().unwrap_or_default())
-                    .build()
-                    .ok()
-            })
-            .collect();
-        match self
-            .sqs
-            .delete_message_batch()
-            .queue_url(&self.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-        {
+        match self.queue.delete(msgs).await {
             Ok(out) => {
-                self.metrics.deleted.inc_by(out.successful.len() as u64);
-                for f in &out.failed {
+                self.metrics.deleted.inc_by(out.deleted as u64);
+                for (code, message) in &out.failed {
                     self.metrics
                         .errors
                         .get_or_create(&super::metrics::labels(&[
                             ("operation", "sqs:DeleteMessageBatch"),
-                            ("code", &f.code),
+                            ("code", code),
                         ]))
                         .inc();
-                    tracing::warn!(code = %f.code, message = ?f.message, "deleting an interruption message failed; it will be redelivered");
+                    tracing::warn!(code = %code, message = ?message, "deleting an interruption message failed; it will be redelivered");
                 }
             }
             Err(e) => {
-                let (code, msg) = sqs_error("sqs:DeleteMessageBatch", &e);
                 self.metrics
                     .errors
                     .get_or_create(&super::metrics::labels(&[
-                        ("operation", "sqs:DeleteMessageBatch"),
-                        ("code", &code),
+                        ("operation", &e.operation),
+                        ("code", &e.code),
                     ]))
                     .inc();
-                tracing::warn!(error = %msg, "deleting interruption messages");
+                tracing::warn!(error = %e, "deleting interruption messages");
             }
         }
     }

@@ -22,9 +22,13 @@ pub struct InterruptionMetrics {
     pub deleted: Counter<u64, AtomicU64>,
     /// SQS API errors by operation and code.
     pub errors: Family<Labels, Counter<u64, AtomicU64>>,
-    /// Message visible in the queue (SQS `SentTimestamp`) → node cordoned.
+    /// Message visible in the queue (SQS `SentTimestamp`) → node cordoned (after its
+    /// replacement is Initialized, or when the notice runs short).
     pub message_to_cordon: Histogram,
-    /// Replacement NodeClaims created ahead of a drain.
+    /// Message visible in the queue → the provisioner created (or named an in-flight)
+    /// replacement for the node's pods.
+    pub message_to_replacement: Histogram,
+    /// NodeClaims the provisioner created holding pods of interrupted nodes.
     pub replacements: Counter<u64, AtomicU64>,
 }
 
@@ -50,6 +54,9 @@ impl InterruptionMetrics {
             deleted: Counter::default(),
             errors: Family::default(),
             message_to_cordon: Histogram::new([
+                0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
+            ]),
+            message_to_replacement: Histogram::new([
                 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
             ]),
             replacements: Counter::default(),
@@ -88,8 +95,13 @@ impl InterruptionMetrics {
             self.message_to_cordon.clone(),
         );
         r.register(
+            "interruption_message_to_replacement_seconds",
+            "Interruption message visible in the queue to replacement NodeClaim created or named",
+            self.message_to_replacement.clone(),
+        );
+        r.register(
             "interruption_replacements",
-            "Replacement NodeClaims created before draining interrupted nodes",
+            "NodeClaims created by the provisioner for pods of interrupted nodes",
             self.replacements.clone(),
         );
     }

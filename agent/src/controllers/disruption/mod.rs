@@ -1,12 +1,16 @@
 //! The disruption loop (leader only): every few seconds, reads the cluster into a
-//! [`World`], runs the pure [`decide`], and carries the decisions out:
-//! replacements are created and must initialise before anything is drained; then the
-//! chosen NodeClaims' termination is requested with the decision's reason (the termination
-//! path cordons and drains through the Eviction API). Every decision gets an Event on the
-//! Node and the NodeClaim naming the reason and the saving, and metrics by reason.
+//! [`World`], runs the pure [`decide`], and carries the decisions out by disrupting the
+//! chosen NodeClaims ([`disrupted::disrupt`], with the decision's reason). It never creates
+//! capacity: provisioning plans the disrupted nodes' pods in its next batch (the
+//! replacements a decision simulated come out of that batch), and termination drains each
+//! node once its replacements are Initialized, or at once when the decision showed the pods
+//! fit on existing nodes. Every decision gets an Event on the Node and the NodeClaim naming
+//! the reason and the saving, and metrics by reason.
 //!
-//! NodeClaims without the drift hashes of [`super::drift`] are stamped with today's hashes
-//! on first sight (the provisioner stamps them at launch when it knows about them).
+//! NodeClaims without the drift hashes of [`crate::disruption::drift`] are stamped with
+//! today's hashes on first sight (the provisioner stamps them at launch).
+
+pub mod metrics;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -18,19 +22,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use super::budgets::Reason;
-use super::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
-use super::drift::{self, DriftInput};
-use super::metrics::{labels as ml, DisruptionMetrics};
 use crate::api::NodeClaim;
 use crate::catalog::{CapacityType, Catalog};
 use crate::controllers::events::{self, Type};
-use crate::controllers::provisioning::{input, nodeclaims};
+use crate::controllers::provisioning::input;
+use crate::controllers::state::reschedulable;
+use crate::controllers::termination::disrupted::{self, Mark};
 use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
-use crate::controllers::{conditions, request_termination, Context, TerminationReason};
-use crate::interruption::controller::reschedulable;
+use crate::controllers::{conditions, Context, TerminationReason};
+use crate::disruption::budgets::Reason;
+use crate::disruption::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
+use crate::disruption::drift::{self, DriftInput};
 use crate::labels;
 use crate::scheduler;
+use metrics::{labels as ml, DisruptionMetrics};
 
 /// Time between passes.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(5);
@@ -103,8 +108,6 @@ pub struct Disruption {
     pub config: Config,
     /// Per node: the pods seen last pass and when that set last changed.
     pod_sets: Mutex<HashMap<String, (u64, i64)>>,
-    /// Claims a decision is acting on (waiting for replacements).
-    in_progress: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Disruption {
@@ -114,7 +117,6 @@ impl Disruption {
             metrics,
             config: Config::default(),
             pod_sets: Mutex::new(HashMap::new()),
-            in_progress: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -124,15 +126,12 @@ impl Disruption {
         let now = jiff::Timestamp::now().as_second();
         let round = input::build(ctx).await;
         let mut sched = round.input;
+        // Pending pods and the displaced pods of disrupted nodes: consolidation pauses
+        // for both, so it never counts as free the capacity in flight for them.
         let pending = sched.pods.len();
         sched.pods.clear();
         let catalog = round.catalog;
         let pdbs: Vec<Arc<PodDisruptionBudget>> = ctx.state.pdbs.state();
-        let in_progress = self
-            .in_progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
 
         let mut pools = Vec::new();
         for (name, p) in &round.pools {
@@ -236,13 +235,8 @@ impl Disruption {
                 class: class.as_ref().map(|c| &c.spec),
                 resolved_amis: &amis,
             });
-            let disrupting = claim.metadata.deletion_timestamp.is_some()
-                || node.metadata.deletion_timestamp.is_some()
-                || in_progress.contains(&claim.name_any())
-                || conditions::is_true(
-                    &status.conditions,
-                    crate::interruption::actions::DISRUPTED_CONDITION,
-                );
+            let disrupting =
+                disrupted::is_disrupted(&claim) || node.metadata.deletion_timestamp.is_some();
             candidates.push(Candidate {
                 node: snode,
                 pods,
@@ -379,10 +373,10 @@ impl Disruption {
         outcome.decisions
     }
 
-    /// Carries a decision out; replacements run in a task of their own so one slow launch
-    /// does not hold up the next pass.
+    /// Carries a decision out: an Event per node, then the claims are disrupted; the
+    /// provisioner and termination do the rest.
     async fn execute(&self, d: Decision, _catalog: &Catalog) {
-        let ctx = self.ctx.clone();
+        let ctx = &self.ctx;
         let action = if d.replacements.is_empty() {
             "delete"
         } else {
@@ -392,150 +386,83 @@ impl Disruption {
             .decisions
             .get_or_create(&ml(&[("reason", d.reason.as_str()), ("action", action)]))
             .inc();
-        {
-            let mut ip = self.in_progress.lock().unwrap_or_else(|p| p.into_inner());
-            for n in &d.nodes {
-                ip.insert(n.nodeclaim.clone());
+        let now = jiff::Timestamp::now();
+        let deadline = voluntary_deadline(ctx, now);
+        let message = format!(
+            "{} ({}): {}",
+            d.reason.as_str(),
+            if d.saving >= 0.0 {
+                format!("saving ${:.4}/h", d.saving)
+            } else {
+                format!("costing ${:.4}/h more", -d.saving)
+            },
+            d.message
+        );
+        // A delete decision simulated the pods onto existing nodes: nothing to wait for.
+        let none: &[String] = &[];
+        let replaced_by = d.replacements.is_empty().then_some(none);
+        for n in &d.nodes {
+            let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) else {
+                continue;
+            };
+            ctx.events
+                .publish(
+                    &events::reference(claim.as_ref()),
+                    Type::Normal,
+                    "Disrupting",
+                    &message,
+                )
+                .await;
+            if let Some(node) = ctx.state.nodes.find(|x| x.name_any() == n.node) {
+                ctx.events
+                    .publish(
+                        &events::reference(node.as_ref()),
+                        Type::Normal,
+                        "Disrupting",
+                        &message,
+                    )
+                    .await;
+            }
+            let mark = Mark {
+                reason: termination_reason(d.reason),
+                condition_reason: d.reason.as_str(),
+                message: &message,
+                deadline,
+                replaced_by,
+            };
+            match disrupted::disrupt(ctx, &claim, mark).await {
+                Ok(()) => {
+                    self.metrics
+                        .nodes_disrupted
+                        .get_or_create(&ml(&[
+                            ("reason", d.reason.as_str()),
+                            ("nodepool", &n.nodepool),
+                        ]))
+                        .inc();
+                }
+                Err(e) => {
+                    tracing::warn!(nodeclaim = %n.nodeclaim, error = %e, "disrupting a NodeClaim");
+                }
             }
         }
-        let metrics = self.metrics.clone();
-        let in_progress = self.in_progress.clone();
-        let task = async move {
-            let ok = launch_and_wait(&ctx, &d, &metrics).await;
-            if ok {
-                for n in &d.nodes {
-                    let message = format!(
-                        "{} ({}): {}",
-                        d.reason.as_str(),
-                        if d.saving >= 0.0 {
-                            format!("saving ${:.4}/h", d.saving)
-                        } else {
-                            format!("costing ${:.4}/h more", -d.saving)
-                        },
-                        d.message
-                    );
-                    if let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) {
-                        ctx.events
-                            .publish(
-                                &events::reference(claim.as_ref()),
-                                Type::Normal,
-                                "Disrupting",
-                                &message,
-                            )
-                            .await;
-                    }
-                    if let Some(node) = ctx.state.nodes.find(|x| x.name_any() == n.node) {
-                        ctx.events
-                            .publish(
-                                &events::reference(node.as_ref()),
-                                Type::Normal,
-                                "Disrupting",
-                                &message,
-                            )
-                            .await;
-                    }
-                    match request_termination(&ctx, &n.nodeclaim, termination_reason(d.reason))
-                        .await
-                    {
-                        Ok(()) => {
-                            metrics
-                                .nodes_disrupted
-                                .get_or_create(&ml(&[
-                                    ("reason", d.reason.as_str()),
-                                    ("nodepool", &n.nodepool),
-                                ]))
-                                .inc();
-                        }
-                        Err(e) => {
-                            ctx.metrics.kube_error("nodeclaims delete", &e);
-                            tracing::warn!(nodeclaim = %n.nodeclaim, error = %e, "requesting termination for disruption");
-                        }
-                    }
-                }
-                if d.saving > 0.0 {
-                    metrics
-                        .saving_micro_usd_per_hour
-                        .get_or_create(&ml(&[("reason", d.reason.as_str())]))
-                        .inc_by((d.saving * 1e6) as u64);
-                }
-                tracing::info!(reason = d.reason.as_str(), nodes = ?d.nodes.iter().map(|n| &n.node).collect::<Vec<_>>(), saving = d.saving, "{}", d.message);
-            }
-            let mut ip = in_progress.lock().unwrap_or_else(|p| p.into_inner());
-            for n in &d.nodes {
-                ip.remove(&n.nodeclaim);
-            }
-        };
-        if action == "delete" {
-            task.await;
-        } else {
-            tokio::spawn(task);
+        if d.saving > 0.0 {
+            self.metrics
+                .saving_micro_usd_per_hour
+                .get_or_create(&ml(&[("reason", d.reason.as_str())]))
+                .inc_by((d.saving * 1e6) as u64);
         }
+        tracing::info!(reason = d.reason.as_str(), nodes = ?d.nodes.iter().map(|n| &n.node).collect::<Vec<_>>(), saving = d.saving, "{}", d.message);
     }
 }
 
-/// Creates the decision's replacements and waits until they are initialised. False when
-/// a replacement could not be made or did not come up in time (it is deleted again).
-async fn launch_and_wait(ctx: &Context, d: &Decision, metrics: &DisruptionMetrics) -> bool {
-    if d.replacements.is_empty() {
-        return true;
-    }
-    let mut names = Vec::new();
-    for r in &d.replacements {
-        let Some(pool) = ctx.state.node_pools.get(&r.nodepool) else {
-            return false;
-        };
-        let mut obj = nodeclaims::build(r, &pool);
-        if let Some(class) = ctx
-            .state
-            .node_classes
-            .get(&pool.spec.template.spec.node_class_ref.name)
-        {
-            obj.metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .extend(drift::stamp(&pool.spec, &class.spec));
-        }
-        match nodeclaims::create(ctx, &obj).await {
-            Ok(c) => {
-                ctx.claims.add(&c.name_any());
-                names.push(c.name_any());
-            }
-            Err(e) => {
-                ctx.metrics.kube_error("nodeclaims create", &e);
-                return false;
-            }
-        }
-    }
-    let deadline = Instant::now() + ctx.config.registration_ttl + Duration::from_secs(60);
-    loop {
-        let mut all = true;
-        for n in &names {
-            match ctx.state.node_claims.get(n) {
-                None => {
-                    metrics.replacement_failures.inc();
-                    tracing::warn!(nodeclaim = %n, "replacement NodeClaim disappeared; disruption abandoned");
-                    return false;
-                }
-                Some(c) => {
-                    let init = c.status.as_ref().is_some_and(|s| {
-                        conditions::is_true(&s.conditions, conditions::INITIALIZED)
-                    });
-                    all &= init;
-                }
-            }
-        }
-        if all {
-            return true;
-        }
-        if Instant::now() > deadline {
-            metrics.replacement_failures.inc();
-            for n in &names {
-                let _ = request_termination(ctx, n, TerminationReason::LaunchFailed).await;
-            }
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+/// How long a voluntary disruption (consolidation, drift, expiry, a rebalance
+/// recommendation) may hold its node for a replacement: as long as a replacement may take
+/// to register, and a minute to initialise. A replacement that fails is replaced again by
+/// the provisioner within that time; after it, the node drains regardless.
+pub fn voluntary_deadline(ctx: &Context, now: jiff::Timestamp) -> jiff::Timestamp {
+    let bound = ctx.config.registration_ttl + Duration::from_secs(60);
+    now.checked_add(jiff::SignedDuration::try_from(bound).unwrap_or_default())
+        .unwrap_or(now)
 }
 
 /// The loop: one pass every [`PASS_INTERVAL`].

@@ -21,7 +21,8 @@ pub struct DisruptionMetrics {
     /// USD per hour saved by decisions (micro-dollars, so the counter stays an integer).
     pub saving_micro_usd_per_hour: Family<Labels, Counter<u64, AtomicU64>>,
     pub pass_duration: Histogram,
-    /// Replacements that never initialised (their decision was abandoned).
+    /// Disrupted nodes drained before their replacements were Initialized (the deadline
+    /// less the pods' grace came first).
     pub replacement_failures: Counter<u64, AtomicU64>,
 }
 
@@ -80,7 +81,7 @@ impl DisruptionMetrics {
         );
         r.register(
             "disruption_replacement_failures",
-            "Replacements that did not initialise; their decision was abandoned",
+            "Disrupted nodes drained before their replacements were Initialized",
             self.replacement_failures.clone(),
         );
     }

@@ -1,92 +1,48 @@
-//! The interruption controller: acts on the events [`super::queue`] receives.
+//! The interruption controller: consumes the interruption queue ([`queue`], behind the
+//! [`crate::cloud::sqs::Queue`] trait) and acts on what EC2 says is going.
 //!
 //! For an instance that is going (Spot warning, scheduled change, stopping/terminating,
-//! capacity-reservation interruption), in this order:
-//! 1. the NodeClaim gets the `Disrupted` condition (reason = the event);
-//! 2. an interrupted Spot offering goes into the insufficient-capacity cache;
-//! 3. replacement capacity is launched **first**: the node's pods are planned as pending by
-//!    the scheduler, with the node gone and the doomed offering excluded, and the planned
-//!    NodeClaims are created (the lifecycle loop launches them at once);
-//! 4. the node is cordoned (the message→cordon latency is measured here) and the claim's
-//!    termination is requested with reason `Interrupted` (budgets do not apply; the
-//!    termination path drains through the Eviction API, so PDBs still pace the drain).
+//! capacity-reservation interruption), it only marks and asks:
+//! 1. an interrupted Spot offering goes into the insufficient-capacity cache, so its
+//!    replacement lands elsewhere;
+//! 2. the NodeClaim is disrupted ([`disrupted::disrupt`]): the `Disrupted` condition with
+//!    the event as reason, the notice's end as deadline, and its termination requested with
+//!    reason `Interrupted` (budgets do not apply).
 //!
-//! Planning is serialised, and what one plan placed is remembered for a few minutes
-//! ([`Ledger`]), so twenty warnings in one burst do not all count the same free capacity.
+//! The rest is the one path every disruption takes: provisioning plans the node's pods in
+//! its next batch and creates the replacements, termination holds the drain until they are
+//! Initialized (or the notice runs short) and then cordons and evicts through the Eviction
+//! API, so PDBs still pace it. A rebalance recommendation on a NodePool that opted in is
+//! handled the same way, rate-limited per NodePool, and never for a claim already going, so
+//! a replacement's own recommendation cannot start a loop faster than the limit allows.
 //! Events are recorded on the Node and the NodeClaim for every interruption handled.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+pub mod metrics;
+pub mod queue;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
-use super::actions::{self, Action, RebalanceLimiter, SeenEvents};
-use super::messages::{Detail, Event};
-use super::metrics::InterruptionMetrics;
-use super::queue::{Consumer, Handler, Outcome, PollSettings, Received};
 use crate::api::NodeClaim;
 use crate::catalog::CapacityType;
-use crate::cloud::aws::{load_config, AwsSettings};
+use crate::cloud::aws::AwsSettings;
+use crate::cloud::sqs::SqsQueue;
 use crate::controllers::events::{self, Type};
-use crate::controllers::provisioning::{input, nodeclaims};
-use crate::controllers::termination::drain::cordon;
+use crate::controllers::termination::disrupted::{self, Mark};
 use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
-use crate::controllers::{conditions, lifecycle, request_termination, Context, TerminationReason};
+use crate::controllers::{Context, InterruptionSent, TerminationReason};
+use crate::interruption::actions::{self, Action, Notice, RebalanceLimiter, SeenEvents};
+use crate::interruption::messages::{Detail, Event};
 use crate::labels;
-use crate::scheduler::{self, BoundPod, Target};
-
-/// How long a replacement plan's placements are remembered.
-const LEDGER_TTL: Duration = Duration::from_secs(180);
-
-/// Capacity already promised to pods of interrupted nodes, not yet visible in the cluster.
-#[derive(Default)]
-pub struct Ledger {
-    entries: Vec<(Instant, Target, BoundPod)>,
-}
-
-impl Ledger {
-    fn fold_into(&mut self, input: &mut scheduler::Input) {
-        self.entries.retain(|(t, _, _)| t.elapsed() < LEDGER_TTL);
-        for (_, target, pod) in &self.entries {
-            match target {
-                Target::Node(n) => {
-                    if let Some(node) = input.nodes.iter_mut().find(|x| &x.name == n) {
-                        node.pods.push(pod.clone());
-                    }
-                }
-                Target::InFlight(c) => {
-                    if let Some(claim) = input.in_flight.iter_mut().find(|x| &x.name == c) {
-                        claim.pods.push(pod.clone());
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Pods that move when the node goes (not DaemonSet, mirror or finished pods).
-pub fn reschedulable(p: &Pod) -> bool {
-    let ds = p
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    let mirror = p.annotations().contains_key("kubernetes.io/config.mirror");
-    let done = matches!(
-        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded") | Some("Failed")
-    );
-    !(ds || mirror || done || p.metadata.deletion_timestamp.is_some())
-}
+use queue::{Consumer, Handler, Outcome, PollSettings, Received};
 
 pub struct Interruptions {
     ctx: Arc<Context>,
-    metrics: Arc<InterruptionMetrics>,
     seen: Mutex<SeenEvents>,
     rebalance: Mutex<RebalanceLimiter>,
-    planning: tokio::sync::Mutex<Ledger>,
 }
 
 enum Acted {
@@ -103,14 +59,12 @@ fn unix_now() -> u64 {
 }
 
 impl Interruptions {
-    pub fn new(ctx: Arc<Context>, metrics: Arc<InterruptionMetrics>) -> Interruptions {
+    pub fn new(ctx: Arc<Context>) -> Interruptions {
         Interruptions {
             ctx,
-            metrics,
             // SQS retention is 300 s: a duplicate cannot arrive later than that.
             seen: Mutex::new(SeenEvents::new(600)),
             rebalance: Mutex::new(RebalanceLimiter::default()),
-            planning: tokio::sync::Mutex::new(Ledger::default()),
         }
     }
 
@@ -151,10 +105,18 @@ impl Interruptions {
         let Some((claim, node)) = self.find(instance_id) else {
             return Ok(Acted::NotOurs);
         };
+        let ctx = &self.ctx;
         if claim.metadata.deletion_timestamp.is_some() {
+            // Already going (consolidation, drift, an earlier event): a notice shorter than
+            // the deadline it has brings its drain forward.
+            if matches!(action, Action::Replace { .. }) {
+                let deadline = self.deadline(event);
+                if disrupted::deadline(&claim).is_some_and(|d| deadline < d) {
+                    disrupted::tighten(ctx, &claim, deadline).await?;
+                }
+            }
             return Ok(Acted::AlreadyGoing);
         }
-        let ctx = &self.ctx;
         let claim_name = claim.name_any();
         let claim_labels = claim.labels().clone();
         let node_labels = node
@@ -225,30 +187,9 @@ impl Interruptions {
             Action::Ignore(r) => return Err(format!("ignored event reached act(): {r}")),
         };
 
-        // 1. Disrupted condition.
-        let mut conds = claim
-            .status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default();
+        // 1. The offering is short: keep launches (the replacement's first) away from it
+        // for the cache's TTL.
         let detail = describe(event, instance_id);
-        conditions::set(
-            &mut conds,
-            actions::DISRUPTED_CONDITION,
-            true,
-            reason,
-            &detail,
-        );
-        if let Err(e) =
-            lifecycle::patch_status(ctx, &claim_name, serde_json::json!({"conditions": conds}))
-                .await
-        {
-            return Err(format!(
-                "marking NodeClaim {claim_name} disrupted (nodeclaims/status patch): {e}"
-            ));
-        }
-
-        // 2. The offering is short: keep launches away from it for the cache's TTL.
         let capacity_type = CapacityType::parse(&label(labels::CAPACITY_TYPE));
         let (itype, zone) = (label(labels::INSTANCE_TYPE), label(labels::ZONE));
         if mark && !itype.is_empty() && !zone.is_empty() {
@@ -259,121 +200,53 @@ impl Interruptions {
             }
         }
 
-        // 3. Replacement first.
-        let replacements = match &node {
-            Some(n) => self.launch_replacements(n).await?,
-            None => vec![],
+        // 2. Disrupt: provisioning replaces, termination drains once the replacement is up.
+        let deadline = self.deadline(event);
+        ctx.interruption_sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                claim_name.clone(),
+                InterruptionSent {
+                    at: sent_at,
+                    replacement_seen: false,
+                },
+            );
+        let mark = Mark {
+            reason: TerminationReason::Interrupted,
+            condition_reason: reason,
+            message: &detail,
+            deadline,
+            replaced_by: None,
         };
-
-        // 4. Cordon, then the termination path drains and terminates.
-        if let Some(n) = &node {
-            if let Err(e) = cordon(ctx, n).await {
-                ctx.metrics.kube_error("nodes patch (cordon)", &e);
-                return Err(format!(
-                    "cordoning node {} (nodes patch): {e}",
-                    n.name_any()
-                ));
-            }
-            let latency = SystemTime::now()
-                .duration_since(sent_at)
-                .unwrap_or_default()
-                .as_secs_f64();
-            self.metrics.message_to_cordon.observe(latency);
+        if let Err(e) = disrupted::disrupt(ctx, &claim, mark).await {
+            ctx.interruption_sent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&claim_name);
+            return Err(e);
         }
-        if let Err(e) = request_termination(ctx, &claim_name, TerminationReason::Interrupted).await
-        {
-            ctx.metrics.kube_error("nodeclaims delete", &e);
-            return Err(format!(
-                "requesting termination of NodeClaim {claim_name}: {e}"
-            ));
-        }
-        let message = if replacements.is_empty() {
-            format!("{detail}: no replacement needed for its pods; cordoned and draining")
-        } else {
-            format!(
-                "{detail}: replacement NodeClaim(s) {} launched first; cordoned and draining",
-                replacements.join(", ")
-            )
-        };
+        let message = format!(
+            "{detail}: replacement first, then drain (by {deadline}, less the pods' termination grace)"
+        );
         self.record(&claim, node.as_deref(), Type::Warning, reason, &message)
             .await;
-        tracing::info!(nodeclaim = %claim_name, instance = instance_id, reason, replacements = ?replacements, "interruption handled");
+        tracing::info!(nodeclaim = %claim_name, instance = instance_id, reason, %deadline, "interruption handled");
         Ok(Acted::Done(action_label))
     }
 
-    /// Plans the node's pods with the node gone and creates the NodeClaims the plan needs.
-    async fn launch_replacements(&self, node: &Node) -> Result<Vec<String>, String> {
-        let ctx = &self.ctx;
-        let node_name = node.name_any();
-        let pods: Vec<Arc<Pod>> = ctx
-            .state
-            .pods_on(&node_name)
-            .into_iter()
-            .filter(|p| reschedulable(p))
-            .collect();
-        let mut ledger = self.planning.lock().await;
-        let round = input::build(ctx).await;
-        let mut sched = round.input;
-        sched.pods = pods
-            .iter()
-            .filter_map(|p| scheduler::convert::pod(p).ok())
-            .collect();
-        if sched.pods.is_empty() {
-            return Ok(vec![]);
+    /// By when the instance's pods must be elsewhere, from the notice the event gives.
+    fn deadline(&self, event: &Event) -> jiff::Timestamp {
+        let now = jiff::Timestamp::now();
+        let event_time: jiff::Timestamp = event.time.parse().unwrap_or(now);
+        match actions::notice(event) {
+            Notice::AfterEvent(s) => event_time
+                .checked_add(jiff::SignedDuration::from_secs(s as i64))
+                .unwrap_or(now),
+            Notice::At(t) => t.parse().unwrap_or(now),
+            Notice::Now => now,
+            Notice::Unbounded => crate::controllers::disruption::voluntary_deadline(&self.ctx, now),
         }
-        sched.nodes.retain(|n| n.name != node_name);
-        ledger.fold_into(&mut sched);
-        let plan = scheduler::schedule(&round.catalog, &sched);
-        let mut created = Vec::new();
-        for nc in &plan.new_claims {
-            let Some(pool) = round.pools.get(&nc.nodepool) else {
-                continue;
-            };
-            let mut obj = nodeclaims::build(nc, pool);
-            if let Some(class) = ctx
-                .state
-                .node_classes
-                .get(&pool.spec.template.spec.node_class_ref.name)
-            {
-                let ann = obj
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                ann.extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
-            }
-            match nodeclaims::create(ctx, &obj).await {
-                Ok(c) => {
-                    let name = c.name_any();
-                    for &i in &nc.pods {
-                        ledger.entries.push((
-                            Instant::now(),
-                            Target::InFlight(name.clone()),
-                            BoundPod::from_pod(&sched.pods[i]),
-                        ));
-                    }
-                    ctx.claims.add(&name);
-                    self.metrics.replacements.inc();
-                    created.push(name);
-                }
-                Err(e) => {
-                    ctx.metrics.kube_error("nodeclaims create", &e);
-                    return Err(format!(
-                        "creating a replacement NodeClaim for node {node_name}: {e}"
-                    ));
-                }
-            }
-        }
-        for p in &plan.placements {
-            ledger.entries.push((
-                Instant::now(),
-                p.target.clone(),
-                BoundPod::from_pod(&sched.pods[p.pod]),
-            ));
-        }
-        if !plan.unschedulable.is_empty() {
-            tracing::warn!(node = %node_name, pods = plan.unschedulable.len(), "some pods of an interrupted node fit no NodePool; they will wait as pending");
-        }
-        Ok(created)
     }
 
     async fn record(
@@ -459,20 +332,15 @@ pub async fn run(ctx: Arc<Context>) {
         std::future::pending::<()>().await;
         return;
     };
-    let sdk = load_config(&AwsSettings {
+    let settings = AwsSettings {
         region: Some(ctx.config.region.clone()),
         endpoint_url: ctx.config.aws_endpoint.clone(),
         max_attempts: None,
         credentials: ctx.config.aws_credentials.clone(),
-    })
-    .await;
+    };
+    let queue = Arc::new(SqsQueue::from_settings(&settings, &url).await);
     let metrics = ctx.metrics.interruption.clone();
-    let consumer = Arc::new(Consumer::new(
-        aws_sdk_sqs::Client::new(&sdk),
-        &url,
-        PollSettings::default(),
-        metrics.clone(),
-    ));
-    let handler = Arc::new(Interruptions::new(ctx.clone(), metrics));
+    let consumer = Arc::new(Consumer::new(queue, PollSettings::default(), metrics));
+    let handler = Arc::new(Interruptions::new(ctx.clone()));
     consumer.run(handler).await;
 }

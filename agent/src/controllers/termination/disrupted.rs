@@ -1,0 +1,267 @@
+//! Disrupting a NodeClaim: the one way interruption, consolidation, expiry and drift take a
+//! node away, and the one place its replacement is waited for.
+//!
+//! Those loops never plan or create capacity. They [`disrupt`] the claim: it gets the
+//! `Disrupted` condition (reason and message say why), a [`DEADLINE`] by which its pods must
+//! be elsewhere, and its termination is requested. From then on:
+//! - provisioning counts the node's reschedulable pods as needing capacity in its next
+//!   batch (minus what fits on existing, undisrupted nodes), creates the replacements
+//!   through its own NodeClaim path and names them on the claim ([`REPLACED_BY`]);
+//! - termination ([`replacement_wait`]) holds the drain until those replacements are
+//!   Initialized, or until the deadline minus the longest termination grace period among
+//!   the node's pods, whichever comes first; then it cordons and evicts (PDBs hold).
+//!
+//! Pods that fit on existing capacity get no replacement: the provisioner names none and
+//! the drain starts as soon as it has looked.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use super::{request_termination_with, TerminationReason};
+use crate::api::NodeClaim;
+use crate::controllers::conditions;
+use crate::controllers::state::reschedulable;
+use crate::controllers::Context;
+
+/// The claim's `Disrupted` condition (Karpenter's name): true from the moment a loop decides
+/// the node goes, with the loop's reason.
+pub const DISRUPTED_CONDITION: &str = "Disrupted";
+/// RFC 3339 time by which the node's pods must have left it (the end of a Spot notice, or
+/// the longest a voluntary disruption may wait for its replacement).
+pub const DEADLINE: &str = "joiner.dev/disruption-deadline";
+/// The NodeClaims the provisioner put the node's pods on, comma-separated; empty when they
+/// fit on existing capacity. Written by provisioning only.
+pub const REPLACED_BY: &str = "joiner.dev/replaced-by";
+/// A pod's grace when it sets none (the Kubernetes default).
+const DEFAULT_POD_GRACE: i64 = 30;
+
+/// What a loop says when it disrupts a claim.
+pub struct Mark<'a> {
+    pub reason: TerminationReason,
+    /// The condition's reason (`SpotInterrupted`, `Underutilized`, ...).
+    pub condition_reason: &'a str,
+    pub message: &'a str,
+    pub deadline: jiff::Timestamp,
+    /// Set when the caller already proved the pods fit on existing capacity (consolidation's
+    /// delete decisions): `Some(&[])` lets the drain start without waiting for a round.
+    pub replaced_by: Option<&'a [String]>,
+}
+
+/// Whether a claim has been disrupted or is being deleted: its node's pods need capacity.
+pub fn is_disrupted(claim: &NodeClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_some()
+        || claim
+            .status
+            .as_ref()
+            .is_some_and(|s| conditions::is_true(&s.conditions, DISRUPTED_CONDITION))
+}
+
+/// The claim's deadline, if a loop gave it one.
+pub fn deadline(claim: &NodeClaim) -> Option<jiff::Timestamp> {
+    claim.annotations().get(DEADLINE)?.parse().ok()
+}
+
+/// The replacements the provisioner named (`None`: it has not looked yet).
+pub fn replaced_by(claim: &NodeClaim) -> Option<Vec<String>> {
+    claim.annotations().get(REPLACED_BY).map(|v| {
+        v.split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    })
+}
+
+/// Marks the claim disrupted and requests its termination. Errors name the call.
+pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result<(), String> {
+    let name = claim.name_any();
+    let mut conds = claim
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    conditions::set(
+        &mut conds,
+        DISRUPTED_CONDITION,
+        true,
+        mark.condition_reason,
+        mark.message,
+    );
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    match api
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": conds}})),
+        )
+        .await
+    {
+        Ok(c) => ctx.state.node_claims.insert(&name, c),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims/status patch", &e);
+            return Err(format!(
+                "marking NodeClaim {name} disrupted (nodeclaims/status patch): {e}"
+            ));
+        }
+    }
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(DEADLINE.into(), json!(mark.deadline.to_string()));
+    if let Some(r) = mark.replaced_by {
+        annotations.insert(REPLACED_BY.into(), json!(r.join(",")));
+    }
+    request_termination_with(ctx, &name, mark.reason, annotations)
+        .await
+        .map_err(|e| {
+            ctx.metrics.kube_error("nodeclaims delete", &e);
+            format!("requesting termination of NodeClaim {name} (nodeclaims patch, delete): {e}")
+        })
+}
+
+/// Brings a disrupted claim's deadline forward (a Spot warning for a node consolidation
+/// had already chosen). Errors name the call.
+pub async fn tighten(
+    ctx: &Context,
+    claim: &NodeClaim,
+    deadline: jiff::Timestamp,
+) -> Result<(), String> {
+    let name = claim.name_any();
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": {DEADLINE: deadline.to_string()}}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(c) => {
+            ctx.state.node_claims.insert(&name, c);
+            ctx.claims.add(&name);
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims patch (deadline)", &e);
+            Err(format!(
+                "bringing NodeClaim {name}'s disruption deadline forward (nodeclaims patch): {e}"
+            ))
+        }
+    }
+}
+
+/// Why the drain of a disrupted claim may start now.
+pub enum Go {
+    /// No deadline, or nothing on the node needs a place: drain as before.
+    NoWait,
+    /// Every replacement is Initialized (the list may be empty: the pods fit elsewhere).
+    Replaced(Vec<String>),
+    /// The deadline minus the longest pod grace has come; the named replacements were not
+    /// all Initialized.
+    OutOfTime(Vec<String>),
+}
+
+/// For a disrupted claim whose node still has pods: `Err(wait)` while its replacements are
+/// not ready and there is time; `Ok(why)` when the drain may start.
+pub fn replacement_wait(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<Go, Duration> {
+    let Some(deadline) = deadline(claim) else {
+        return Ok(Go::NoWait);
+    };
+    let pods: Vec<_> = ctx
+        .state
+        .pods_on(&node.name_any())
+        .into_iter()
+        .filter(|p| reschedulable(p))
+        .collect();
+    if pods.is_empty() {
+        return Ok(Go::NoWait);
+    }
+    let grace = pods
+        .iter()
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(DEFAULT_POD_GRACE)
+        })
+        .max()
+        .unwrap_or(DEFAULT_POD_GRACE)
+        .max(0);
+    let drain_by = deadline
+        .checked_sub(jiff::SignedDuration::from_secs(grace))
+        .unwrap_or(deadline);
+    let left = jiff::Timestamp::now().duration_until(drain_by);
+    let named = replaced_by(claim);
+    if left.is_negative() || left.is_zero() {
+        return Ok(Go::OutOfTime(named.unwrap_or_default()));
+    }
+    let left = Duration::try_from(left).unwrap_or_default();
+    // Checked again at least this often: a replacement's progress does not requeue this claim.
+    let poll = Duration::from_millis(500).min(left);
+    let Some(names) = named else {
+        return Err(poll);
+    };
+    for n in &names {
+        match ctx.state.node_claims.get(n) {
+            // Gone or going: the provisioner names another in its next round.
+            None => return Err(poll),
+            Some(c) if c.metadata.deletion_timestamp.is_some() => return Err(poll),
+            Some(c) => {
+                let init = c
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED));
+                if !init {
+                    return Err(poll);
+                }
+            }
+        }
+    }
+    Ok(Go::Replaced(names))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(annotations: &[(&str, &str)], disrupted: bool) -> NodeClaim {
+        let mut c = NodeClaim::new("c", Default::default());
+        c.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        if disrupted {
+            let mut conds = Vec::new();
+            conditions::set(&mut conds, DISRUPTED_CONDITION, true, "Drifted", "");
+            c.status = Some(crate::api::NodeClaimStatus {
+                conditions: conds,
+                ..Default::default()
+            });
+        }
+        c
+    }
+
+    #[test]
+    fn replaced_by_tells_not_looked_yet_from_nothing_needed() {
+        assert_eq!(replaced_by(&claim(&[], false)), None);
+        assert_eq!(
+            replaced_by(&claim(&[(REPLACED_BY, "")], false)),
+            Some(vec![])
+        );
+        assert_eq!(
+            replaced_by(&claim(&[(REPLACED_BY, "a-1,b-2")], false)),
+            Some(vec!["a-1".to_string(), "b-2".to_string()])
+        );
+    }
+
+    #[test]
+    fn deadline_and_disrupted_are_read_from_the_claim() {
+        let c = claim(&[(DEADLINE, "2026-11-25T10:00:00Z")], true);
+        assert_eq!(deadline(&c), Some("2026-11-25T10:00:00Z".parse().unwrap()));
+        assert!(is_disrupted(&c));
+        assert!(!is_disrupted(&claim(&[], false)));
+        assert_eq!(deadline(&claim(&[(DEADLINE, "soon")], false)), None);
+    }
+}
