@@ -11,26 +11,11 @@ use aws_sdk_ec2::types::Filter;
 
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
+pub use super::records::ResolvedAmis;
 use super::user_data::AmiFamily;
 use super::CloudError;
 use crate::api::node_class::AmiSelectorTerm;
 use crate::api::NodeClass;
-
-/// One image per EC2 architecture (`x86_64`, `arm64`), and how it joins the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedAmis {
-    pub family: AmiFamily,
-    /// EC2 architecture -> image ID.
-    pub images: BTreeMap<String, String>,
-}
-
-impl ResolvedAmis {
-    /// The image for an instance type's Kubernetes architecture (`amd64`/`arm64`).
-    pub fn for_kubernetes_arch(&self, arch: &str) -> Option<&str> {
-        let ec2 = if arch == "amd64" { "x86_64" } else { arch };
-        self.images.get(ec2).map(String::as_str)
-    }
-}
 
 /// The SSM parameter holding an alias's image ID, for an EC2 architecture.
 pub fn alias_parameter(alias: &str, k8s_version: &str, arch: &str) -> Result<String, String> {

@@ -15,18 +15,12 @@ use std::sync::Arc;
 use aws_sdk_ec2::types::LocationType;
 
 use super::aws::CloudResultExt;
-use super::ec2::{Cached, Ec2Cloud};
+use super::ec2::Ec2Cloud;
+use super::records::Cached;
+pub use super::records::RawCatalog;
 use super::CloudError;
 use crate::api::NodeClass;
 use crate::catalog::{Catalog, CatalogOptions, InstanceTypeRecord, OfferingRecord, SpotPrices};
-
-/// The region's instance data as EC2 reported it.
-#[derive(Debug, Clone, Default)]
-pub struct RawCatalog {
-    pub records: Vec<InstanceTypeRecord>,
-    pub offerings: Vec<OfferingRecord>,
-    pub spot_prices: SpotPrices,
-}
 
 impl Ec2Cloud {
     pub(crate) async fn node_class_catalog(

@@ -12,18 +12,10 @@ use aws_sdk_ec2::types::Filter;
 
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
+pub use super::records::Subnet;
 use super::user_data::ClusterInfo;
 use super::CloudError;
 use crate::api::NodeClass;
-
-/// A subnet the NodeClass may launch into.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subnet {
-    pub id: String,
-    pub zone: String,
-    pub zone_id: Option<String>,
-    pub available_ips: i32,
-}
 
 fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
     tags.iter()

@@ -9,14 +9,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_config::SdkConfig;
 
-use super::ami::ResolvedAmis;
-use super::catalog::RawCatalog;
-use super::discovery::Subnet;
 use super::ice_cache::{Clock, IceCache, SystemClock, ICE_TTL};
+use super::records::{Cached, RawCatalog, ResolvedAmis, Subnet};
 use super::user_data::ClusterInfo;
 use super::{Cloud, CloudError, Instance, LaunchRequest, Launched};
 use crate::api::NodeClass;
@@ -77,12 +75,6 @@ impl Ec2Options {
             public_parameter_root: "/aws/service".into(),
         }
     }
-}
-
-/// A value with the time it was fetched.
-pub(crate) struct Cached<T> {
-    pub at: Instant,
-    pub value: T,
 }
 
 /// The agent's EC2 cloud. Cheap to share behind an `Arc`; every method takes `&self`.

@@ -20,6 +20,7 @@ pub mod fleet;
 pub mod ice_cache;
 pub mod instances;
 pub mod launch_template;
+pub mod records;
 pub mod sqs;
 pub mod user_data;
 
