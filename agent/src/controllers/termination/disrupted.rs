@@ -36,6 +36,12 @@ pub const DEADLINE: &str = "joiner.dev/disruption-deadline";
 /// The NodeClaims the provisioner put the node's pods on, comma-separated; empty when they
 /// fit on existing capacity. Written by provisioning only.
 pub const REPLACED_BY: &str = "joiner.dev/replaced-by";
+/// Karpenter's taint for a node being taken away. Put on as soon as the claim is disrupted
+/// (pods already there keep running; NoSchedule evicts nothing), so that kube-scheduler
+/// places nothing new on a doomed node while it waits for its replacement. Without it, in a
+/// storm the pods evicted from one warned node landed on the next warned node, and were
+/// evicted again.
+pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 /// A pod's grace when it sets none (the Kubernetes default).
 const DEFAULT_POD_GRACE: i64 = 30;
 
@@ -108,6 +114,7 @@ pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result
             ));
         }
     }
+    taint_node(ctx, claim).await;
     let mut annotations = serde_json::Map::new();
     annotations.insert(DEADLINE.into(), json!(mark.deadline.to_string()));
     if let Some(r) = mark.replaced_by {
@@ -119,6 +126,48 @@ pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result
             ctx.metrics.kube_error("nodeclaims delete", &e);
             format!("requesting termination of NodeClaim {name} (nodeclaims patch, delete): {e}")
         })
+}
+
+/// Puts [`DISRUPTED_TAINT`] on the claim's node, if it has one and lacks it. A failure is
+/// counted and logged, not fatal: the drain still cordons before it evicts.
+async fn taint_node(ctx: &Context, claim: &NodeClaim) {
+    let Some(node_name) = claim.status.as_ref().and_then(|s| s.node_name.clone()) else {
+        return;
+    };
+    let Some(node) = ctx
+        .state
+        .nodes
+        .state()
+        .into_iter()
+        .find(|n| n.name_any() == node_name)
+    else {
+        return;
+    };
+    let mut taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints.iter().any(|t| t.key == DISRUPTED_TAINT) {
+        return;
+    }
+    taints.push(k8s_openapi::api::core::v1::Taint {
+        key: DISRUPTED_TAINT.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    if let Err(e) = nodes
+        .patch(
+            &node_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": taints}})),
+        )
+        .await
+    {
+        ctx.metrics.kube_error("nodes patch", &e);
+        tracing::warn!(node = %node_name, error = %e, "tainting a disrupted node (nodes patch) failed");
+    }
 }
 
 /// Brings a disrupted claim's deadline forward (a Spot warning for a node consolidation
