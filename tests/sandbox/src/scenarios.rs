@@ -98,6 +98,15 @@ pub async fn play(args: Args) -> i32 {
             1
         }
     };
+    // A note, not a failure: which pools have live nodes (and so which impact warnings
+    // appear) varies from run to run. The guide is held to a real run's excerpt by the
+    // unit test `the_guide_shows_a_real_plan`.
+    if let Some(diff) = &w.figures.guide_drift {
+        eprintln!(
+            "\nsandbox: note: docs/guides/reviewing-a-nodepool-change.md shows another plan than \
+             this run's (numbers aside): {diff}"
+        );
+    }
     match iam_figures(&w) {
         Ok(Some(iam)) => {
             println!("\nsandbox: {}", iam.line());
@@ -852,6 +861,11 @@ async fn review(w: &mut World) -> Result<()> {
     }
     let shown = review_excerpt(&out.text);
     w.rec.say(&indent(&shown, "  │ "));
+    // The guide shows this very plan; it must keep showing what the plan prints.
+    // Reported at the end.
+    if let Err(diff) = same_shape(guide_plan(), &shown) {
+        w.figures.guide_drift = Some(diff);
+    }
     w.figures.plan_secs = Some(out.elapsed.as_secs_f64());
     w.figures.plan_warnings = Some(out.text.matches("Warning:").count());
     // The review is the impact preview: a plan without one (or with only "not previewed")
@@ -889,11 +903,13 @@ fn impact_warnings(plan: &str) -> Vec<String> {
     out
 }
 
-/// The NodePool and NodeClass diffs, then everything from the plan line on (the warnings
-/// Terraform prints after it): what a reviewer reads.
+/// What a reviewer reads: the first NodePool or NodeClass diff in full, the header line of
+/// each further one (a module's pools usually change alike), then everything from the plan
+/// line on (the warnings Terraform prints after it, the impact previews among them).
 fn review_excerpt(plan: &str) -> String {
     let mut keep = Vec::new();
     let mut in_block = false;
+    let mut blocks = 0;
     let mut tail = false;
     for line in plan.lines() {
         if tail {
@@ -903,9 +919,18 @@ fn review_excerpt(plan: &str) -> String {
         let t = line.trim_start();
         if line.starts_with("  # ") {
             in_block = t.contains("joiner_node_pool") || t.contains("joiner_node_class");
+            if in_block {
+                blocks += 1;
+                if blocks > 1 {
+                    keep.push(line);
+                    in_block = false;
+                    continue;
+                }
+            }
         }
         if t.starts_with("Plan:") || t.starts_with("No changes.") {
             tail = true;
+            keep.push("");
             keep.push(line);
             continue;
         }
@@ -917,11 +942,61 @@ fn review_excerpt(plan: &str) -> String {
             }
         }
     }
-    if keep.len() > 120 {
-        keep.truncate(120);
-        keep.push("  ... (the whole plan is in logs/plan-review.log)");
-    }
     keep.join("\n")
+}
+
+/// The plan excerpt in `docs/guides/reviewing-a-nodepool-change.md`: its fenced block that
+/// starts with the first NodePool diff.
+fn guide_plan() -> &'static str {
+    const GUIDE: &str = include_str!("../../../docs/guides/reviewing-a-nodepool-change.md");
+    let start = GUIDE
+        .find("```\n  # module.node_pools")
+        .map(|i| i + 4)
+        .expect("the guide has a fenced plan excerpt");
+    let len = GUIDE[start..]
+        .find("```")
+        .expect("the excerpt's fence closes");
+    &GUIDE[start..start + len]
+}
+
+/// Whether two plan excerpts say the same thing but for numbers (node counts, rounds, type
+/// counts and prices vary from run to run; which pools change, what changes in them, the
+/// plan line's shape and the warnings do not). Box drawing, trailing blanks and empty lines
+/// are ignored. The error names the first differing line of each.
+fn same_shape(guide: &str, plan: &str) -> std::result::Result<(), String> {
+    fn shape(s: &str) -> Vec<String> {
+        s.lines()
+            .map(|l| {
+                let l = l.trim_start_matches(['│', '╷', '╵']).trim_end();
+                let mut out = String::new();
+                for c in l.chars() {
+                    if c.is_ascii_digit() || c == '.' && out.ends_with('#') {
+                        if !out.ends_with('#') {
+                            out.push('#');
+                        }
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            })
+            .filter(|l| !l.trim().is_empty())
+            .collect()
+    }
+    let (g, p) = (shape(guide), shape(plan));
+    for (i, (a, b)) in g.iter().zip(&p).enumerate() {
+        if a != b {
+            return Err(format!(
+                "line {}: the guide has {a:?}, the plan {b:?}",
+                i + 1
+            ));
+        }
+    }
+    match g.len().cmp(&p.len()) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Less => Err(format!("the plan goes on: {:?}", p[g.len()])),
+        std::cmp::Ordering::Greater => Err(format!("the guide goes on: {:?}", g[p.len()])),
+    }
 }
 
 /// 4/5: back to the minimum; consolidation removes what is no longer needed.
@@ -1229,6 +1304,52 @@ Warning: NodePool spot: 7 live nodes drift
             "{got}"
         );
         assert!(!got.contains("Refreshing state"), "{got}");
+    }
+
+    #[test]
+    fn further_pools_show_as_their_header_line() {
+        let plan = "\
+  # module.node_pools.joiner_node_pool.this[\"a\"] will be updated in-place
+  ~ resource \"joiner_node_pool\" \"this\" {
+      ~ requirement {
+        }
+    }
+
+  # module.node_pools.joiner_node_pool.this[\"b\"] will be updated in-place
+  ~ resource \"joiner_node_pool\" \"this\" {
+      ~ requirement {
+        }
+    }
+
+Plan: 0 to add, 2 to change, 0 to destroy.
+";
+        let got = review_excerpt(plan);
+        assert!(got.contains("this[\"b\"] will be updated"), "{got}");
+        assert_eq!(got.matches("~ requirement").count(), 1, "{got}");
+        assert!(
+            got.ends_with("Plan: 0 to add, 2 to change, 0 to destroy."),
+            "{got}"
+        );
+    }
+
+    #[test]
+    fn plan_excerpts_compare_by_shape_not_numbers() {
+        let a = "  # x will be updated\n~ count = 649 -> 512\n\n│ NodePool spot: 7 of 21 live nodes; $0.0416/h\n";
+        let b = "  # x will be updated\n~ count = 12 -> 3\n│ NodePool spot: 2 of 9 live nodes; $1.5/h\n";
+        assert_eq!(same_shape(a, b), Ok(()));
+        let c = "  # y will be updated\n~ count = 12 -> 3\n";
+        assert!(same_shape(a, c).unwrap_err().contains("line 1"));
+        assert!(same_shape(a, "  # x will be updated\n")
+            .unwrap_err()
+            .contains("guide goes on"));
+    }
+
+    /// The guide's excerpt is a real run's (`fixtures/plan-review.txt`, what scenario 3 of
+    /// `./scripts/sandbox` printed), so the guide cannot drift from the plan unnoticed.
+    #[test]
+    fn the_guide_shows_a_real_plan() {
+        let real = include_str!("../fixtures/plan-review.txt");
+        assert_eq!(same_shape(guide_plan(), real), Ok(()));
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct Figures {
     pub total_secs: f64,
     pub failed_step: Option<String>,
     pub iam: Option<IamFigures>,
+    /// How the reviewing guide's plan excerpt differs from this run's plan, if it does.
+    pub guide_drift: Option<String>,
 }
 
 /// What enforced IAM decided, from the local world's decisions.
