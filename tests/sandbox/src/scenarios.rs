@@ -960,12 +960,22 @@ fn guide_plan() -> &'static str {
 }
 
 /// Whether two plan excerpts say the same thing but for numbers (node counts, rounds, type
-/// counts and prices vary from run to run; which pools change, what changes in them, the
-/// plan line's shape and the warnings do not). Box drawing, trailing blanks and empty lines
-/// are ignored. The error names the first differing line of each.
+/// counts and prices vary from run to run; which pools change, what changes in them and the
+/// plan line's shape do not), up to the first warning's summary: which pool's warning
+/// Terraform shows first, and so what follows, depends on which pools have live nodes. Box
+/// drawing, trailing blanks and empty lines are ignored. The error names the first
+/// differing line of each.
 fn same_shape(guide: &str, plan: &str) -> std::result::Result<(), String> {
     fn shape(s: &str) -> Vec<String> {
+        let mut seen_warning = false;
         s.lines()
+            .take_while(|l| {
+                let go = !seen_warning;
+                seen_warning |= l
+                    .trim_start_matches(['│', '╷', '╵', ' '])
+                    .starts_with("Warning:");
+                go
+            })
             .map(|l| {
                 let l = l.trim_start_matches(['│', '╷', '╵']).trim_end();
                 let mut out = String::new();
@@ -1337,6 +1347,11 @@ Plan: 0 to add, 2 to change, 0 to destroy.
         let a = "  # x will be updated\n~ count = 649 -> 512\n\n│ NodePool spot: 7 of 21 live nodes; $0.0416/h\n";
         let b = "  # x will be updated\n~ count = 12 -> 3\n│ NodePool spot: 2 of 9 live nodes; $1.5/h\n";
         assert_eq!(same_shape(a, b), Ok(()));
+        // After the first warning's summary, anything goes.
+        let w1 = "  # x will be updated\nWarning: Impact\n  with pool[\"a\"]\n";
+        let w2 = "  # x will be updated\nWarning: Impact\n  with pool[\"b\"]\nmore\n";
+        assert_eq!(same_shape(w1, w2), Ok(()));
+        assert!(same_shape(w1, "  # x will be updated\nWarning: Other\n").is_err());
         let c = "  # y will be updated\n~ count = 12 -> 3\n";
         assert!(same_shape(a, c).unwrap_err().contains("line 1"));
         assert!(same_shape(a, "  # x will be updated\n")
