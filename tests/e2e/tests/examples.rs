@@ -215,6 +215,21 @@ fn kube_sim(moto: &MotoServer, (cluster, region): (&str, &str), agent: &Path) ->
     .expect("start kube-sim")
 }
 
+/// A kind of the API group `group` (`""`: the core group), version v1.
+fn v1(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: if group.is_empty() {
+            "v1".into()
+        } else {
+            format!("{group}/v1")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
 /// Waits (up to 60 s) until the cluster's CoreDNS pods all run on Fargate nodes, and returns
 /// them as `name@node`. The end state is stable, so reading it until it holds cannot miss it.
 fn coredns_on_fargate(sim: &kube_sim::KubeSim) -> Vec<String> {
@@ -224,13 +239,7 @@ fn coredns_on_fargate(sim: &kube_sim::KubeSim) -> Vec<String> {
         .unwrap();
     rt.block_on(async {
         let client = sim.client().await.expect("client");
-        let ar = |kind: &str, plural: &str| ApiResource {
-            group: "".into(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: kind.into(),
-            plural: plural.into(),
-        };
+        let ar = |kind: &str, plural: &str| v1("", kind, plural);
         let pods: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), "kube-system", &ar("Pod", "pods"));
         let nodes: Api<DynamicObject> = Api::all_with(client, &ar("Node", "nodes"));
@@ -351,13 +360,7 @@ fn node_pools(sim: &kube_sim::KubeSim) -> Vec<(String, Vec<String>, String)> {
         .unwrap();
     rt.block_on(async {
         let client = sim.client().await.expect("client");
-        let ar = ApiResource {
-            group: "joiner.dev".into(),
-            version: "v1".into(),
-            api_version: "joiner.dev/v1".into(),
-            kind: "NodePool".into(),
-            plural: "nodepools".into(),
-        };
+        let ar = v1("joiner.dev", "NodePool", "nodepools");
         let api: Api<DynamicObject> = Api::all_with(client, &ar);
         let list = api
             .list(&ListParams::default())
@@ -724,13 +727,7 @@ fn running_workload(sim: &kube_sim::KubeSim, replicas: usize) -> Vec<String> {
         let deployments: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
             "default",
-            &ApiResource {
-                group: "apps".into(),
-                version: "v1".into(),
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                plural: "deployments".into(),
-            },
+            &v1("apps", "Deployment", "deployments"),
         );
         let deployment: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -752,17 +749,8 @@ fn running_workload(sim: &kube_sim::KubeSim, replicas: usize) -> Vec<String> {
             .create(&Default::default(), &deployment)
             .await
             .expect("create the workload");
-        let pods: Api<DynamicObject> = Api::namespaced_with(
-            client,
-            "default",
-            &ApiResource {
-                group: "".into(),
-                version: "v1".into(),
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                plural: "pods".into(),
-            },
-        );
+        let pods: Api<DynamicObject> =
+            Api::namespaced_with(client, "default", &v1("", "Pod", "pods"));
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         loop {
             let list = pods
