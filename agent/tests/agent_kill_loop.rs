@@ -780,16 +780,24 @@ async fn consolidation_survives_leader_kills() {
         // Two pods of 500m fit on one 2-vCPU node: consolidation ends at one.
         w.scale("web", 2).await;
         agents.kill_loop(&mut rng, l.kills).await;
-        let deadline = Instant::now() + Duration::from_secs(180);
+        // An end state, waited for generously: since issue 19 each consolidation step waits
+        // for its provisioning round and replacement, and a loaded 2-core CI machine once
+        // needed more than 180 s.
+        let deadline = Instant::now() + Duration::from_secs(360);
         loop {
             let n = w.nodes().await.len();
             if n == 1 {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "consolidation after the kills: {n} nodes (from {peak}), expected 1"
-            );
+            if Instant::now() >= deadline {
+                let claims: Vec<String> = w
+                    .claims()
+                    .await
+                    .iter()
+                    .map(|c| format!("{} {:?}", c.name_any(), c.metadata.annotations))
+                    .collect();
+                panic!("consolidation after the kills: {n} nodes (from {peak}), expected 1; claims: {claims:?}");
+            }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         check(&w, &ledger, "web", 2, &mut t).await;
