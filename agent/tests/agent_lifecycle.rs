@@ -512,3 +512,93 @@ async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
     .await;
     assert_eq!(healthy.reason, "NodeRegistered");
 }
+
+/// A disruption cut short: the leader recorded the intent and set `Disrupted`, then died
+/// before deleting the claim (the kill loop once left such a claim, empty, never
+/// terminated: every loop skips a disrupted claim). The agent finishes it: the claim is
+/// deleted with the reason recorded, its pod moves to a replacement, and its instance goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disruption_cut_short_before_the_delete_is_finished() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    let mut spec = World::general_pool_spec("default");
+    // No consolidation of its own: only the cut-short disruption may take the node.
+    spec["disruption"] = json!({"consolidateAfter": "Never"});
+    w.node_pool("default", spec).await;
+    let _agent = w.agent(&[]).await;
+    w.deployment("web", 1, "250m", "256Mi").await;
+    wait_for("the pod Running", Duration::from_secs(90), || async {
+        (w.running("web").await == 1).then_some(())
+    })
+    .await;
+    let claim = claim_of_pod(&w, "web").await;
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let c = claims.get(&claim).await.unwrap();
+    let instance = c
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        .expect("a launched claim has a providerID");
+    // What a leader killed between its condition write and its delete leaves behind: the
+    // annotations, then the condition (set a minute ago), and no deletion.
+    let a_minute_ago = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60))
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .to_string();
+    claims
+        .patch(
+            &claim,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "joiner.dev/termination-reason": "Drifted",
+                "joiner.dev/disruption-deadline": (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(300)).to_string(),
+            }}})),
+        )
+        .await
+        .unwrap();
+    let mut conds = c.status.clone().unwrap_or_default().conditions;
+    conds.push(joiner_agent::api::Condition {
+        type_: "Disrupted".into(),
+        status: "True".into(),
+        reason: "Drifted".into(),
+        message: "cut short by the test".into(),
+        last_transition_time: Some(a_minute_ago),
+        observed_generation: None,
+    });
+    claims
+        .patch_status(
+            &claim,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": conds}})),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        "the cut-short claim terminated",
+        Duration::from_secs(90),
+        || async { claims.get_opt(&claim).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    wait_for(
+        "the pod Running on another claim's node",
+        Duration::from_secs(90),
+        || async {
+            let pod =
+                w.pods("web").await.into_iter().find(|p| {
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })?;
+            let node = pod.spec?.node_name?;
+            let n = w.nodes().await.into_iter().find(|n| n.name_any() == node)?;
+            (n.labels().get("joiner.dev/nodeclaim")? != &claim).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        !w.live_instances()
+            .await
+            .iter()
+            .any(|(id, _, _)| *id == instance),
+        "the disrupted claim's instance is terminated"
+    );
+}

@@ -387,7 +387,7 @@ impl Disruption {
             .get_or_create(&ml(&[("reason", d.reason.as_str()), ("action", action)]))
             .inc();
         let now = jiff::Timestamp::now();
-        let deadline = voluntary_deadline(ctx, now);
+        let deadline = disrupted::voluntary_deadline(ctx, now);
         let message = format!(
             "{} ({}): {}",
             d.reason.as_str(),
@@ -453,16 +453,6 @@ impl Disruption {
         }
         tracing::info!(reason = d.reason.as_str(), nodes = ?d.nodes.iter().map(|n| &n.node).collect::<Vec<_>>(), saving = d.saving, "{}", d.message);
     }
-}
-
-/// How long a voluntary disruption (consolidation, drift, expiry, a rebalance
-/// recommendation) may hold its node for a replacement: as long as a replacement may take
-/// to register, and a minute to initialise. A replacement that fails is replaced again by
-/// the provisioner within that time; after it, the node drains regardless.
-pub fn voluntary_deadline(ctx: &Context, now: jiff::Timestamp) -> jiff::Timestamp {
-    let bound = ctx.config.registration_ttl + Duration::from_secs(60);
-    now.checked_add(jiff::SignedDuration::try_from(bound).unwrap_or_default())
-        .unwrap_or(now)
 }
 
 /// The loop: one pass every [`PASS_INTERVAL`].

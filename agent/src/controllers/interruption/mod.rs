@@ -245,7 +245,7 @@ impl Interruptions {
                 .unwrap_or(now),
             Notice::At(t) => t.parse().unwrap_or(now),
             Notice::Now => now,
-            Notice::Unbounded => crate::controllers::disruption::voluntary_deadline(&self.ctx, now),
+            Notice::Unbounded => disrupted::voluntary_deadline(&self.ctx, now),
         }
     }
 

@@ -1,7 +1,8 @@
 //! A NodeClaim's life, one reconcile per claim at a time ([`crate::controllers::queue`]):
 //! Launched ([`launch`]) → Registered ([`registration`], with the registration TTL) →
 //! Initialized ([`initialization`]); a claim being deleted goes to
-//! [`crate::controllers::termination`]. Triggers: claim and node changes, pods leaving a
+//! [`crate::controllers::termination`], and one disrupted but not being deleted (a
+//! disruption cut short by a crash) has its termination requested. Triggers: claim and node changes, pods leaving a
 //! draining node, and a periodic resync that catches anything a lagged watch hid.
 
 pub mod backoff;
@@ -102,6 +103,9 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Option<Duration> {
             ctx.metrics.kube_error("nodeclaims patch", &e);
             return Some(Duration::from_secs(5));
         }
+    }
+    if termination::disrupted::is_disrupted(&claim) {
+        return termination::disrupted::resume(ctx, &claim).await;
     }
     let conds = claim
         .status

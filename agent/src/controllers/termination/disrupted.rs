@@ -21,7 +21,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::{request_termination_with, TerminationReason};
+use super::{delete_claim, TerminationReason, TERMINATION_REASON};
 use crate::api::NodeClaim;
 use crate::controllers::conditions;
 use crate::controllers::state::reschedulable;
@@ -42,6 +42,8 @@ pub const REPLACED_BY: &str = "joiner.dev/replaced-by";
 /// storm the pods evicted from one warned node landed on the next warned node, and were
 /// evicted again.
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+/// How long a claim may stay disrupted without being deleted before [`resume`] deletes it.
+const RESUME_AFTER: Duration = Duration::from_secs(10);
 /// A pod's grace when it sets none (the Kubernetes default).
 const DEFAULT_POD_GRACE: i64 = 30;
 
@@ -82,8 +84,24 @@ pub fn replaced_by(claim: &NodeClaim) -> Option<Vec<String>> {
 }
 
 /// Marks the claim disrupted and requests its termination. Errors name the call.
+///
+/// Three writes, in an order a crash between any two can be finished from: the intent
+/// first (deadline, termination reason, replacements) as annotations, then the `Disrupted`
+/// condition (from which the loops stop choosing the claim), then the delete. A leader
+/// killed after the condition but before the delete left a claim no loop would touch again
+/// (the kill loop found one, empty, never terminated); [`resume`] finishes it from what the
+/// first write recorded.
 pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result<(), String> {
     let name = claim.name_any();
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(DEADLINE.into(), json!(mark.deadline.to_string()));
+    annotations.insert(TERMINATION_REASON.into(), json!(mark.reason.as_str()));
+    if let Some(r) = mark.replaced_by {
+        annotations.insert(REPLACED_BY.into(), json!(r.join(",")));
+    }
+    if !annotate(ctx, &name, annotations).await? {
+        return Ok(());
+    }
     let mut conds = claim
         .status
         .as_ref()
@@ -115,17 +133,92 @@ pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result
         }
     }
     taint_node(ctx, claim).await;
-    let mut annotations = serde_json::Map::new();
-    annotations.insert(DEADLINE.into(), json!(mark.deadline.to_string()));
-    if let Some(r) = mark.replaced_by {
-        annotations.insert(REPLACED_BY.into(), json!(r.join(",")));
+    delete_claim(ctx, &name, mark.reason).await.map_err(|e| {
+        ctx.metrics.kube_error("nodeclaims delete", &e);
+        format!("requesting termination of NodeClaim {name} (nodeclaims delete): {e}")
+    })
+}
+
+/// Finishes a [`disrupt`] cut short: a claim with the `Disrupted` condition that is not
+/// being deleted. The reason and deadline come from the annotations `disrupt` wrote first;
+/// a condition someone else set, without them, is treated as a voluntary disruption with
+/// the voluntary deadline. Returns when to look again.
+pub async fn resume(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+    let name = claim.name_any();
+    let cond = claim
+        .status
+        .as_ref()
+        .and_then(|s| conditions::get(&s.conditions, DISRUPTED_CONDITION));
+    // A disrupt in progress writes the delete a moment after the condition: leave it that
+    // moment, so the normal path is not raced (and not logged as a recovery).
+    if let Some(age) = cond.and_then(conditions::age_seconds) {
+        if age < RESUME_AFTER.as_secs_f64() {
+            return Some(RESUME_AFTER.saturating_sub(Duration::from_secs_f64(age.max(0.0))));
+        }
     }
-    request_termination_with(ctx, &name, mark.reason, annotations)
-        .await
-        .map_err(|e| {
+    let reason = match claim.annotations().get(TERMINATION_REASON) {
+        Some(r) => TerminationReason::parse(r),
+        None => TerminationReason::parse(cond.map(|c| c.reason.as_str()).unwrap_or("")),
+    };
+    if deadline(claim).is_none() || !claim.annotations().contains_key(TERMINATION_REASON) {
+        let mut annotations = serde_json::Map::new();
+        let by = deadline(claim).unwrap_or_else(|| voluntary_deadline(ctx, jiff::Timestamp::now()));
+        annotations.insert(DEADLINE.into(), json!(by.to_string()));
+        annotations.insert(TERMINATION_REASON.into(), json!(reason.as_str()));
+        match annotate(ctx, &name, annotations).await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                tracing::warn!(nodeclaim = %name, error = %e, "finishing a disruption");
+                return Some(Duration::from_secs(5));
+            }
+        }
+    }
+    taint_node(ctx, claim).await;
+    tracing::info!(nodeclaim = %name, reason = reason.as_str(), "finishing a disruption cut short (its termination was never requested)");
+    match delete_claim(ctx, &name, reason).await {
+        Ok(()) => None,
+        Err(e) => {
             ctx.metrics.kube_error("nodeclaims delete", &e);
-            format!("requesting termination of NodeClaim {name} (nodeclaims patch, delete): {e}")
-        })
+            Some(Duration::from_secs(5))
+        }
+    }
+}
+
+/// How long a voluntary disruption (consolidation, drift, expiry, a rebalance
+/// recommendation) may hold its node for a replacement: as long as a replacement may take
+/// to register, and a minute to initialise. A replacement that fails is replaced again by
+/// the provisioner within that time; after it, the node drains regardless.
+pub fn voluntary_deadline(ctx: &Context, now: jiff::Timestamp) -> jiff::Timestamp {
+    let bound = ctx.config.registration_ttl + Duration::from_secs(60);
+    now.checked_add(jiff::SignedDuration::try_from(bound).unwrap_or_default())
+        .unwrap_or(now)
+}
+
+/// Merge-patches annotations onto the claim; `Ok(false)` when the claim is gone.
+async fn annotate(
+    ctx: &Context,
+    name: &str,
+    annotations: serde_json::Map<String, serde_json::Value>,
+) -> Result<bool, String> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {"annotations": annotations}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(c) => {
+            ctx.state.node_claims.insert(name, c);
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims patch (disruption)", &e);
+            Err(format!(
+                "recording NodeClaim {name}'s disruption (nodeclaims patch): {e}"
+            ))
+        }
+    }
 }
 
 /// Puts [`DISRUPTED_TAINT`] on the claim's node, if it has one and lacks it. A failure is

@@ -104,7 +104,7 @@ pub async fn request_termination(
 }
 
 /// [`request_termination`] writing `annotations` with the reason, in the same patch.
-pub(crate) async fn request_termination_with(
+async fn request_termination_with(
     ctx: &Context,
     claim: &str,
     reason: TerminationReason,
@@ -121,6 +121,16 @@ pub(crate) async fn request_termination_with(
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
         Err(e) => return Err(e),
     }
+    delete_claim(ctx, claim, reason).await
+}
+
+/// Deletes the claim (its reason already recorded); the finalizer does the rest.
+pub(crate) async fn delete_claim(
+    ctx: &Context,
+    claim: &str,
+    reason: TerminationReason,
+) -> Result<(), kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     match api.delete(claim, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
