@@ -31,11 +31,38 @@ pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
 pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
 /// Local instance-store size in GB; set only on types that have one.
 pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+/// Memory of one GPU in MiB; set only on types with one kind of GPU, as Karpenter sets it.
+pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+/// Inference accelerators and Neuron devices (Inferentia, Trainium), lower case.
+pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
+pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
+pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+/// `intel`, `amd` or `aws`.
+pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
+pub const INSTANCE_CPU_CLOCK_MHZ: &str = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
+/// Baseline network bandwidth in Mbps, all network cards together.
+pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
+/// Maximum EBS bandwidth in Mbps; set only on types that are EBS-optimised by default.
+pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
+pub const INSTANCE_ENCRYPTION_IN_TRANSIT: &str =
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
+/// `true` for the flex families (`c7i-flex`, `m7i-flex`, ...), `false` for every other type.
+pub const INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capability-flex";
+/// The NodeClass a node was launched from (Karpenter's `ec2nodeclass`).
+pub const NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// The zone's account-independent ID (`use1-az1`), from the NodeClass's subnets: a zone
+/// name maps to a different physical zone in each account, the ID does not.
+pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 // joiner.dev
 pub const JOINER_NODEPOOL: &str = "joiner.dev/nodepool";
 pub const JOINER_NODECLAIM: &str = "joiner.dev/nodeclaim";
 pub const JOINER_DO_NOT_DISRUPT: &str = "joiner.dev/do-not-disrupt";
+/// A NodePool's annotation listing the Karpenter NodePools (comma-separated) whose running
+/// nodes the agent adopts into it, when their names differ (a pool adopts its namesake's
+/// by default).
+pub const ADOPTS_KARPENTER_NODEPOOLS: &str = "joiner.dev/adopts-karpenter-nodepools";
 /// Startup taint the agent puts on new nodes until they are initialised.
 pub const JOINER_UNREGISTERED_TAINT: &str = "joiner.dev/unregistered";
 
@@ -63,7 +90,69 @@ pub const WELL_KNOWN: &[&str] = &[
     INSTANCE_GPU_NAME,
     INSTANCE_GPU_MANUFACTURER,
     INSTANCE_LOCAL_NVME,
+    INSTANCE_GPU_MEMORY,
+    INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_CLOCK_MHZ,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_ENCRYPTION_IN_TRANSIT,
+    INSTANCE_CAPABILITY_FLEX,
+    ZONE_ID,
+    NODE_CLASS,
     JOINER_NODEPOOL,
+];
+
+/// Well-known labels whose value the instance type alone decides: one value per type,
+/// whatever the zone, capacity type or NodePool.
+pub const TYPE_LABELS: &[&str] = &[
+    ARCH,
+    OS,
+    INSTANCE_TYPE,
+    INSTANCE_FAMILY,
+    INSTANCE_SIZE,
+    INSTANCE_CATEGORY,
+    INSTANCE_GENERATION,
+    INSTANCE_CPU,
+    INSTANCE_MEMORY,
+    INSTANCE_HYPERVISOR,
+    INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_NAME,
+    INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_MEMORY,
+    INSTANCE_LOCAL_NVME,
+    INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_CLOCK_MHZ,
+    INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_ENCRYPTION_IN_TRANSIT,
+    INSTANCE_CAPABILITY_FLEX,
+];
+
+pub fn is_type_label(key: &str) -> bool {
+    TYPE_LABELS.contains(&key)
+}
+
+/// Keys Karpenter v1.14 defines that joiner knows and does not model, with why: refused
+/// with that reason rather than the generic "not modelled".
+pub const NOT_MODELLED: &[(&str, &str)] = &[
+    (
+        "karpenter.k8s.aws/placement-group-id",
+        "joiner launches into no placement group (Karpenter v1.11's placementGroup is not built)",
+    ),
+    (
+        "karpenter.k8s.aws/placement-group-partition",
+        "joiner launches into no placement group (Karpenter v1.11's placementGroup is not built)",
+    ),
+    (
+        "karpenter.k8s.aws/instance-tenancy",
+        "joiner launches default-tenancy instances only",
+    ),
 ];
 
 /// joiner's own labels that users put on nodes (the critical pool's), and so may require.
@@ -105,7 +194,7 @@ pub fn is_well_known(key: &str) -> bool {
 /// Well-known labels that describe the instance a launch ends up with (type, its
 /// attributes, zone, region, capacity type) rather than the NodePool it serves.
 pub fn is_offering_label(key: &str) -> bool {
-    is_well_known(key) && key != KARPENTER_NODEPOOL && key != JOINER_NODEPOOL
+    is_well_known(key) && key != KARPENTER_NODEPOOL && key != JOINER_NODEPOOL && key != NODE_CLASS
 }
 
 /// Whether a do-not-disrupt annotation's `value` blocks disruption at `now` (Unix seconds):

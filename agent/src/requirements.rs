@@ -415,6 +415,10 @@ impl Requirements {
         self.0.get(key)
     }
 
+    pub fn remove(&mut self, key: &str) -> Option<Requirement> {
+        self.0.remove(key)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Requirement)> {
         self.0.iter()
     }

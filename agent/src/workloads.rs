@@ -73,6 +73,7 @@ pub fn karpenter_catalog(count: usize) -> Catalog {
                 gpu_name: String::new(),
                 local_storage_gb: 0,
                 max_pods: Some(10 * n),
+                ..Default::default()
             };
             let od = 0.0425 * n as f64 + 0.0053 * 2.0 * n as f64;
             let mut offers = Vec::new();

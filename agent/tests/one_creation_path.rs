@@ -6,7 +6,8 @@
 //! Checked on the source tree: every file of `agent/src` that can write a NodeClaim into
 //! existence (a `.create(` or a server-side apply, `Patch::Apply`, with an `Api<NodeClaim>`
 //! in the same file) must be `controllers/provisioning/nodeclaims.rs`, and its creation
-//! function is called from provisioning's round only. Conservative on purpose: a file
+//! function is called from provisioning's round only (and its adoption variant, which
+//! records a running node of Karpenter's and launches nothing, from the adoption loop only). Conservative on purpose: a file
 //! creating something else next to an `Api<NodeClaim>` fails too, and is looked at.
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ fn nodeclaims_are_created_in_one_module_only() {
 
     let mut creators = Vec::new();
     let mut callers = Vec::new();
+    let mut adopters = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         let nodeclaim_api = [
@@ -54,6 +56,9 @@ fn nodeclaims_are_created_in_one_module_only() {
         if text.contains("nodeclaims::create(") {
             callers.push(relative(&root, f));
         }
+        if text.contains("nodeclaims::create_adopted(") {
+            adopters.push(relative(&root, f));
+        }
     }
     assert_eq!(
         creators,
@@ -64,5 +69,11 @@ fn nodeclaims_are_created_in_one_module_only() {
         callers,
         vec!["controllers/provisioning/mod.rs".to_string()],
         "the creation function is called by the provisioning round only"
+    );
+    // Recording a running node launches nothing: adoption alone may, for Karpenter's.
+    assert_eq!(
+        adopters,
+        vec!["controllers/adoption/mod.rs".to_string()],
+        "adopted claims are created by the adoption loop only"
     );
 }

@@ -434,6 +434,14 @@ fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithM
                     r.key
                 ),
             );
+        } else if let Some((_, why)) = labels::NOT_MODELLED.iter().find(|(k, _)| *k == r.key) {
+            e.push(
+                format!("{p}.key"),
+                format!(
+                    "{} is a Karpenter label joiner does not support: {why}",
+                    r.key
+                ),
+            );
         } else if !labels::is_requirable(&r.key) {
             let modelled: Vec<&str> = labels::WELL_KNOWN
                 .iter()
@@ -750,12 +758,11 @@ mod tests {
             node_pool(&p, "spec")
         };
         for key in [
-            "karpenter.k8s.aws/instance-gpu-memory",
-            "karpenter.k8s.aws/instance-network-bandwidth",
+            "karpenter.k8s.aws/instance-gpu-memry",
             "karpenter.sh/something",
             "joiner.dev/anything",
             "node.karpenter.sh/x",
-            "topology.k8s.aws/zone-id",
+            "topology.k8s.aws/zone",
         ] {
             let errs = with(key);
             assert_eq!(errs.len(), 1, "{key}: {errs:?}");
@@ -768,6 +775,22 @@ mod tests {
                 "lists what is modelled: {}",
                 errs[0].message
             );
+        }
+        // Karpenter's own that joiner does not build say why.
+        let errs = with("karpenter.k8s.aws/placement-group-id");
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].message.contains("placement group"),
+            "{}",
+            errs[0].message
+        );
+        // Every key Karpenter v1.14 derives from the instance type, the zone ID and the
+        // NodeClass name is modelled.
+        for key in labels::TYPE_LABELS
+            .iter()
+            .chain(&[labels::ZONE_ID, labels::NODE_CLASS])
+        {
+            assert_eq!(with(key), vec![], "{key}");
         }
         for key in [
             labels::INSTANCE_GPU_NAME,

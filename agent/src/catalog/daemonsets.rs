@@ -101,6 +101,7 @@ mod tests {
             gpu_name: "T4".into(),
             local_storage_gb: 0,
             max_pods: None,
+            ..Default::default()
         };
         let offers = vec![Offering {
             zone: "us-east-1a".into(),

@@ -10,15 +10,17 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    ArchitectureType, GpuDeviceInfo, GpuInfo, InstanceStorageInfo, InstanceType,
-    InstanceTypeHypervisor, InstanceTypeInfo, InstanceTypeOffering, LocationType, MemoryInfo,
-    NetworkInfo, ProcessorInfo, VCpuInfo,
+    ArchitectureType, EbsInfo, EbsOptimizedInfo, EbsOptimizedSupport, GpuDeviceInfo,
+    GpuDeviceMemoryInfo, GpuInfo, InferenceAcceleratorInfo, InferenceDeviceInfo,
+    InstanceStorageInfo, InstanceType, InstanceTypeHypervisor, InstanceTypeInfo,
+    InstanceTypeOffering, LocationType, MemoryInfo, NetworkCardInfo, NetworkInfo, NeuronDeviceInfo,
+    NeuronInfo, ProcessorInfo, VCpuInfo,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::labels;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InstanceTypeRecord {
     pub name: String,
     pub vcpus: u32,
@@ -47,6 +49,38 @@ pub struct InstanceTypeRecord {
     /// A published max-pods figure that replaces the ENI formula (synthetic catalogues).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pods: Option<u32>,
+    /// Memory of one GPU, when the type has one kind of GPU.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gpu_memory_mib: u64,
+    /// Inferentia/Trainium (Neuron) devices, else inference accelerators, when of one kind.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub accelerator_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub accelerator_manufacturer: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accelerator_count: u64,
+    /// As EC2 names it (`Intel`, `AMD`, `AWS`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cpu_manufacturer: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_clock_mhz: u64,
+    /// Baseline bandwidth of all network cards together.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub network_bandwidth_mbps: u64,
+    /// Maximum EBS bandwidth, for types EBS-optimised by default (0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ebs_bandwidth_mbps: u64,
+    #[serde(default)]
+    pub encryption_in_transit: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Karpenter's value style for names EC2 gives in any case (`A10G`, `Inferentia2`).
+fn lower_kebab(s: &str) -> String {
+    s.trim().to_ascii_lowercase().replace([' ', '_'], "-")
 }
 
 /// One (instance type, zone) pair where EC2 offers the type.
@@ -68,6 +102,56 @@ impl InstanceTypeRecord {
         }
         let net = info.network_info();
         let gpus = info.gpu_info().map(|g| g.gpus()).unwrap_or_default();
+        // Karpenter labels GPU memory only for a single kind of GPU; so does joiner.
+        let gpu_memory_mib = match gpus {
+            [one] => one
+                .memory_info()
+                .and_then(|m| m.size_in_mib())
+                .unwrap_or(0)
+                .max(0) as u64,
+            _ => 0,
+        };
+        let neuron = info
+            .neuron_info()
+            .map(|n| n.neuron_devices())
+            .unwrap_or_default();
+        let inference = info
+            .inference_accelerator_info()
+            .map(|a| a.accelerators())
+            .unwrap_or_default();
+        let (accelerator_name, accelerator_manufacturer, accelerator_count) =
+            match (neuron, inference) {
+                ([d], _) => (
+                    d.name().unwrap_or_default().to_string(),
+                    "AWS".to_string(),
+                    d.count().unwrap_or(0).max(0) as u64,
+                ),
+                ([], [a]) => (
+                    a.name().unwrap_or_default().to_string(),
+                    a.manufacturer().unwrap_or_default().to_string(),
+                    a.count().unwrap_or(0).max(0) as u64,
+                ),
+                _ => (String::new(), String::new(), 0),
+            };
+        let processor = info.processor_info();
+        let ebs = info.ebs_info();
+        let ebs_bandwidth_mbps = match ebs.and_then(|e| e.ebs_optimized_support()) {
+            Some(EbsOptimizedSupport::Default) => ebs
+                .and_then(|e| e.ebs_optimized_info())
+                .and_then(|o| o.maximum_bandwidth_in_mbps())
+                .unwrap_or(0)
+                .max(0) as u64,
+            _ => 0,
+        };
+        let network_bandwidth_mbps = net
+            .map(|n| {
+                n.network_cards()
+                    .iter()
+                    .filter_map(|c| c.baseline_bandwidth_in_gbps())
+                    .map(|g| (g * 1000.0).round().max(0.0) as u64)
+                    .sum::<u64>()
+            })
+            .unwrap_or(0);
         let (gpu_count, gpu_manufacturer, gpu_name) =
             gpus.iter()
                 .fold((0u32, String::new(), String::new()), |(n, m, nm), g| {
@@ -120,6 +204,23 @@ impl InstanceTypeRecord {
                 .unwrap_or(0)
                 .max(0) as u64,
             max_pods: None,
+            gpu_memory_mib,
+            accelerator_name,
+            accelerator_manufacturer,
+            accelerator_count,
+            cpu_manufacturer: processor
+                .and_then(|p| p.manufacturer())
+                .unwrap_or_default()
+                .to_string(),
+            cpu_clock_mhz: processor
+                .and_then(|p| p.sustained_clock_speed_in_ghz())
+                .map(|g| (g * 1000.0).round().max(0.0) as u64)
+                .unwrap_or(0),
+            network_bandwidth_mbps,
+            ebs_bandwidth_mbps,
+            encryption_in_transit: net
+                .and_then(|n| n.encryption_in_transit_supported())
+                .unwrap_or(false),
         })
     }
 
@@ -128,6 +229,23 @@ impl InstanceTypeRecord {
         let mut proc = ProcessorInfo::builder();
         for a in &self.architectures {
             proc = proc.supported_architectures(ArchitectureType::from(a.as_str()));
+        }
+        if !self.cpu_manufacturer.is_empty() {
+            proc = proc.manufacturer(&self.cpu_manufacturer);
+        }
+        if self.cpu_clock_mhz > 0 {
+            proc = proc.sustained_clock_speed_in_ghz(self.cpu_clock_mhz as f64 / 1000.0);
+        }
+        let mut net = NetworkInfo::builder()
+            .maximum_network_interfaces(self.max_enis as i32)
+            .ipv4_addresses_per_interface(self.ipv4_per_eni as i32)
+            .encryption_in_transit_supported(self.encryption_in_transit);
+        if self.network_bandwidth_mbps > 0 {
+            net = net.network_cards(
+                NetworkCardInfo::builder()
+                    .baseline_bandwidth_in_gbps(self.network_bandwidth_mbps as f64 / 1000.0)
+                    .build(),
+            );
         }
         let mut b = InstanceTypeInfo::builder()
             .instance_type(InstanceType::from(self.name.as_str()))
@@ -145,12 +263,47 @@ impl InstanceTypeRecord {
                     .build(),
             )
             .processor_info(proc.build())
-            .network_info(
-                NetworkInfo::builder()
-                    .maximum_network_interfaces(self.max_enis as i32)
-                    .ipv4_addresses_per_interface(self.ipv4_per_eni as i32)
+            .network_info(net.build());
+        if self.ebs_bandwidth_mbps > 0 {
+            b = b.ebs_info(
+                EbsInfo::builder()
+                    .ebs_optimized_support(EbsOptimizedSupport::Default)
+                    .ebs_optimized_info(
+                        EbsOptimizedInfo::builder()
+                            .maximum_bandwidth_in_mbps(self.ebs_bandwidth_mbps as i32)
+                            .build(),
+                    )
                     .build(),
             );
+        }
+        if self.accelerator_count > 0 {
+            // Written back as Neuron devices when AWS makes them (Inferentia, Trainium), which
+            // is how from_ec2 reads them first.
+            if self.accelerator_manufacturer == "AWS" {
+                b = b.neuron_info(
+                    NeuronInfo::builder()
+                        .neuron_devices(
+                            NeuronDeviceInfo::builder()
+                                .name(&self.accelerator_name)
+                                .count(self.accelerator_count as i32)
+                                .build(),
+                        )
+                        .build(),
+                );
+            } else {
+                b = b.inference_accelerator_info(
+                    InferenceAcceleratorInfo::builder()
+                        .accelerators(
+                            InferenceDeviceInfo::builder()
+                                .name(self.accelerator_name.as_str())
+                                .manufacturer(&self.accelerator_manufacturer)
+                                .count(self.accelerator_count as i32)
+                                .build(),
+                        )
+                        .build(),
+                );
+            }
+        }
         if !self.hypervisor.is_empty() {
             b = b.hypervisor(InstanceTypeHypervisor::from(self.hypervisor.as_str()));
         }
@@ -162,6 +315,11 @@ impl InstanceTypeRecord {
                             .count(self.gpu_count as i32)
                             .manufacturer(&self.gpu_manufacturer)
                             .name(&self.gpu_name)
+                            .set_memory_info((self.gpu_memory_mib > 0).then(|| {
+                                GpuDeviceMemoryInfo::builder()
+                                    .size_in_mib(self.gpu_memory_mib as i32)
+                                    .build()
+                            }))
                             .build(),
                     )
                     .build(),
@@ -223,8 +381,10 @@ impl InstanceTypeRecord {
         put(labels::INSTANCE_CPU, self.vcpus.to_string());
         put(labels::INSTANCE_MEMORY, self.memory_mib.to_string());
         put(labels::INSTANCE_HYPERVISOR, self.hypervisor.clone());
-        put(labels::INSTANCE_GPU_COUNT, self.gpu_count.to_string());
+        // Only GPU types carry the GPU labels, as with Karpenter: `instance-gpu-count
+        // DoesNotExist` is how its users exclude GPUs, and a "0" would defeat it.
         if self.gpu_count > 0 {
+            put(labels::INSTANCE_GPU_COUNT, self.gpu_count.to_string());
             if !self.gpu_name.is_empty() {
                 put(
                     labels::INSTANCE_GPU_NAME,
@@ -244,6 +404,55 @@ impl InstanceTypeRecord {
                 self.local_storage_gb.to_string(),
             );
         }
+        if self.gpu_memory_mib > 0 {
+            put(labels::INSTANCE_GPU_MEMORY, self.gpu_memory_mib.to_string());
+        }
+        if self.accelerator_count > 0 {
+            put(
+                labels::INSTANCE_ACCELERATOR_NAME,
+                lower_kebab(&self.accelerator_name),
+            );
+            put(
+                labels::INSTANCE_ACCELERATOR_MANUFACTURER,
+                lower_kebab(&self.accelerator_manufacturer),
+            );
+            put(
+                labels::INSTANCE_ACCELERATOR_COUNT,
+                self.accelerator_count.to_string(),
+            );
+        }
+        if !self.cpu_manufacturer.is_empty() {
+            put(
+                labels::INSTANCE_CPU_MANUFACTURER,
+                lower_kebab(&self.cpu_manufacturer),
+            );
+        }
+        if self.cpu_clock_mhz > 0 {
+            put(
+                labels::INSTANCE_CPU_CLOCK_MHZ,
+                self.cpu_clock_mhz.to_string(),
+            );
+        }
+        if self.network_bandwidth_mbps > 0 {
+            put(
+                labels::INSTANCE_NETWORK_BANDWIDTH,
+                self.network_bandwidth_mbps.to_string(),
+            );
+        }
+        if self.ebs_bandwidth_mbps > 0 {
+            put(
+                labels::INSTANCE_EBS_BANDWIDTH,
+                self.ebs_bandwidth_mbps.to_string(),
+            );
+        }
+        put(
+            labels::INSTANCE_ENCRYPTION_IN_TRANSIT,
+            self.encryption_in_transit.to_string(),
+        );
+        put(
+            labels::INSTANCE_CAPABILITY_FLEX,
+            family.contains("-flex").to_string(),
+        );
         l
     }
 }
@@ -299,6 +508,7 @@ mod tests {
             gpu_name: String::new(),
             local_storage_gb: 0,
             max_pods: None,
+            ..Default::default()
         }
     }
 
@@ -334,7 +544,117 @@ mod tests {
         let mut g = m5_large();
         g.name = "m7i-flex.large".into();
         assert_eq!(g.labels()[labels::INSTANCE_GENERATION], "7");
+        assert_eq!(g.labels()[labels::INSTANCE_CAPABILITY_FLEX], "true");
+        assert_eq!(l[labels::INSTANCE_CAPABILITY_FLEX], "false");
         g.architectures = vec!["arm64".into()];
         assert_eq!(g.labels()[labels::ARCH], "arm64");
+        assert!(
+            !l.contains_key(labels::INSTANCE_GPU_COUNT),
+            "no GPU, no GPU labels"
+        );
+        assert_eq!(l[labels::INSTANCE_ENCRYPTION_IN_TRANSIT], "false");
+    }
+
+    /// The labels Karpenter v1.14 derives from DescribeInstanceTypes, read from answers
+    /// shaped as EC2's (values as the emulator's data gives them for these types).
+    #[test]
+    fn karpenter_aws_labels_from_the_sdk_answer() {
+        let g5 = InstanceTypeInfo::builder()
+            .instance_type(InstanceType::from("g5.xlarge"))
+            .v_cpu_info(VCpuInfo::builder().default_v_cpus(4).build())
+            .memory_info(MemoryInfo::builder().size_in_mib(16384).build())
+            .processor_info(
+                ProcessorInfo::builder()
+                    .supported_architectures(ArchitectureType::X8664)
+                    .manufacturer("AMD")
+                    .sustained_clock_speed_in_ghz(3.3)
+                    .build(),
+            )
+            .gpu_info(
+                GpuInfo::builder()
+                    .gpus(
+                        GpuDeviceInfo::builder()
+                            .count(1)
+                            .manufacturer("NVIDIA")
+                            .name("A10G")
+                            .memory_info(GpuDeviceMemoryInfo::builder().size_in_mib(22888).build())
+                            .build(),
+                    )
+                    .build(),
+            )
+            .network_info(
+                NetworkInfo::builder()
+                    .encryption_in_transit_supported(true)
+                    .network_cards(
+                        NetworkCardInfo::builder()
+                            .baseline_bandwidth_in_gbps(2.5)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .ebs_info(
+                EbsInfo::builder()
+                    .ebs_optimized_support(EbsOptimizedSupport::Default)
+                    .ebs_optimized_info(
+                        EbsOptimizedInfo::builder()
+                            .maximum_bandwidth_in_mbps(3500)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build();
+        let r = InstanceTypeRecord::from_ec2(&g5).unwrap();
+        let l = r.labels();
+        assert_eq!(l[labels::INSTANCE_GPU_NAME], "a10g");
+        assert_eq!(l[labels::INSTANCE_GPU_MANUFACTURER], "nvidia");
+        assert_eq!(l[labels::INSTANCE_GPU_COUNT], "1");
+        assert_eq!(l[labels::INSTANCE_GPU_MEMORY], "22888");
+        assert_eq!(l[labels::INSTANCE_CPU_MANUFACTURER], "amd");
+        assert_eq!(l[labels::INSTANCE_CPU_CLOCK_MHZ], "3300");
+        assert_eq!(l[labels::INSTANCE_NETWORK_BANDWIDTH], "2500");
+        assert_eq!(l[labels::INSTANCE_EBS_BANDWIDTH], "3500");
+        assert_eq!(l[labels::INSTANCE_ENCRYPTION_IN_TRANSIT], "true");
+        assert_eq!(l[labels::INSTANCE_CAPABILITY_FLEX], "false");
+        assert!(!l.contains_key(labels::INSTANCE_ACCELERATOR_NAME));
+        assert_eq!(InstanceTypeRecord::from_ec2(&r.to_ec2()).unwrap(), r);
+
+        // Inferentia 2: a Neuron device (manufacturer AWS) wins over its inference
+        // accelerator entry, as in Karpenter.
+        let inf2 = InstanceTypeInfo::builder()
+            .instance_type(InstanceType::from("inf2.xlarge"))
+            .v_cpu_info(VCpuInfo::builder().default_v_cpus(4).build())
+            .memory_info(MemoryInfo::builder().size_in_mib(16384).build())
+            .neuron_info(
+                NeuronInfo::builder()
+                    .neuron_devices(
+                        NeuronDeviceInfo::builder()
+                            .name("Inferentia2")
+                            .count(1)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .inference_accelerator_info(
+                InferenceAcceleratorInfo::builder()
+                    .accelerators(
+                        InferenceDeviceInfo::builder()
+                            .name("Inferentia2")
+                            .manufacturer("AWS")
+                            .count(1)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build();
+        let r = InstanceTypeRecord::from_ec2(&inf2).unwrap();
+        let l = r.labels();
+        assert_eq!(l[labels::INSTANCE_ACCELERATOR_NAME], "inferentia2");
+        assert_eq!(l[labels::INSTANCE_ACCELERATOR_MANUFACTURER], "aws");
+        assert_eq!(l[labels::INSTANCE_ACCELERATOR_COUNT], "1");
+        assert_eq!(InstanceTypeRecord::from_ec2(&r.to_ec2()).unwrap(), r);
+        // Every key the catalogue writes is one a NodePool may require.
+        for k in l.keys() {
+            assert!(labels::is_type_label(k), "{k} is a type label");
+        }
     }
 }

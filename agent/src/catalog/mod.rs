@@ -115,9 +115,9 @@ impl InstanceType {
         }
     }
 
-    /// Whether the type is bought for hardware ordinary pods do not use: GPUs, other
-    /// accelerators (Inferentia, Trainium, FPGAs, video transcoders, Gaudi: the catalogue has
-    /// no accelerator counts, and these families exist only for theirs) or a whole bare-metal
+    /// Whether the type is bought for hardware ordinary pods do not use: GPUs, Inferentia
+    /// and Trainium (their accelerator counts), other accelerators EC2 does not count (FPGAs,
+    /// video transcoders, Gaudi: their families exist only for them) or a whole bare-metal
     /// host. Such a type also fits CPU pods, at many times the price of an ordinary one.
     pub fn is_exotic(&self) -> bool {
         const ACCELERATOR_FAMILIES: &[&str] = &["inf", "trn", "f1", "f2", "vt1", "dl1", "dl2q"];
@@ -127,6 +127,7 @@ impl InstanceType {
             .map(String::as_str)
             .unwrap_or("");
         self.record.gpu_count > 0
+            || self.record.accelerator_count > 0
             || self.record.bare_metal
             || self.name.contains(".metal")
             || ACCELERATOR_FAMILIES
@@ -173,13 +174,18 @@ impl InstanceType {
     /// Whether the type's own labels satisfy `reqs` (zone / capacity type ignored).
     pub fn labels_match(&self, reqs: &Requirements) -> bool {
         reqs.iter().all(|(k, r)| {
-            if k == labels::ZONE || k == labels::CAPACITY_TYPE {
+            // The zone ID is the zone's: decided by the offering (the agent turns a zone-ID
+            // requirement into a zone requirement through the NodeClass's subnets).
+            if k == labels::ZONE || k == labels::CAPACITY_TYPE || k == labels::ZONE_ID {
                 return true;
             }
-            // The NodePool's name is well known but no instance type carries it: a pod's
-            // `karpenter.sh/nodepool` selector is checked against the pool's own
-            // requirements, never against the type's labels.
-            if k == labels::KARPENTER_NODEPOOL || k == labels::JOINER_NODEPOOL {
+            // The NodePool's name and its NodeClass's are well known but no instance type
+            // carries them: a pod's `karpenter.sh/nodepool` selector is checked against the
+            // pool's own requirements, never against the type's labels.
+            if k == labels::KARPENTER_NODEPOOL
+                || k == labels::JOINER_NODEPOOL
+                || k == labels::NODE_CLASS
+            {
                 return true;
             }
             match self.labels.get(k) {
@@ -373,6 +379,7 @@ mod tests {
             gpu_name: String::new(),
             local_storage_gb: 0,
             max_pods: None,
+            ..Default::default()
         }
     }
 

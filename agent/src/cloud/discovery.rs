@@ -120,6 +120,57 @@ impl Ec2Cloud {
         Ok(ids)
     }
 
+    /// The NodeClass's resolved selectors, as its status shows them (Karpenter's
+    /// EC2NodeClass status): subnets, security groups, one AMI per architecture with the
+    /// architecture it requires, and the instance profile (named, or the role's).
+    pub async fn resolve_node_class(
+        &self,
+        node_class: &NodeClass,
+    ) -> Result<crate::api::NodeClassStatus, CloudError> {
+        use crate::api::node_class::{ResolvedAmi, ResolvedId, ResolvedSubnet};
+        let subnets = self.subnets_for(node_class).await?;
+        let security_groups = self.security_groups_for(node_class).await?;
+        let amis = self.amis_for(node_class).await?;
+        Ok(crate::api::NodeClassStatus {
+            subnets: subnets
+                .into_iter()
+                .map(|s| ResolvedSubnet {
+                    id: s.id,
+                    zone: s.zone,
+                    zone_id: s.zone_id,
+                })
+                .collect(),
+            security_groups: security_groups
+                .into_iter()
+                .map(|id| ResolvedId { id, name: None })
+                .collect(),
+            amis: amis
+                .images
+                .iter()
+                .map(|(arch, id)| ResolvedAmi {
+                    id: id.clone(),
+                    name: None,
+                    requirements: vec![crate::api::NodeSelectorRequirementWithMinValues {
+                        key: crate::labels::ARCH.into(),
+                        operator: "In".into(),
+                        values: vec![if arch == "x86_64" {
+                            "amd64".into()
+                        } else {
+                            arch.clone()
+                        }],
+                        min_values: None,
+                    }],
+                })
+                .collect(),
+            instance_profile: node_class
+                .spec
+                .instance_profile
+                .clone()
+                .or_else(|| node_class.spec.role.clone()),
+            conditions: vec![],
+        })
+    }
+
     /// Endpoint, CA, service CIDR and version: from the options, else one
     /// `eks:DescribeCluster` (remembered for the life of the process).
     pub async fn cluster_info(&self) -> Result<ClusterInfo, CloudError> {

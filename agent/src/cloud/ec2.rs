@@ -192,4 +192,21 @@ impl Cloud for Ec2Cloud {
     async fn fargate_profiles(&self) -> Result<Vec<crate::fargate::FargateProfile>, CloudError> {
         self.active_fargate_profiles().await
     }
+
+    async fn resolve(
+        &self,
+        node_class: &NodeClass,
+    ) -> Result<crate::api::NodeClassStatus, CloudError> {
+        self.resolve_node_class(node_class).await
+    }
+
+    async fn tag_adopted(
+        &self,
+        instance_id: &str,
+        nodeclaim: &str,
+        nodepool: &str,
+    ) -> Result<(), CloudError> {
+        self.tag_adopted_instance(instance_id, nodeclaim, nodepool)
+            .await
+    }
 }

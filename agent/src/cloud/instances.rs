@@ -6,7 +6,7 @@ use aws_sdk_ec2::types::{Filter, InstanceLifecycleType};
 
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
-use super::{CloudError, Instance, TAG_CLUSTER, TAG_NODECLAIM};
+use super::{CloudError, Instance, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
 use crate::catalog::CapacityType;
 
 /// States of an instance that still exists (or is on its way to).
@@ -124,6 +124,28 @@ impl Ec2Cloud {
             }
         }
         Ok(())
+    }
+
+    /// The cluster, claim and pool tags on an adopted instance, in one CreateTags (the
+    /// agent's policy allows exactly these keys on instances Karpenter launched for this
+    /// cluster).
+    pub(crate) async fn tag_adopted_instance(
+        &self,
+        id: &str,
+        nodeclaim: &str,
+        nodepool: &str,
+    ) -> Result<(), CloudError> {
+        let tag = |k: &str, v: &str| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build();
+        self.ec2
+            .create_tags()
+            .resources(id)
+            .tags(tag(TAG_CLUSTER, &self.options.cluster_name))
+            .tags(tag(TAG_NODECLAIM, nodeclaim))
+            .tags(tag(TAG_NODEPOOL, nodepool))
+            .send()
+            .await
+            .cloud("ec2:CreateTags")
+            .map(|_| ())
     }
 
     async fn terminate_chunk(&self, ids: &[String]) -> Result<(), CloudError> {

@@ -28,7 +28,7 @@ pub use ec2::{Ec2Cloud, Ec2Options};
 
 use std::collections::BTreeMap;
 
-use crate::api::NodeClass;
+use crate::api::{NodeClass, NodeClassStatus};
 use crate::catalog::{CapacityType, Catalog};
 use crate::scheduler::{Candidate, UnavailableOfferings};
 use crate::taints::Taint;
@@ -156,6 +156,20 @@ pub trait Cloud: Send + Sync + 'static {
     /// The cluster's ACTIVE Fargate profiles: the pods they select are never given EC2
     /// capacity (see [`crate::fargate`]).
     async fn fargate_profiles(&self) -> Result<Vec<crate::fargate::FargateProfile>, CloudError>;
+    /// What the NodeClass's selectors resolve to now (subnets with their zones and zone IDs,
+    /// security groups, AMIs per architecture, the instance profile), for its status:
+    /// where `kubectl get nodeclass -o yaml` shows them, drift compares a node's image
+    /// with them and provisioning reads the zone IDs.
+    async fn resolve(&self, node_class: &NodeClass) -> Result<NodeClassStatus, CloudError>;
+    /// Tags an instance another controller launched (Karpenter's, being adopted) as this
+    /// cluster's, for `nodeclaim` of `nodepool`: from then on the agent's tag-scoped rights,
+    /// terminating it among them, apply to it.
+    async fn tag_adopted(
+        &self,
+        instance_id: &str,
+        nodeclaim: &str,
+        nodepool: &str,
+    ) -> Result<(), CloudError>;
 }
 
 #[cfg(test)]

@@ -10,7 +10,10 @@
 //! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
-//! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does;
+//! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does; and
+//!   its status, what its selectors resolve to ([`nodeclass::status`]);
+//! - [`adoption`]: Karpenter's running nodes become NodeClaims (a migration), never while
+//!   Karpenter runs;
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
@@ -22,6 +25,7 @@
 //! the pods of disrupted nodes in its next batch, and termination drains once the
 //! replacements are Initialized.
 
+pub mod adoption;
 pub mod conditions;
 pub mod disruption;
 pub mod events;
@@ -111,8 +115,10 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     }),
     ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
     ("nodeclass.termination", |c| Box::pin(nodeclass::run(c))),
+    ("nodeclass.status", |c| Box::pin(nodeclass::status::run(c))),
     ("interruption", |c| Box::pin(interruption::run(c))),
     ("disruption", |c| Box::pin(disruption::run(c))),
+    ("adoption", |c| Box::pin(adoption::run(c))),
 ];
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default

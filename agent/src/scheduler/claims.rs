@@ -44,20 +44,7 @@ impl Claim {
 
 /// Labels whose value comes from the instance type.
 pub(crate) fn is_type_label(key: &str) -> bool {
-    matches!(
-        key,
-        labels::ARCH
-            | labels::OS
-            | labels::INSTANCE_TYPE
-            | labels::INSTANCE_FAMILY
-            | labels::INSTANCE_SIZE
-            | labels::INSTANCE_CATEGORY
-            | labels::INSTANCE_GENERATION
-            | labels::INSTANCE_CPU
-            | labels::INSTANCE_MEMORY
-            | labels::INSTANCE_HYPERVISOR
-            | labels::INSTANCE_GPU_COUNT
-    )
+    labels::is_type_label(key)
 }
 
 impl Scheduler<'_> {

@@ -33,6 +33,7 @@ mod pools;
 mod preferences;
 mod sizing;
 mod topology;
+pub mod zone_ids;
 
 pub use pools::NODES;
 use std::collections::{BTreeMap, HashMap};

@@ -254,7 +254,11 @@ fn requirement(b: &mut Block, r: &Value, opts: &Options) {
     if let Some(m) = r.get("minValues").and_then(Value::as_i64) {
         rb.attr("min_values", Expr::Int(m));
     }
-    if !labels::is_requirable(key) {
+    if let Some((_, why)) = labels::NOT_MODELLED.iter().find(|(k, _)| *k == key) {
+        b.comment(&format!(
+            "not converted: requirement {key} {op} {values:?}: {why}."
+        ));
+    } else if !labels::is_requirable(key) {
         // Kept out of the configuration: as a custom label it would admit every instance
         // type, and joiner refuses it at plan rather than guess.
         b.comment(&format!(

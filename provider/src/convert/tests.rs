@@ -125,10 +125,16 @@ fn unmodelled_keys_and_fields_are_commented_not_dropped() {
     let out = squeezed("v1-general.yaml");
     // A requirement joiner would refuse is kept out, with why.
     assert!(
-        out.contains("not converted: requirement karpenter.k8s.aws/instance-gpu-memory"),
+        out.contains("not converted: requirement karpenter.k8s.aws/placement-group-id")
+            && out.contains("no placement group"),
         "{out}"
     );
-    assert!(!out.contains("key = \"karpenter.k8s.aws/instance-gpu-memory\""));
+    assert!(!out.contains("key = \"karpenter.k8s.aws/placement-group-id\""));
+    // Every well-known key Karpenter derives from the instance type converts.
+    assert!(
+        out.contains("key = \"karpenter.k8s.aws/instance-gpu-memory\""),
+        "{out}"
+    );
     assert!(
         out.contains("not converted: kubelet.imageGCHighThresholdPercent"),
         "{out}"

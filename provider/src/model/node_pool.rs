@@ -33,6 +33,9 @@ model! {
         pub rebalance: Planned<Option<String>>,
         /// `N/duration`: at most N such replacements per window (`joiner.dev/rebalance-limit`).
         pub rebalance_limit: Option<String>,
+        /// Karpenter NodePools whose running nodes this pool adopts (the object's
+        /// `joiner.dev/adopts-karpenter-nodepools` annotation).
+        pub adopts_karpenter_node_pools: Vec<String>,
         /// Computed at plan time; carried through untouched.
         pub admitted_instance_types: Value,
         pub timeouts: Value,
@@ -110,6 +113,12 @@ impl NodePoolModel {
         if let Some(l) = &self.rebalance_limit {
             a.insert(REBALANCE_LIMIT_ANNOTATION.to_string(), l.clone());
         }
+        if !self.adopts_karpenter_node_pools.is_empty() {
+            a.insert(
+                joiner_agent::labels::ADOPTS_KARPENTER_NODEPOOLS.to_string(),
+                self.adopts_karpenter_node_pools.join(","),
+            );
+        }
         a
     }
 
@@ -120,6 +129,15 @@ impl NodePoolModel {
         };
         self.rebalance = annotations.get(REBALANCE_ANNOTATION).cloned().into();
         self.rebalance_limit = annotations.get(REBALANCE_LIMIT_ANNOTATION).cloned();
+        self.adopts_karpenter_node_pools = annotations
+            .get(joiner_agent::labels::ADOPTS_KARPENTER_NODEPOOLS)
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
     }
 
     /// The CRD spec this configuration declares, with the CRD's defaults filled in, so that
@@ -245,6 +263,7 @@ impl NodePoolModel {
             disruption,
             rebalance: None.into(),
             rebalance_limit: None,
+            adopts_karpenter_node_pools: vec![],
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

@@ -36,6 +36,13 @@ pub const CLUSTER_TAG_KEY: &str = "joiner.dev/cluster";
 pub const POST_LAUNCH_TAG_KEYS: &[&str] =
     &["Name", "joiner.dev/nodeclaim", "karpenter.sh/nodeclaim"];
 
+/// Tags the agent puts on a Karpenter instance it adopts.
+pub const ADOPTION_TAG_KEYS: &[&str] = &[
+    CLUSTER_TAG_KEY,
+    "joiner.dev/nodeclaim",
+    "joiner.dev/nodepool",
+];
+
 /// What the agent policy is scoped to. All ARNs are validated before this is built.
 #[derive(Debug, Clone)]
 pub struct AgentScope {
@@ -91,6 +98,24 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
                 "ForAllValues:StringEquals",
                 "aws:TagKeys",
                 POST_LAUNCH_TAG_KEYS.iter().copied(),
+            ),
+        // Adopting Karpenter's nodes (a migration): its instances of this cluster (its
+        // ownership tag and its pool tag) may be given this cluster's tag and a claim,
+        // nothing else; from then on the tag-scoped statements here apply to them.
+        Statement::allow("AdoptKarpenterNodes")
+            .actions(["ec2:CreateTags"])
+            .resources([ec2(a, "instance")])
+            .condition(
+                "StringEquals",
+                &format!("aws:ResourceTag/kubernetes.io/cluster/{cluster_name}"),
+                ["owned"],
+            )
+            .condition("StringLike", "aws:ResourceTag/karpenter.sh/nodepool", ["*"])
+            .condition("StringEquals", &request_tag, [cluster_name])
+            .condition(
+                "ForAllValues:StringEquals",
+                "aws:TagKeys",
+                ADOPTION_TAG_KEYS.iter().copied(),
             ),
         // Launching from a launch template requires permission on the template itself.
         Statement::allow("LaunchFromOwnTemplates")

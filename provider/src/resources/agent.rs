@@ -82,6 +82,20 @@ impl Resource<ProviderContext> for Agent {
                         if ok { Ok(()) } else { Err(format!("must be a DNS-1123 label (a-z, 0-9, '-', at most 63), got {s:?}")) }
                     }),
             )
+            .attribute(
+                Attribute::string("adopt_karpenter_namespace")
+                    .optional()
+                    .description("Moving from Karpenter: the namespace its controller runs in. Once its leader Lease lapses (Karpenter scaled to zero), the agent adopts Karpenter's nodes whose NodePool has a joiner NodePool of the same name (or one listing it in `adopts_karpenter_node_pools`) as NodeClaims, without moving a pod; while Karpenter runs it refuses, with an Event and the pool's `KarpenterNodesAdopted` condition. Grants reading that one Lease and releasing Karpenter's NodeClaims.")
+                    .validate(|v| {
+                        let s = v.as_str().unwrap_or_default();
+                        let ok = !s.is_empty()
+                            && s.len() <= 63
+                            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                            && !s.starts_with('-')
+                            && !s.ends_with('-');
+                        if ok { Ok(()) } else { Err(format!("must be a namespace name, a DNS-1123 label (a-z, 0-9, '-', at most 63), got {s:?}")) }
+                    }),
+            )
             .attribute(Attribute::string_map("env").optional().validate(|v| {
                 for k in v.as_string_map().keys() {
                     let ok = !k.is_empty()
@@ -264,10 +278,12 @@ fn read_back(m: &mut AgentModel, d: &Json, sa: Option<&Json>) {
     };
     m.queue_url = value("JOINER_QUEUE_URL");
     m.log_level = value("JOINER_LOG_LEVEL");
+    m.adopt_karpenter_namespace = value("JOINER_ADOPT_KARPENTER_NAMESPACE");
     const OURS: &[&str] = &[
         "JOINER_CLUSTER_NAME",
         "JOINER_QUEUE_URL",
         "JOINER_LOG_LEVEL",
+        "JOINER_ADOPT_KARPENTER_NAMESPACE",
         "POD_NAME",
         "POD_NAMESPACE",
         "POD_IP",
@@ -475,6 +491,7 @@ mod tests {
             replicas: Some(3),
             log_level: Some("debug".into()),
             namespace: Some("joiner".into()),
+            adopt_karpenter_namespace: Some("kube-system".into()),
             env: [("A".to_string(), "b".to_string())].into(),
             labels: [("team".to_string(), "x".to_string())].into(),
             tolerations: vec![TolerationModel {

@@ -77,6 +77,21 @@ impl Resource<ProviderContext> for NodePool {
             .attribute(Attribute::string("rebalance").optional().description(
                 "`replace`: replace nodes on EC2 rebalance recommendations, ahead of a likely Spot interruption (the NodePool's `joiner.dev/rebalance` annotation). Unset: recommendations are only logged.",
             ))
+            .attribute(Attribute::string_list("adopts_karpenter_node_pools").optional().description(
+                "Moving from Karpenter: the Karpenter NodePools whose running nodes this pool adopts (with `joiner_agent.adopt_karpenter_namespace`), when their names differ from this pool's; a pool adopts its namesake's nodes without it. Written as the NodePool's `joiner.dev/adopts-karpenter-nodepools` annotation.",
+            ).validate(|v| {
+                for n in v.as_string_list() {
+                    let ok = !n.is_empty()
+                        && n.len() <= 253
+                        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+                        && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+                        && n.ends_with(|c: char| c.is_ascii_alphanumeric());
+                    if !ok {
+                        return Err(format!("{n:?} is not a NodePool name (a DNS-1123 subdomain: a-z, 0-9, '-', '.')"));
+                    }
+                }
+                Ok(())
+            }))
             .attribute(Attribute::string("rebalance_limit").optional().description(
                 "`N/duration` (e.g. `2/10m`): at most N rebalance replacements per window; needs `rebalance`.",
             ))
@@ -371,6 +386,7 @@ mod tests {
             }),
             rebalance: Some("replace".into()).into(),
             rebalance_limit: Some("2/10m".into()),
+            adopts_karpenter_node_pools: vec!["general-v1".into()],
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }
@@ -426,7 +442,7 @@ mod tests {
     fn an_unmodelled_karpenter_label_is_refused_at_plan() {
         let mut m = full();
         m.requirements[0] = RequirementModel {
-            key: "karpenter.k8s.aws/instance-gpu-memory".into(),
+            key: "karpenter.k8s.aws/instance-gpu-memry".into(),
             operator: "Gt".into(),
             values: vec!["16000".into()],
             min_values: None,
@@ -440,7 +456,7 @@ mod tests {
         assert!(
             at[0]
                 .detail
-                .contains("karpenter.k8s.aws/instance-gpu-memory")
+                .contains("karpenter.k8s.aws/instance-gpu-memry")
                 && at[0].detail.contains("would admit every instance type"),
             "{}",
             at[0].detail

@@ -59,7 +59,11 @@ resource "joiner_node_pool" "general" {
     operator = "Gt"
     values   = ["4"]
   }
-  # not converted: requirement karpenter.k8s.aws/instance-gpu-memory DoesNotExist []: joiner does not model this key yet and refuses it.
+  requirement {
+    key      = "karpenter.k8s.aws/instance-gpu-memory"
+    operator = "DoesNotExist"
+  }
+  # not converted: requirement karpenter.k8s.aws/placement-group-id In ["pg-0123456789abcdef0"]: joiner launches into no placement group (Karpenter v1.11's placementGroup is not built).
   startup_taint {
     key    = "node.cilium.io/agent-not-ready"
     value  = "true"

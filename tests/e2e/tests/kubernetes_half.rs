@@ -636,7 +636,7 @@ fn bad_inputs_name_their_attribute() {
             "joiner_node_pool",
             r#"node_class = "d"
   requirement {
-    key      = "karpenter.k8s.aws/instance-gpu-memory"
+    key      = "karpenter.k8s.aws/instance-gpu-memry"
     operator = "Gt"
     values   = ["16000"]
   }"#,

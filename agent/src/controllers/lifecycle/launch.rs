@@ -313,6 +313,14 @@ async fn record(
     }
     new_labels.insert(labels::INSTANCE_TYPE.into(), l.instance_type.clone());
     new_labels.insert(labels::ZONE.into(), l.zone.clone());
+    if let Some(id) = class
+        .status
+        .as_ref()
+        .and_then(|s| s.subnets.iter().find(|s| s.zone == l.zone))
+        .and_then(|s| s.zone_id.clone())
+    {
+        new_labels.insert(labels::ZONE_ID.into(), id);
+    }
     new_labels.insert(
         labels::CAPACITY_TYPE.into(),
         l.capacity_type.as_str().into(),

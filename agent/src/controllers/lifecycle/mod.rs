@@ -113,6 +113,11 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Option<Duration> {
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
     if !conditions::is_true(&conds, LAUNCHED) {
+        // A claim recording a node another controller launched: adoption writes its
+        // status; launching for it would buy a second instance.
+        if crate::controllers::provisioning::nodeclaims::is_adopted(&claim) {
+            return Some(Duration::from_secs(2));
+        }
         return launch::reconcile(ctx, &claim).await;
     }
     if !conditions::is_true(&conds, REGISTERED) {

@@ -96,25 +96,17 @@ pub fn timeout_message(
     )
 }
 
-/// Writes the pool's `NodeRegistrationHealthy` condition (merge patch of the conditions
-/// the watch last saw, with this one set).
+/// Writes the pool's `NodeRegistrationHealthy` condition.
 async fn set_pool_health(ctx: &Context, pool: &str, healthy: bool, reason: &str, msg: &str) {
-    let Some(np) = ctx.state.node_pools.get(pool) else {
-        return;
-    };
-    let mut conds = np.status.clone().unwrap_or_default().conditions;
-    if !conditions::set(&mut conds, NODE_REGISTRATION_HEALTHY, healthy, reason, msg) {
-        return;
-    }
-    let api: Api<crate::api::NodePool> = Api::all(ctx.client.clone());
-    let patch = json!({"status": {"conditions": conds}});
-    if let Err(e) = api
-        .patch_status(pool, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        ctx.metrics.kube_error("nodepools/status patch", &e);
-        tracing::warn!(nodepool = %pool, error = %e, "NodePool status patch failed");
-    }
+    crate::controllers::nodepool::set_condition(
+        ctx,
+        pool,
+        NODE_REGISTRATION_HEALTHY,
+        healthy,
+        reason,
+        msg,
+    )
+    .await
 }
 
 pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {

@@ -7,6 +7,8 @@
 //! waits for the object to be gone, so it waits for this release too (as Karpenter's
 //! EC2NodeClass termination does for its templates and instance profile).
 
+pub mod status;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;

@@ -135,6 +135,35 @@ async fn report_malformed(
     }
 }
 
+/// Sets one condition on a pool's status (a merge patch of the conditions the watch last
+/// saw, with this one set), for the loops that report on pools: registration health,
+/// adoption. Nothing is written when nothing changes.
+pub async fn set_condition(
+    ctx: &Context,
+    pool: &str,
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+) {
+    let Some(np) = ctx.state.node_pools.get(pool) else {
+        return;
+    };
+    let mut conds = np.status.clone().unwrap_or_default().conditions;
+    if !conditions::set(&mut conds, type_, ok, reason, message) {
+        return;
+    }
+    let api: Api<NodePool> = Api::all(ctx.client.clone());
+    let patch = json!({"status": {"conditions": conds}});
+    if let Err(e) = api
+        .patch_status(pool, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        ctx.metrics.kube_error("nodepools/status patch", &e);
+        tracing::warn!(nodepool = %pool, error = %e, "NodePool status patch failed");
+    }
+}
+
 /// Re-checks every NodePool when a NodePool or NodeClass changes.
 pub async fn run(ctx: Arc<Context>) {
     let mut rx = ctx.state.subscribe();

@@ -86,6 +86,10 @@ pub struct Config {
         default_value = "/aws/service"
     )]
     pub public_parameter_root: String,
+    /// Adopt Karpenter's nodes (a migration): the namespace Karpenter's controller runs in,
+    /// whose leader Lease tells whether it is still running. Off when unset.
+    #[arg(long, env = "JOINER_ADOPT_KARPENTER_NAMESPACE")]
+    pub adopt_karpenter_namespace: Option<String>,
     /// Fault injection for the crash-recovery test: after the first successful launch, stop
     /// before recording it on the NodeClaim (the test then SIGKILLs the process).
     #[arg(long, env = "JOINER_TEST_HANG_AFTER_LAUNCH", hide = true, default_value_t = false, action = clap::ArgAction::Set)]

@@ -40,6 +40,11 @@ pub struct Metrics {
     pub evictions: Family<Labels, Counter<u64, AtomicU64>>,
     pub gc_instances_terminated: Counter<u64, AtomicU64>,
     pub gc_nodeclaims_deleted: Counter<u64, AtomicU64>,
+    /// Karpenter's nodes adopted, adoptions that failed (retried), and passes that found
+    /// Karpenter's controller running and adopted nothing.
+    pub nodes_adopted: Counter<u64, AtomicU64>,
+    pub adoption_failures: Counter<u64, AtomicU64>,
+    pub adoption_refused: Counter<u64, AtomicU64>,
     pub leader: Gauge<i64, AtomicI64>,
     /// `joiner_interruption_*` (see `crate::controllers::interruption::metrics`).
     pub interruption:
@@ -94,6 +99,9 @@ impl Metrics {
             evictions: Family::default(),
             gc_instances_terminated: Counter::default(),
             gc_nodeclaims_deleted: Counter::default(),
+            nodes_adopted: Counter::default(),
+            adoption_failures: Counter::default(),
+            adoption_refused: Counter::default(),
             leader: Gauge::default(),
             interruption: Default::default(),
             disruption: Default::default(),
@@ -198,6 +206,21 @@ impl Metrics {
             "gc_nodeclaims_deleted",
             "NodeClaims deleted because their instance was gone",
             m.gc_nodeclaims_deleted.clone(),
+        );
+        r.register(
+            "nodes_adopted",
+            "Karpenter's nodes adopted as NodeClaims",
+            m.nodes_adopted.clone(),
+        );
+        r.register(
+            "adoption_failures",
+            "Adoptions of Karpenter's nodes that failed and are retried",
+            m.adoption_failures.clone(),
+        );
+        r.register(
+            "adoption_refused",
+            "Adoption passes that found Karpenter's controller running and adopted nothing",
+            m.adoption_refused.clone(),
         );
         r.register(
             "leader",

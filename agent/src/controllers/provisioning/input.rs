@@ -450,6 +450,12 @@ pub async fn build(ctx: &Context) -> Round {
         let u = usage.get(name).cloned().unwrap_or_default();
         match NodePoolInput::from_api(name, &p.spec, u) {
             Ok(mut pi) => {
+                // Karpenter's `ec2nodeclass` label is the pool's class: a pod selecting it
+                // selects the pools of that class.
+                pi.requirements.add(
+                    labels::NODE_CLASS,
+                    Requirement::one(&p.spec.template.spec.node_class_ref.name),
+                );
                 if several {
                     if let Some(cat) = pool_class
                         .get(name)
@@ -470,6 +476,14 @@ pub async fn build(ctx: &Context) -> Round {
         }
     }
     pools.retain(|n, _| input.node_pools.iter().any(|p| &p.name == n));
+    // Zone IDs as the zones they name, from the subnets the NodeClasses resolved.
+    let zone_ids: crate::scheduler::zone_ids::ZoneIds = classes
+        .values()
+        .filter_map(|c| c.status.as_ref())
+        .flat_map(|s| s.subnets.iter())
+        .filter_map(|s| Some((s.zone.clone(), s.zone_id.clone()?)))
+        .collect();
+    crate::scheduler::zone_ids::rewrite(&mut input, &zone_ids);
 
     Round {
         input,

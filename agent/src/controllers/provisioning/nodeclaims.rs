@@ -7,6 +7,8 @@
 //!
 //! This is the only place NodeClaims are created (`agent/tests/one_creation_path.rs` checks
 //! it): interruption and disruption disrupt claims, and provisioning replaces their pods.
+//! Adoption ([`crate::controllers::adoption`]) creates claims here too, for capacity that
+//! already runs (Karpenter's nodes): [`adopted`] records a node, it launches nothing.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +17,10 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 use rand::Rng;
 
-use crate::api::{NodeClaim, NodeClaimSpec, NodeClass, NodePool};
+use crate::api::node_claim::ResourceRequirements;
+use crate::api::{
+    NodeClaim, NodeClaimSpec, NodeClass, NodePool, NodeSelectorRequirementWithMinValues,
+};
 use crate::controllers::{Context, TERMINATION_FINALIZER};
 use crate::labels;
 use crate::scheduler::NewNodeClaim;
@@ -47,6 +52,10 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) ->
     }
     labels.insert(labels::KARPENTER_NODEPOOL.into(), pool_name.clone());
     labels.insert(labels::JOINER_NODEPOOL.into(), pool_name.clone());
+    labels.insert(
+        labels::NODE_CLASS.into(),
+        pool.spec.template.spec.node_class_ref.name.clone(),
+    );
     let mut annotations = pool.spec.template.metadata.annotations.clone();
     if let Some(class) = class {
         annotations.extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
@@ -84,4 +93,165 @@ pub(super) async fn create(ctx: &Context, claim: &NodeClaim) -> Result<NodeClaim
         .node_claims
         .insert(&created.name_any(), created.clone());
     Ok(created)
+}
+
+/// Annotation on a claim made for a node another controller launched: what it was
+/// (`karpenter.sh/v1 NodeClaim general-x7k2p`). Launch never acts on such a claim: its
+/// status comes from the running node.
+pub const ADOPTED_FROM: &str = "joiner.dev/adopted-from";
+
+/// The NodeClaim recording a running node of `pool`: named `name`, its requirements pinned
+/// to the node's instance type, zone and capacity type (the node is what it is), labelled
+/// and stamped as a claim of the pool would be, so consolidation, expiry and drift treat it
+/// as one of theirs.
+pub fn adopted(
+    name: &str,
+    from: &str,
+    node_labels: &BTreeMap<String, String>,
+    pool: &NodePool,
+    class: Option<&NodeClass>,
+) -> NodeClaim {
+    let pool_name = pool.name_any();
+    let t = &pool.spec.template.spec;
+    let mut labels: BTreeMap<String, String> = pool.spec.template.metadata.labels.clone();
+    let mut requirements = Vec::new();
+    for key in [
+        labels::INSTANCE_TYPE,
+        labels::ZONE,
+        labels::CAPACITY_TYPE,
+        labels::ARCH,
+    ] {
+        if let Some(v) = node_labels.get(key) {
+            labels.insert(key.to_string(), v.clone());
+            requirements.push(NodeSelectorRequirementWithMinValues {
+                key: key.to_string(),
+                operator: "In".into(),
+                values: vec![v.clone()],
+                min_values: None,
+            });
+        }
+    }
+    for (k, v) in node_labels {
+        if labels::is_type_label(k) || k == labels::ZONE_ID {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+    labels.insert(labels::KARPENTER_NODEPOOL.into(), pool_name.clone());
+    labels.insert(labels::JOINER_NODEPOOL.into(), pool_name.clone());
+    labels.insert(labels::NODE_CLASS.into(), t.node_class_ref.name.clone());
+    let mut annotations = pool.spec.template.metadata.annotations.clone();
+    if let Some(class) = class {
+        annotations.extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
+    }
+    annotations.insert(ADOPTED_FROM.into(), from.to_string());
+    NodeClaim {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            finalizers: Some(vec![TERMINATION_FINALIZER.into()]),
+            owner_references: pool.metadata.uid.clone().map(|uid| {
+                vec![OwnerReference {
+                    api_version: "joiner.dev/v1".into(),
+                    kind: "NodePool".into(),
+                    name: pool_name.clone(),
+                    uid,
+                    block_owner_deletion: Some(true),
+                    controller: None,
+                }]
+            }),
+            ..Default::default()
+        },
+        spec: NodeClaimSpec {
+            node_class_ref: t.node_class_ref.clone(),
+            requirements,
+            resources: ResourceRequirements::default(),
+            taints: t.taints.clone(),
+            startup_taints: vec![],
+            expire_after: Some(t.expire_after.clone()),
+            termination_grace_period: t.termination_grace_period.clone(),
+        },
+        status: None,
+    }
+}
+
+/// Creates an adopted claim; one that exists already (an adoption retried after a crash)
+/// is returned as it is.
+pub(crate) async fn create_adopted(
+    ctx: &Context,
+    claim: &NodeClaim,
+) -> Result<NodeClaim, kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let out = match api.create(&PostParams::default(), claim).await {
+        Ok(c) => c,
+        Err(kube::Error::Api(e)) if e.code == 409 => api.get(&claim.name_any()).await?,
+        Err(e) => return Err(e),
+    };
+    ctx.state.node_claims.insert(&out.name_any(), out.clone());
+    Ok(out)
+}
+
+/// Whether a claim records a node another controller launched.
+pub fn is_adopted(claim: &NodeClaim) -> bool {
+    claim.annotations().contains_key(ADOPTED_FROM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_adopted_claim_is_pinned_to_its_node_and_stamped_as_the_pools() {
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "joiner.dev/v1", "kind": "NodePool",
+            "metadata": {"name": "general", "uid": "u-1"},
+            "spec": {"template": {
+                "metadata": {"labels": {"team": "web"}},
+                "spec": {"nodeClassRef": {"group": "joiner.dev", "kind": "NodeClass", "name": "default"},
+                    "expireAfter": "336h"}}}
+        }))
+        .unwrap();
+        let class: NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {"subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                "amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "nodes"}
+        }))
+        .unwrap();
+        let node_labels: BTreeMap<String, String> = [
+            (labels::INSTANCE_TYPE, "m5.large"),
+            (labels::ZONE, "us-east-1a"),
+            (labels::CAPACITY_TYPE, "spot"),
+            (labels::ARCH, "amd64"),
+            (labels::INSTANCE_FAMILY, "m5"),
+            (labels::HOSTNAME, "ip-10-0-0-1"),
+            ("karpenter.sh/registered", "true"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = adopted(
+            "general-k7x2p",
+            "karpenter.sh/v1 NodeClaim general-k7x2p",
+            &node_labels,
+            &pool,
+            Some(&class),
+        );
+        assert_eq!(c.name_any(), "general-k7x2p");
+        assert!(is_adopted(&c));
+        let l = c.labels();
+        assert_eq!(l[labels::JOINER_NODEPOOL], "general");
+        assert_eq!(l[labels::INSTANCE_FAMILY], "m5");
+        assert_eq!(l["team"], "web");
+        assert!(!l.contains_key(labels::HOSTNAME) && !l.contains_key("karpenter.sh/registered"));
+        let view = c.view().unwrap();
+        assert!(view.allows(labels::INSTANCE_TYPE, "m5.large"));
+        assert!(!view.allows(labels::INSTANCE_TYPE, "m5.xlarge"));
+        assert!(!view.allows(labels::CAPACITY_TYPE, "on-demand"));
+        assert_eq!(c.spec.expire_after.as_deref(), Some("336h"));
+        assert!(c
+            .annotations()
+            .contains_key(crate::disruption::drift::NODEPOOL_HASH));
+        assert_eq!(c.finalizers(), &[TERMINATION_FINALIZER.to_string()]);
+    }
 }

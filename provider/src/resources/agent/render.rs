@@ -83,8 +83,8 @@ fn meta(name: &str, namespace: Option<&str>) -> Json {
 /// Nodes, and a credential that can create them can invent capacity that attracts any
 /// workload. `agent_rbac` in the e2e suite runs the agent on a real API server with exactly
 /// these rules, and checks what they refuse.
-fn cluster_rules() -> Json {
-    json!([
+fn cluster_rules(m: &AgentModel) -> Json {
+    let mut rules = json!([
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
@@ -94,8 +94,20 @@ fn cluster_rules() -> Json {
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-    ])
+    ]);
+    // Adopting Karpenter's nodes: reading its NodeClaims, then releasing (finalizer patch)
+    // and deleting them. Only when asked for.
+    if m.adopt_karpenter_namespace.is_some() {
+        if let Json::Array(r) = &mut rules {
+            r.push(json!({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get", "list", "patch", "delete"]}));
+        }
+    }
+    rules
 }
+
+/// The Role (and its binding) in Karpenter's namespace: reading its leader Lease, by name,
+/// to know whether it still runs.
+const KARPENTER_LEASE_ROLE: &str = "joiner-agent-karpenter-lease";
 
 /// Every object with its kind and namespace, in the order they are applied (the namespace
 /// first, the Deployment last).
@@ -106,6 +118,35 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
         .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     let nsr = Some(ns.as_str());
     let mut out: Vec<(Kind, Option<String>, Json)> = Vec::new();
+    // In Karpenter's namespace, so not through `push`; applied before the Deployment.
+    let mut karpenter: Vec<(Kind, Option<String>, Json)> = Vec::new();
+    if let Some(kns) = &m.adopt_karpenter_namespace {
+        for (kind, body) in [
+            (
+                kinds::ROLE,
+                json!({
+                    "metadata": meta(KARPENTER_LEASE_ROLE, Some(kns)),
+                    "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}],
+                }),
+            ),
+            (
+                kinds::ROLE_BINDING,
+                json!({
+                    "metadata": meta(KARPENTER_LEASE_ROLE, Some(kns)),
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": KARPENTER_LEASE_ROLE},
+                    "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+                }),
+            ),
+        ] {
+            let mut o = json!({"apiVersion": kind.api_version(), "kind": kind.kind});
+            if let Json::Object(b) = body {
+                for (k, v) in b {
+                    o[k] = v;
+                }
+            }
+            karpenter.push((kind, Some(kns.clone()), o));
+        }
+    }
     let mut push = |kind: Kind, namespaced: bool, body: Json| {
         let mut o = json!({"apiVersion": kind.api_version(), "kind": kind.kind});
         if let Json::Object(b) = body {
@@ -133,7 +174,7 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
     push(
         kinds::CLUSTER_ROLE,
         false,
-        json!({"metadata": meta(NAME, None), "rules": cluster_rules()}),
+        json!({"metadata": meta(NAME, None), "rules": cluster_rules(m)}),
     );
     push(
         kinds::CLUSTER_ROLE_BINDING,
@@ -183,6 +224,9 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
         }),
     );
     push(kinds::DEPLOYMENT, true, json!(deployment(m, &ns)));
+    let deployment = out.pop();
+    out.extend(karpenter);
+    out.extend(deployment);
     out
 }
 
@@ -195,6 +239,9 @@ fn env(m: &AgentModel) -> Json {
         env.push(json!({"name": "JOINER_QUEUE_URL", "value": q}));
     }
     env.push(json!({"name": "JOINER_LOG_LEVEL", "value": m.log_level.clone().unwrap_or_else(|| "info".into())}));
+    if let Some(ns) = &m.adopt_karpenter_namespace {
+        env.push(json!({"name": "JOINER_ADOPT_KARPENTER_NAMESPACE", "value": ns}));
+    }
     env.push(json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}));
     env.push(json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}));
     env.push(json!({"name": "POD_IP", "valueFrom": field("status.podIP")}));
