@@ -31,6 +31,14 @@ pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
 pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
 /// Local instance-store size in GB; set only on types that have one.
 pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
+// Capacity reservations (Karpenter v1.3-v1.10): set only on nodes launched into one, and
+// known to the catalogue per offering, not per type (see `is_reservation_label`).
+pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// `default` or `capacity-block`.
+pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+/// `true` or `false`.
+pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
+    "karpenter.k8s.aws/capacity-reservation-interruptible";
 
 // joiner.dev
 pub const JOINER_NODEPOOL: &str = "joiner.dev/nodepool";
@@ -41,6 +49,8 @@ pub const JOINER_UNREGISTERED_TAINT: &str = "joiner.dev/unregistered";
 
 pub const CAPACITY_TYPE_SPOT: &str = "spot";
 pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
+/// Capacity launched into an EC2 capacity reservation (an ODCR or a capacity block).
+pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
 
 /// Labels whose values the catalogue knows for every instance type and offering, so a pod
 /// may require them even when a NodePool does not mention them.
@@ -64,7 +74,20 @@ pub const WELL_KNOWN: &[&str] = &[
     INSTANCE_GPU_MANUFACTURER,
     INSTANCE_LOCAL_NVME,
     JOINER_NODEPOOL,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
 ];
+
+/// Labels an offering has only when it is a capacity reservation: like zone and capacity
+/// type they describe the offering, not the instance type, and a requirement on one is
+/// met by reserved offerings alone (unless it allows the label's absence).
+pub fn is_reservation_label(key: &str) -> bool {
+    matches!(
+        key,
+        CAPACITY_RESERVATION_ID | CAPACITY_RESERVATION_TYPE | CAPACITY_RESERVATION_INTERRUPTIBLE
+    )
+}
 
 /// joiner's own labels that users put on nodes (the critical pool's), and so may require.
 pub const JOINER_USER_LABELS: &[&str] = &["joiner.dev/critical"];

@@ -178,6 +178,9 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             e.push(format!("{path}.weight"), "must be between 1 and 100");
         }
     }
+    for (p, m) in super::launch_policy::check(spec, path) {
+        e.push(p, m);
+    }
     e.0
 }
 
@@ -342,6 +345,9 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
         if k.is_empty() || k.len() > 128 {
             e.push(&p, "tag keys must be 1 to 128 characters");
         }
+    }
+    for (p, m) in super::node_class::check_reservation_terms(spec, path) {
+        e.push(p, m);
     }
     if let Some(k) = &spec.kubelet {
         let kp = format!("{path}.kubelet");
@@ -699,6 +705,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             weight: Some(10),
+            ..Default::default()
         }
     }
 

@@ -56,6 +56,23 @@ pub struct LaunchRequest {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
+    /// The capacity reservation a `reserved` launch targets (the claim's
+    /// `karpenter.k8s.aws/capacity-reservation-id`).
+    pub reservation: Option<ReservedLaunch>,
+    /// NodeOverlays changed the candidates' prices: CreateFleet is told to follow the
+    /// candidates' order (`prioritized`) instead of EC2's own prices...
+    pub prioritized: bool,
+    /// ...and the on-demand fallback is ordered by these (overlaid) on-demand prices
+    /// rather than the price list's.
+    pub on_demand_prices: BTreeMap<String, f64>,
+}
+
+/// A launch into one capacity reservation.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReservedLaunch {
+    pub id: String,
+    pub kind: crate::catalog::reservations::ReservationKind,
+    pub interruptible: bool,
 }
 
 /// What CreateFleet gave us.

@@ -11,6 +11,7 @@
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
 //! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does;
+//! - [`nodeoverlay`]: NodeOverlays applied to the catalogue, their validation on status;
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
@@ -29,6 +30,7 @@ pub mod garbage_collection;
 pub mod interruption;
 pub mod lifecycle;
 pub mod nodeclass;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod operator;
 pub mod provisioning;
@@ -111,6 +113,7 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     }),
     ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
     ("nodeclass.termination", |c| Box::pin(nodeclass::run(c))),
+    ("nodeoverlay.validation", |c| Box::pin(nodeoverlay::run(c))),
     ("interruption", |c| Box::pin(interruption::run(c))),
     ("disruption", |c| Box::pin(disruption::run(c))),
 ];

@@ -33,6 +33,9 @@ model! {
         pub rebalance: Planned<Option<String>>,
         /// `N/duration`: at most N such replacements per window (`joiner.dev/rebalance-limit`).
         pub rebalance_limit: Option<String>,
+        /// Launch policies (`spec.minValuesPolicy`, `spec.candidatePriceRatio`).
+        pub min_values_policy: Option<String>,
+        pub candidate_price_ratio: Option<String>,
         /// Computed at plan time; carried through untouched.
         pub admitted_instance_types: Value,
         pub timeouts: Value,
@@ -186,6 +189,8 @@ impl NodePoolModel {
             disruption,
             limits: self.limits.clone(),
             weight: self.weight.map(|w| w as i32),
+            min_values_policy: self.min_values_policy.clone(),
+            candidate_price_ratio: self.candidate_price_ratio.clone(),
         }
     }
 
@@ -245,6 +250,8 @@ impl NodePoolModel {
             disruption,
             rebalance: None.into(),
             rebalance_limit: None,
+            min_values_policy: spec.min_values_policy.clone(),
+            candidate_price_ratio: spec.candidate_price_ratio.clone(),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
+use joiner_agent::api::launch_policy::{MinValuesPolicy, PriceRatio};
 use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, InstanceType};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
@@ -35,6 +36,11 @@ pub struct Admitted {
     pub dearest_spot: Option<f64>,
     pub cheapest_on_demand: Option<f64>,
     pub dearest_on_demand: Option<f64>,
+    /// The pool's candidate price bound in effect (`candidate_price_ratio`, default 2).
+    pub candidate_price_ratio: String,
+    /// Minimums a `BestEffort` pool cannot meet: not errors, but worth a plan warning
+    /// (attribute, sentence).
+    pub min_values_shortfalls: Vec<(AttributePath, String)>,
 }
 
 impl Admitted {
@@ -61,6 +67,10 @@ impl Admitted {
             ("dearest_spot_price", p(self.dearest_spot)),
             ("cheapest_on_demand_price", p(self.cheapest_on_demand)),
             ("dearest_on_demand_price", p(self.dearest_on_demand)),
+            (
+                "candidate_price_ratio",
+                Value::string(self.candidate_price_ratio.clone()),
+            ),
         ])
     }
 
@@ -72,6 +82,7 @@ impl Admitted {
             ("dearest_spot_price", Type::String),
             ("cheapest_on_demand_price", Type::String),
             ("dearest_on_demand_price", Type::String),
+            ("candidate_price_ratio", Type::String),
         ])
     }
 }
@@ -168,7 +179,11 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
             });
         }
     }
-    // minValues: enough distinct values of the key among what is left.
+    // minValues: enough distinct values of the key among what is left. A BestEffort pool
+    // launches with fewer, so there it is a warning, not an error.
+    let best_effort = MinValuesPolicy::of(m.min_values_policy.as_deref())
+        .is_ok_and(|p| p == MinValuesPolicy::BestEffort);
+    let mut min_values_shortfalls = Vec::new();
     for (path, what, one) in &steps {
         for (key, r) in one.iter() {
             if let Some(min) = r.min_values {
@@ -179,15 +194,26 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
                 distinct.sort();
                 distinct.dedup();
                 if distinct.len() < min {
-                    return Err(Empty {
-                        path: path.clone().attr("min_values"),
-                        detail: format!(
-                            "{what} asks for at least {min} distinct values of {key}, but the \
-                             admitted types have only {} ({})",
-                            distinct.len(),
-                            distinct.join(", ")
-                        ),
-                    });
+                    let detail = format!(
+                        "{what} asks for at least {min} distinct values of {key}, but the \
+                         admitted types have only {} ({})",
+                        distinct.len(),
+                        distinct.join(", ")
+                    );
+                    let path = path.clone().attr("min_values");
+                    if best_effort {
+                        min_values_shortfalls.push((
+                            path,
+                            format!(
+                                "{detail}; with min_values_policy = \"BestEffort\" its \
+                                 NodeClaims launch with {} and are annotated \
+                                 karpenter.sh/nodeclaim-min-values-relaxed=true",
+                                distinct.len()
+                            ),
+                        ));
+                    } else {
+                        return Err(Empty { path, detail });
+                    }
                 }
             }
         }
@@ -218,6 +244,10 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
         dearest_spot: max(&spot),
         cheapest_on_demand: min(&od),
         dearest_on_demand: max(&od),
+        candidate_price_ratio: PriceRatio::of(m.candidate_price_ratio.as_deref())
+            .unwrap_or_default()
+            .to_string(),
+        min_values_shortfalls,
     })
 }
 
