@@ -130,6 +130,38 @@ pub fn block_drain_at(end_date: i64) -> i64 {
     end_date - BLOCK_RECLAIM_SECS - BLOCK_DRAIN_LEAD_SECS
 }
 
+/// What becomes of a node launched into a reservation, now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReservedFate {
+    Keep,
+    /// A capacity block nearing its end (or gone): drain it, pods out by `deadline` (Unix
+    /// seconds: when EC2 starts terminating).
+    Drain {
+        deadline: i64,
+    },
+    /// An on-demand reservation that expired, was cancelled or no longer has the instance:
+    /// the instance runs on as ordinary on-demand capacity (Karpenter relabels it
+    /// `on-demand`; a pool that requires `reserved` then drifts it).
+    NoLongerReserved,
+}
+
+/// The fate of a node in reservation `kind` (its label), given the reservation's record
+/// now (`None`: EC2 no longer knows it).
+pub fn fate(kind: ReservationKind, record: Option<&ReservationRecord>, now: i64) -> ReservedFate {
+    match (kind, record) {
+        (ReservationKind::CapacityBlock, None) => ReservedFate::Drain { deadline: now },
+        (ReservationKind::CapacityBlock, Some(r)) => match r.end_date {
+            Some(end) if now >= block_drain_at(end) => ReservedFate::Drain {
+                deadline: end - BLOCK_RECLAIM_SECS,
+            },
+            _ if r.state != "active" => ReservedFate::Drain { deadline: now },
+            _ => ReservedFate::Keep,
+        },
+        (ReservationKind::Default, Some(r)) if r.state == "active" => ReservedFate::Keep,
+        (ReservationKind::Default, _) => ReservedFate::NoLongerReserved,
+    }
+}
+
 /// The price of a launch into a reservation: paid already, so near zero; proportional to
 /// the on-demand price so that, among reservations, the smaller type still wins. 10^-7 of
 /// on-demand keeps the dearest type's (about $400/h) below the cheapest market offering
@@ -334,5 +366,40 @@ mod tests {
             .collect();
         assert_eq!(left, [1, 0]);
         assert_eq!(block_drain_at(10_000), 10_000 - 2_400);
+    }
+
+    #[test]
+    fn blocks_drain_forty_minutes_before_their_end_and_reservations_lapse_to_on_demand() {
+        let now = 1_000_000;
+        let end = now + 41 * 60;
+        let block = record(
+            "cr-b",
+            "us-east-1a",
+            ReservationKind::CapacityBlock,
+            Some(end),
+        );
+        use ReservationKind::*;
+        assert_eq!(fate(CapacityBlock, Some(&block), now), ReservedFate::Keep);
+        assert_eq!(
+            fate(CapacityBlock, Some(&block), now + 60),
+            ReservedFate::Drain {
+                deadline: end - 30 * 60
+            }
+        );
+        assert_eq!(
+            fate(CapacityBlock, None, now),
+            ReservedFate::Drain { deadline: now }
+        );
+        let odcr = record("cr-a", "us-east-1a", Default, None);
+        assert_eq!(fate(Default, Some(&odcr), now), ReservedFate::Keep);
+        let expired = ReservationRecord {
+            state: "expired".into(),
+            ..odcr.clone()
+        };
+        assert_eq!(
+            fate(Default, Some(&expired), now),
+            ReservedFate::NoLongerReserved
+        );
+        assert_eq!(fate(Default, None, now), ReservedFate::NoLongerReserved);
     }
 }

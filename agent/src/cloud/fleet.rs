@@ -290,10 +290,14 @@ impl Ec2Cloud {
                 if overrides.is_empty() {
                     break;
                 }
-                match self
+                let outcome = self
                     .create_fleet(request, capacity, &overrides, &templates)
-                    .await
-                {
+                    .await;
+                if capacity == CapacityType::Reserved {
+                    // The reservation's count moved (or it refused): ask EC2 again.
+                    self.forget_reservations();
+                }
+                match outcome {
                     Ok(FleetOutcome::Launched(l)) => return Ok(l),
                     Ok(FleetOutcome::NoCapacity(failed)) => {
                         for (t, z) in &failed {

@@ -12,6 +12,7 @@
 
 pub mod ami;
 pub mod aws;
+pub mod capacity_reservations;
 pub mod catalog;
 pub mod discovery;
 pub mod ec2;
@@ -143,6 +144,9 @@ impl CloudError {
                 | "MaxSpotInstanceCountExceeded"
                 | "SpotMaxPriceTooLow"
                 | "NoCandidatesLeft"
+                // A reservation full (or another cluster took the last place): Karpenter
+                // treats it as insufficient capacity for that offering.
+                | "ReservationCapacityExceeded"
         )
     }
 }
@@ -173,6 +177,12 @@ pub trait Cloud: Send + Sync + 'static {
     /// The cluster's ACTIVE Fargate profiles: the pods they select are never given EC2
     /// capacity (see [`crate::fargate`]).
     async fn fargate_profiles(&self) -> Result<Vec<crate::fargate::FargateProfile>, CloudError>;
+    /// Capacity reservations by ID as EC2 reports them now (the ones it no longer knows
+    /// are left out): for the reserved nodes' end of life.
+    async fn capacity_reservations(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<crate::catalog::reservations::ReservationRecord>, CloudError>;
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //!   a disrupted claim's drain first waits for its replacements ([`termination::disrupted`]);
 //! - [`interruption`]: the SQS consumer; disrupts the NodeClaims of interrupted instances;
 //! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
+//! - [`capacity_reservation`]: nodes in capacity reservations: a block's end drains them,
+//!   a lapsed reservation's become on-demand;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
 //! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does;
@@ -23,6 +25,7 @@
 //! the pods of disrupted nodes in its next batch, and termination drains once the
 //! replacements are Initialized.
 
+pub mod capacity_reservation;
 pub mod conditions;
 pub mod disruption;
 pub mod events;
@@ -116,6 +119,9 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     ("nodeoverlay.validation", |c| Box::pin(nodeoverlay::run(c))),
     ("interruption", |c| Box::pin(interruption::run(c))),
     ("disruption", |c| Box::pin(disruption::run(c))),
+    ("capacityreservation.expiration", |c| {
+        Box::pin(capacity_reservation::run(c))
+    }),
 ];
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default

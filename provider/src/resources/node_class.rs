@@ -162,7 +162,24 @@ impl Resource<ProviderContext> for NodeClass {
         }
         if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
             let prior = NodeClassModel::from_value(&plan.prior);
-            if prior.spec() != m.spec() {
+            let (mut a, mut b) = (prior.spec(), m.spec());
+            if a.capacity_reservation_selector_terms != b.capacity_reservation_selector_terms {
+                plan.warn(Diagnostic::warning_at(
+                    "capacity_reservation_selector_term",
+                    "NodeClass capacity reservation selection changes",
+                    format!(
+                        "NodeClass {}: the capacity reservations its pools launch into change \
+                         from the next NodeClaim on. No live node drifts for this (which \
+                         reservations a class selects is not part of its drift hash, as in \
+                         Karpenter); nodes in a reservation no longer selected keep running \
+                         until it ends.",
+                        m.name.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+            a.capacity_reservation_selector_terms.clear();
+            b.capacity_reservation_selector_terms.clear();
+            if a != b {
                 if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
                     let path = first_changed(&plan.prior, &plan.planned);
                     let preview = super::node_pool::preview::node_class(ctx, c, n, path).await;

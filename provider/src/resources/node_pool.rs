@@ -206,6 +206,14 @@ impl Resource<ProviderContext> for NodePool {
                 }
             }
         }
+        let changed = plan.is_create()
+            || plan.is_replace()
+            || NodePoolModel::from_value(&plan.prior).spec() != m.spec();
+        if changed && plan.planned.is_fully_known() {
+            if let Some(w) = pricing::overlay_prices(ctx, &m).await {
+                plan.warn(w);
+            }
+        }
         if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
             let prior = NodePoolModel::from_value(&plan.prior);
             if let Some(w) = pricing::launch_policy_change(&prior.spec(), &m.spec()) {
