@@ -255,15 +255,26 @@ fn the_price_bound_cuts_dear_candidates_but_not_min_values() {
             },
         );
         let c = &plan.new_claims[0];
-        let cheapest = c.instance_types[0].price;
         assert!(c.instance_types.len() > 1);
-        for t in &c.instance_types {
-            assert!(
-                t.price <= cheapest * ratio * (1.0 + 1e-9),
-                "{} at {} > {ratio}x {cheapest}",
-                t.instance_type,
-                t.price
-            );
+        // Within each capacity type: an on-demand fallback is not cut for costing more
+        // than Spot.
+        for ct in [CapacityType::Spot, CapacityType::OnDemand] {
+            let of: Vec<_> = c
+                .instance_types
+                .iter()
+                .filter(|t| t.capacity_type == ct)
+                .collect();
+            let Some(cheapest) = of.iter().map(|t| t.price).min_by(f64::total_cmp) else {
+                continue;
+            };
+            for t in of {
+                assert!(
+                    t.price <= cheapest * ratio * (1.0 + 1e-9),
+                    "{} at {} > {ratio}x {cheapest}",
+                    t.instance_type,
+                    t.price
+                );
+            }
         }
     }
     // Unbounded (a huge ratio), the same claim lists types many times the cheapest.

@@ -8,9 +8,10 @@
 //!   launch than launch undiversified, while a batch pool would rather run. A global flag is
 //!   the same setting on every pool, and the pool is where Terraform reviews it.
 //! - `candidatePriceRatio`: the dearest candidate a claim may list, as a multiple of its
-//!   cheapest (default 2). Karpenter has no such bound: its claims keep up to 60 types up to
-//!   the dearest that fits, and when the cheap ones are short CreateFleet takes whatever is
-//!   left.
+//!   cheapest of the same capacity type (default 2). Karpenter has no such bound: its claims
+//!   keep up to 60 types up to the dearest that fits, and when the cheap ones are short
+//!   CreateFleet takes whatever is left. Compared within a capacity type, so a Spot claim's
+//!   on-demand fallback (about three times the Spot price) is not cut.
 
 use std::fmt;
 

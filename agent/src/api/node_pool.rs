@@ -41,9 +41,10 @@ pub struct NodePoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_values_policy: Option<String>,
     /// How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a
-    /// ratio (`"2"`, the default: at most twice the price; at least `"1"`). Types above it are
-    /// left out of the launch, so a shortage of the cheap types never falls back to a node
-    /// costing many times as much. Types kept for `minValues` are exempt.
+    /// ratio (`"2"`, the default: at most twice the price; at least `"1"`), compared within a
+    /// capacity type. Types above it are left out of the launch, so a shortage of the cheap
+    /// types never falls back to a node costing many times as much. Types kept for
+    /// `minValues` are exempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_price_ratio: Option<String>,
 }

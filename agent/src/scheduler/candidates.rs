@@ -141,10 +141,30 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             continue;
         }
         let spot = priced.iter().any(|p| p.ct == CapacityType::Spot);
-        // The price bound: past it only types kept for minValues may be listed.
-        let ceiling = pool.input.candidate_price_ratio.ceiling(priced[0].price);
-        let within = priced.partition_point(|p| p.price <= ceiling);
-        let chosen = select(s, &claim.reqs, &priced, spot, within);
+        // The price bound, within each capacity type (a Spot candidate against the cheapest
+        // Spot one, an on-demand one against the cheapest on-demand one: the on-demand
+        // fallback of a Spot claim is not cut for costing more than Spot). Past it only
+        // types kept for minValues may be listed.
+        let ratio = pool.input.candidate_price_ratio;
+        let cheapest = |ct: CapacityType| {
+            priced
+                .iter()
+                .find(|p| p.ct == ct)
+                .map(|p| ratio.ceiling(p.price))
+                .unwrap_or(f64::INFINITY)
+        };
+        let (spot_ceiling, od_ceiling) = (
+            cheapest(CapacityType::Spot),
+            cheapest(CapacityType::OnDemand),
+        );
+        let within: Vec<bool> = priced
+            .iter()
+            .map(|p| match p.ct {
+                CapacityType::Spot => p.price <= spot_ceiling,
+                _ => p.price <= od_ceiling,
+            })
+            .collect();
+        let chosen = select(s, &claim.reqs, &priced, spot, &within);
         let mut cap_max = Resources::default();
         for &k in &chosen {
             cap_max.max_with(&s.catalog.types[priced[k].t].capacity);
@@ -321,14 +341,14 @@ fn relax_min_values<'a>(
     relaxed
 }
 
-/// Indexes into `priced` (sorted by price) of at most 60 types, cheapest first. Only the
-/// first `within` (the price bound) are listed, except types kept for `minValues`.
+/// Indexes into `priced` (sorted by price) of at most 60 types, cheapest first. Only those
+/// `within` the price bound are listed, except types kept for `minValues`.
 fn select(
     s: &Scheduler<'_>,
     reqs: &Requirements,
     priced: &[Priced],
     spot: bool,
-    within: usize,
+    within: &[bool],
 ) -> Vec<usize> {
     let mut chosen: BTreeSet<usize> = BTreeSet::new();
     let label = |k: usize, key: &str| s.catalog.types[priced[k].t].labels.get(key).cloned();
@@ -351,9 +371,12 @@ fn select(
         // Every zone keeps its cheapest type, then every family its cheapest, so that
         // price-capacity-optimized has deep pools to choose from.
         let mut zones_covered = 0u64;
-        for (k, p) in priced[..within].iter().enumerate() {
+        for (k, p) in priced.iter().enumerate() {
             if chosen.len() >= MAX_INSTANCE_TYPES {
                 break;
+            }
+            if !within[k] {
+                continue;
             }
             if p.zones & !zones_covered != 0 {
                 zones_covered |= p.zones;
@@ -367,9 +390,12 @@ fn select(
             }
         }
         // Families take at most half the list, so the cheapest types fill the rest.
-        for k in 0..within {
+        for k in 0..priced.len() {
             if chosen.len() >= MAX_INSTANCE_TYPES / 2 {
                 break;
+            }
+            if !within[k] {
+                continue;
             }
             if let Some(f) = label(k, labels::INSTANCE_FAMILY) {
                 if let std::collections::btree_map::Entry::Vacant(e) = families.entry(f) {
@@ -379,11 +405,13 @@ fn select(
             }
         }
     }
-    for k in 0..within {
+    for k in 0..priced.len() {
         if chosen.len() >= MAX_INSTANCE_TYPES {
             break;
         }
-        chosen.insert(k);
+        if within[k] {
+            chosen.insert(k);
+        }
     }
     chosen.into_iter().collect()
 }

@@ -85,7 +85,7 @@ impl Resource<ProviderContext> for NodePool {
                 "`Strict` (default) or `BestEffort`: what a launch does when a requirement's `min_values` cannot be met. Strict plans nothing on this pool; BestEffort launches with the values there are and annotates the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed`. (Karpenter's global `--min-values-policy`, per pool.)",
             ))
             .attribute(Attribute::string("candidate_price_ratio").optional().description(
-                "How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a decimal ratio of at least 1; default \"2\". Types above it are never launched, so a shortage of cheap types cannot fall back to a node costing many times as much. Types kept for `min_values` are exempt.",
+                "How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a decimal ratio of at least 1, compared within a capacity type (a Spot claim's on-demand fallback is not cut); default \"2\". Types above it are never launched, so a shortage of cheap types cannot fall back to a node costing many times as much. Types kept for `min_values` are exempt.",
             ))
             .attribute(
                 Attribute::new("admitted_instance_types", admission::Admitted::value_type())
