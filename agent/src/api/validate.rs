@@ -477,8 +477,11 @@ fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithM
         }
         if r.key == labels::CAPACITY_TYPE && matches!(op, Operator::In | Operator::NotIn) {
             for (j, v) in r.values.iter().enumerate() {
-                if v != labels::CAPACITY_TYPE_SPOT && v != labels::CAPACITY_TYPE_ON_DEMAND {
-                    e.push(format!("{p}.values[{j}]"), "must be one of spot, on-demand");
+                if crate::catalog::CapacityType::parse(v).is_none() {
+                    e.push(
+                        format!("{p}.values[{j}]"),
+                        "must be one of spot, on-demand, reserved",
+                    );
                 }
             }
         }

@@ -134,8 +134,8 @@ pub fn fleet_options(
 /// What one CreateFleet call gave.
 enum FleetOutcome {
     Launched(Launched),
-    /// Offerings that had no capacity (type, zone), and the non-capacity errors seen.
-    NoCapacity(Vec<(String, String)>),
+    /// Offerings that had no capacity: (type, zone, EC2 error code).
+    NoCapacity(Vec<(String, String, String)>),
 }
 
 /// The ClientToken for a NodeClaim's attempt: same claim and overrides, same token.
@@ -300,8 +300,8 @@ impl Ec2Cloud {
                 match outcome {
                     Ok(FleetOutcome::Launched(l)) => return Ok(l),
                     Ok(FleetOutcome::NoCapacity(failed)) => {
-                        for (t, z) in &failed {
-                            tried.push(format!("{}:{t}:{z}", capacity.as_str()));
+                        for (t, z, code) in &failed {
+                            tried.push(format!("{}:{t}:{z} ({code})", capacity.as_str()));
                         }
                     }
                     // A template pruned under us: make it again, once.
@@ -476,13 +476,17 @@ impl Ec2Cloud {
                     match (it, zone) {
                         (Some(t), Some(z)) => {
                             self.ice.insert(capacity, &t, &z);
-                            no_capacity.push((t, z));
+                            no_capacity.push((t, z, code.to_string()));
                         }
                         // An error for the whole request: every offering in it is out.
                         _ => {
                             for o in overrides {
                                 self.ice.insert(capacity, &o.instance_type, &o.zone);
-                                no_capacity.push((o.instance_type.clone(), o.zone.clone()));
+                                no_capacity.push((
+                                    o.instance_type.clone(),
+                                    o.zone.clone(),
+                                    code.to_string(),
+                                ));
                             }
                         }
                     }
