@@ -723,6 +723,91 @@ mod tests {
     }
 
     #[test]
+    fn capacity_types_ask_fleet_as_karpenter_does() {
+        use crate::cloud::ReservedLaunch;
+        let spot = fleet_options(CapacityType::Spot, None, false);
+        assert_eq!(spot.default_type, DefaultTargetCapacityType::Spot);
+        assert_eq!(
+            spot.spot.unwrap().allocation_strategy(),
+            Some(&SpotAllocationStrategy::PriceCapacityOptimized)
+        );
+        // NodeOverlays changed the prices: EC2 must follow the candidates' order.
+        let spot = fleet_options(CapacityType::Spot, None, true);
+        assert_eq!(
+            spot.spot.unwrap().allocation_strategy(),
+            Some(&SpotAllocationStrategy::CapacityOptimizedPrioritized)
+        );
+        let od = fleet_options(CapacityType::OnDemand, None, true);
+        assert_eq!(
+            od.on_demand.unwrap().allocation_strategy(),
+            Some(&FleetOnDemandAllocationStrategy::Prioritized)
+        );
+        let r = |kind, interruptible| ReservedLaunch {
+            id: "cr-1".into(),
+            kind,
+            interruptible,
+        };
+        let odcr = fleet_options(
+            CapacityType::Reserved,
+            Some(&r(ReservationKind::Default, false)),
+            false,
+        );
+        assert_eq!(odcr.default_type, DefaultTargetCapacityType::OnDemand);
+        assert!(odcr.on_demand.is_some() && odcr.reserved.is_none());
+        let block = fleet_options(
+            CapacityType::Reserved,
+            Some(&r(ReservationKind::CapacityBlock, false)),
+            false,
+        );
+        assert_eq!(block.default_type, DefaultTargetCapacityType::CapacityBlock);
+        assert!(block.on_demand.is_none() && block.spot.is_none());
+        let iodcr = fleet_options(
+            CapacityType::Reserved,
+            Some(&r(ReservationKind::Default, true)),
+            false,
+        );
+        assert_eq!(iodcr.default_type, DefaultTargetCapacityType::ReservedCapacity);
+        assert_eq!(
+            iodcr.reserved.unwrap().reservation_types(),
+            [FleetReservationType::InterruptibleCapacityReservation]
+        );
+    }
+
+    #[test]
+    fn a_reserved_launch_takes_only_reserved_candidates_and_ranks_by_order() {
+        let mut r = request();
+        r.candidates.insert(
+            0,
+            Candidate {
+                instance_type: "m5.xlarge".into(),
+                price: 0.0000001,
+                capacity_type: CapacityType::Reserved,
+                zones: vec!["us-east-1a".into()],
+            },
+        );
+        let plan = |ct| {
+            plan_overrides(
+                &r,
+                ct,
+                &subnets(),
+                &templates(),
+                |_| Some("x86_64".into()),
+                |_, _, _| false,
+            )
+        };
+        let reserved = plan(CapacityType::Reserved);
+        assert_eq!(reserved.len(), 1);
+        assert_eq!(reserved[0].instance_type, "m5.xlarge");
+        let spot = plan(CapacityType::Spot);
+        assert!(spot.iter().all(|o| o.instance_type != "m5.xlarge"));
+        assert_eq!(
+            spot.iter().map(|o| o.priority).collect::<Vec<_>>(),
+            [1, 1, 2, 2],
+            "ranks follow the candidates"
+        );
+    }
+
+    #[test]
     fn client_tokens_are_stable_and_change_with_the_overrides() {
         let o = vec![PlannedOverride {
             instance_type: "c5.large".into(),
