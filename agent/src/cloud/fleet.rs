@@ -766,7 +766,10 @@ mod tests {
             Some(&r(ReservationKind::Default, true)),
             false,
         );
-        assert_eq!(iodcr.default_type, DefaultTargetCapacityType::ReservedCapacity);
+        assert_eq!(
+            iodcr.default_type,
+            DefaultTargetCapacityType::ReservedCapacity
+        );
         assert_eq!(
             iodcr.reserved.unwrap().reservation_types(),
             [FleetReservationType::InterruptibleCapacityReservation]
