@@ -112,6 +112,11 @@ pub struct Empty {
 /// naming none of its zones, describe where the cluster runs rather than which types fit:
 /// checked here they would refuse every pool outside us-east-1 (`zone In
 /// [ap-southeast-1a]`), so they are left to the agent, which sees its own region's zones.
+///
+/// Capacity reservations are the account's, not the catalogue's: any type with on-demand
+/// offerings may have one. So capacity type `reserved` admits what on-demand admits, and
+/// the reservation labels (`capacity-reservation-id`, `-type`, `-interruptible`) are left
+/// to the agent, which reads the reservations the node class selects.
 fn steps(
     m: &NodePoolModel,
     catalog_zones: &BTreeSet<String>,
@@ -123,11 +128,20 @@ fn steps(
             || (r.key == labels::ZONE
                 && matches!(op, Operator::In)
                 && !r.values.iter().any(|z| catalog_zones.contains(z)));
-        if elsewhere {
+        if elsewhere || labels::is_reservation_label(&r.key) {
             continue;
         }
-        let req = Requirement::new(op, &r.values)?
+        let mut req = Requirement::new(op, &r.values)?
             .with_min_values(r.min_values.map(|v| v.max(0) as usize));
+        if r.key == labels::CAPACITY_TYPE && req.has(labels::CAPACITY_TYPE_RESERVED) {
+            let allowed: std::collections::BTreeSet<String> =
+                [labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND]
+                    .into_iter()
+                    .filter(|ct| req.has(ct) || *ct == labels::CAPACITY_TYPE_ON_DEMAND)
+                    .map(str::to_string)
+                    .collect();
+            req = Requirement::listed(allowed).with_min_values(req.min_values);
+        }
         let mut one = Requirements::new();
         one.add(&r.key, req);
         out.push((
@@ -305,6 +319,29 @@ mod tests {
         assert!(a.dearest_on_demand.unwrap() > a.cheapest_on_demand.unwrap());
         assert_eq!(price_text(0.0416), "0.0416");
         assert_eq!(price_text(2.0), "2");
+    }
+
+    #[test]
+    fn reserved_capacity_admits_what_on_demand_admits() {
+        let m = |values: &[&str]| NodePoolModel {
+            requirements: vec![
+                req("karpenter.sh/capacity-type", "In", values),
+                req(
+                    "karpenter.k8s.aws/capacity-reservation-type",
+                    "In",
+                    &["capacity-block"],
+                ),
+                req("karpenter.k8s.aws/instance-family", "In", &["m5"]),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let reserved = admitted(catalog(), &m(&["reserved"])).unwrap();
+        let od = admitted(catalog(), &m(&["on-demand"])).unwrap();
+        assert_eq!(reserved.count, od.count);
+        assert!(reserved.cheapest_spot.is_none());
+        let all = admitted(catalog(), &m(&["reserved", "spot"])).unwrap();
+        assert!(all.cheapest_spot.is_some() && all.cheapest_on_demand.is_some());
     }
 
     #[test]
