@@ -345,9 +345,12 @@ async fn all_events(w: &World) -> Vec<String> {
         .collect()
 }
 
+/// A claim's condition that turned true: claim, type, reason, when the watch saw it.
+type Seen = (String, String, String, std::time::SystemTime);
+
 /// Every NodeClaim condition as it appeared, with the time the watch saw it.
 #[derive(Clone, Default)]
-struct ConditionLog(Arc<Mutex<Vec<(String, String, String, std::time::SystemTime)>>>);
+struct ConditionLog(Arc<Mutex<Vec<Seen>>>);
 
 impl ConditionLog {
     async fn start(client: kube::Client) -> ConditionLog {

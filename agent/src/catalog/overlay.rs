@@ -224,7 +224,11 @@ mod tests {
             out.get("c5.large").unwrap().capacity.extended["example.com/fuse"],
             5
         );
-        assert!(reprices(&c, &[savings_plan.clone()], "m5.large"));
+        assert!(reprices(
+            &c,
+            std::slice::from_ref(&savings_plan),
+            "m5.large"
+        ));
         assert!(!reprices(&c, &[savings_plan], "c5.large"));
         // No overlay: the very same types, shared.
         let same = apply(&c, &[]);

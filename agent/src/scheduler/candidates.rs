@@ -390,11 +390,11 @@ fn select(
             }
         }
         // Families take at most half the list, so the cheapest types fill the rest.
-        for k in 0..priced.len() {
+        for (k, &ok) in within.iter().enumerate() {
             if chosen.len() >= MAX_INSTANCE_TYPES / 2 {
                 break;
             }
-            if !within[k] {
+            if !ok {
                 continue;
             }
             if let Some(f) = label(k, labels::INSTANCE_FAMILY) {
@@ -405,11 +405,11 @@ fn select(
             }
         }
     }
-    for k in 0..priced.len() {
+    for (k, &ok) in within.iter().enumerate() {
         if chosen.len() >= MAX_INSTANCE_TYPES {
             break;
         }
-        if within[k] {
+        if ok {
             chosen.insert(k);
         }
     }
