@@ -487,12 +487,12 @@ impl Scheduler<'_> {
             {
                 return Ok((h.t, Some(h)));
             }
-            if ctm == CT_RESERVED {
-                return Err(format!(
-                    "no capacity reservation of the nodepool's NodeClass has room for {}",
-                    describe(need)
-                ));
-            }
+        }
+        if ctm == CT_RESERVED {
+            return Err(format!(
+                "no capacity reservation of the nodepool's NodeClass has room for {}",
+                describe(need)
+            ));
         }
         let mut opts = Vec::new();
         let mut limit = None;
