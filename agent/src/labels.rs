@@ -54,6 +54,14 @@ pub const NODE_CLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
 /// The zone's account-independent ID (`use1-az1`), from the NodeClass's subnets: a zone
 /// name maps to a different physical zone in each account, the ID does not.
 pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
+// Capacity reservations (Karpenter v1.3-v1.10): set only on nodes launched into one, and
+// known to the catalogue per offering, not per type (see `is_reservation_label`).
+pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// `default` or `capacity-block`.
+pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+/// `true` or `false`.
+pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
+    "karpenter.k8s.aws/capacity-reservation-interruptible";
 
 // joiner.dev
 pub const JOINER_NODEPOOL: &str = "joiner.dev/nodepool";
@@ -68,6 +76,8 @@ pub const JOINER_UNREGISTERED_TAINT: &str = "joiner.dev/unregistered";
 
 pub const CAPACITY_TYPE_SPOT: &str = "spot";
 pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
+/// Capacity launched into an EC2 capacity reservation (an ODCR or a capacity block).
+pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
 
 /// Labels whose values the catalogue knows for every instance type and offering, so a pod
 /// may require them even when a NodePool does not mention them.
@@ -103,6 +113,9 @@ pub const WELL_KNOWN: &[&str] = &[
     ZONE_ID,
     NODE_CLASS,
     JOINER_NODEPOOL,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
 ];
 
 /// Well-known labels whose value the instance type alone decides: one value per type,
@@ -154,6 +167,16 @@ pub const NOT_MODELLED: &[(&str, &str)] = &[
         "joiner launches default-tenancy instances only",
     ),
 ];
+
+/// Labels an offering has only when it is a capacity reservation: like zone and capacity
+/// type they describe the offering, not the instance type, and a requirement on one is
+/// met by reserved offerings alone (unless it allows the label's absence).
+pub fn is_reservation_label(key: &str) -> bool {
+    matches!(
+        key,
+        CAPACITY_RESERVATION_ID | CAPACITY_RESERVATION_TYPE | CAPACITY_RESERVATION_INTERRUPTIBLE
+    )
+}
 
 /// joiner's own labels that users put on nodes (the critical pool's), and so may require.
 pub const JOINER_USER_LABELS: &[&str] = &["joiner.dev/critical"];

@@ -30,6 +30,7 @@ fn print_crds() -> i32 {
         joiner_agent::api::NodePool::crd(),
         joiner_agent::api::NodeClass::crd(),
         joiner_agent::api::NodeClaim::crd(),
+        joiner_agent::api::NodeOverlay::crd(),
     ] {
         match serde_yaml::to_string(&crd) {
             Ok(y) => print!("---\n{y}"),

@@ -411,6 +411,11 @@ impl Requirements {
         }
     }
 
+    /// Sets the requirement on `key`, dropping the one there (where `add` intersects).
+    pub fn replace(&mut self, key: &str, req: Requirement) {
+        self.0.insert(key.to_string(), req);
+    }
+
     pub fn get(&self, key: &str) -> Option<&Requirement> {
         self.0.get(key)
     }

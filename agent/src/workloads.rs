@@ -82,11 +82,13 @@ pub fn karpenter_catalog(count: usize) -> Catalog {
                     zone: z.into(),
                     capacity_type: CapacityType::OnDemand,
                     price: od,
+                    reservation: None,
                 });
                 offers.push(Offering {
                     zone: z.into(),
                     capacity_type: CapacityType::Spot,
                     price: crate::catalog::prices::spot_model(od, "m", z),
+                    reservation: None,
                 });
             }
             InstanceType::new(rec, offers, &settings)

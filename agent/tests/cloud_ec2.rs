@@ -248,6 +248,9 @@ async fn request(
             "",
             Effect::NoExecute,
         )],
+        reservation: None,
+        prioritized: false,
+        on_demand_prices: Default::default(),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
+use joiner_agent::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
 use kube::CustomResourceExt;
 
 fn crds() -> Vec<(&'static str, String)> {
@@ -18,6 +18,7 @@ fn crds() -> Vec<(&'static str, String)> {
         ("joiner.dev_nodepools.yaml", yaml(NodePool::crd())),
         ("joiner.dev_nodeclasses.yaml", yaml(NodeClass::crd())),
         ("joiner.dev_nodeclaims.yaml", yaml(NodeClaim::crd())),
+        ("joiner.dev_nodeoverlays.yaml", yaml(NodeOverlay::crd())),
     ]
 }
 
@@ -47,7 +48,12 @@ fn crds_are_up_to_date() {
 
 #[test]
 fn crds_have_group_version_and_scope() {
-    for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+    for crd in [
+        NodePool::crd(),
+        NodeClass::crd(),
+        NodeClaim::crd(),
+        NodeOverlay::crd(),
+    ] {
         assert_eq!(crd.spec.group, "joiner.dev");
         assert_eq!(crd.spec.scope, "Cluster");
         assert_eq!(crd.spec.versions.len(), 1);

@@ -8,8 +8,10 @@
 //! calls the same functions at plan time, so they use no Kubernetes client.
 
 pub mod duration;
+pub mod launch_policy;
 pub mod node_claim;
 pub mod node_class;
+pub mod node_overlay;
 pub mod node_pool;
 pub mod validate;
 
@@ -18,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use node_claim::{ClaimView, NodeClaim, NodeClaimSpec, NodeClaimStatus};
 pub use node_class::{NodeClass, NodeClassSpec, NodeClassStatus};
+pub use node_overlay::{NodeOverlay, NodeOverlaySpec};
 pub use node_pool::{NodePool, NodePoolSpec, NodePoolStatus};
 
 pub const GROUP: &str = "joiner.dev";

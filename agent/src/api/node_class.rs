@@ -46,6 +46,94 @@ pub struct NodeClassSpec {
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detailed_monitoring: Option<bool>,
+    /// EC2 capacity reservations (on-demand capacity reservations and capacity blocks) the
+    /// class launches into, for NodePools that allow capacity type `reserved`. Terms are
+    /// ORed. Karpenter's `capacityReservationSelectorTerms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
+}
+
+/// One way to select capacity reservations: by ID, or by tags, owner and match criteria
+/// (ANDed within the term).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservationSelectorTerm {
+    /// Tags the reservation carries; `*` as a value matches any value of the key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// `cr-0123456789abcdef0`; may not be combined with the other fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The AWS account that owns the reservation (a shared reservation's owner).
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "ownerID")]
+    pub owner_id: Option<String>,
+    /// `open` or `targeted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
+}
+
+/// Checks the capacity reservation selector terms (called by `validate::node_class`).
+pub fn check_reservation_terms(spec: &NodeClassSpec, path: &str) -> Vec<(String, String)> {
+    let mut e = Vec::new();
+    let terms = &spec.capacity_reservation_selector_terms;
+    let base = format!("{path}.capacityReservationSelectorTerms");
+    if terms.len() > 30 {
+        e.push((base.clone(), "at most 30 terms".to_string()));
+    }
+    for (i, t) in terms.iter().enumerate() {
+        let p = format!("{base}[{i}]");
+        let others =
+            !t.tags.is_empty() || t.owner_id.is_some() || t.instance_match_criteria.is_some();
+        match (&t.id, others) {
+            (None, false) => e.push((
+                p.clone(),
+                "one of id, tags, ownerID or instanceMatchCriteria is required".into(),
+            )),
+            (Some(_), true) => e.push((
+                p.clone(),
+                "id may not be combined with tags, ownerID or instanceMatchCriteria".into(),
+            )),
+            _ => {}
+        }
+        if let Some(id) = &t.id {
+            let ok = id.strip_prefix("cr-").is_some_and(|r| {
+                !r.is_empty()
+                    && r.chars()
+                        .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase())
+            });
+            if !ok {
+                e.push((
+                    format!("{p}.id"),
+                    "must look like cr-0123456789abcdef0".into(),
+                ));
+            }
+        }
+        if let Some(o) = &t.owner_id {
+            if o.len() != 12 || !o.chars().all(|c| c.is_ascii_digit()) {
+                e.push((
+                    format!("{p}.ownerID"),
+                    "must be a 12-digit AWS account ID".into(),
+                ));
+            }
+        }
+        if let Some(m) = &t.instance_match_criteria {
+            if m != "open" && m != "targeted" {
+                e.push((
+                    format!("{p}.instanceMatchCriteria"),
+                    "must be one of open, targeted".into(),
+                ));
+            }
+        }
+        for (k, v) in &t.tags {
+            if k.is_empty() || v.is_empty() {
+                e.push((
+                    format!("{p}.tags[{k:?}]"),
+                    "tag keys and values must not be empty (use * to match any value)".into(),
+                ));
+            }
+        }
+    }
+    e
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -33,6 +33,20 @@ pub struct NodePoolSpec {
     /// Pools are tried from the highest weight down (1–100); pools without a weight come last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
+    // Launch policies (issue 21): how a claim's candidate list is cut. See `launch_policy`.
+    /// What a launch does when a requirement's `minValues` cannot be met: `Strict` (the
+    /// default) plans nothing on this pool; `BestEffort` launches with the values it has and
+    /// marks the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed: "true"`. Karpenter's
+    /// global `--min-values-policy`, per pool here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_values_policy: Option<String>,
+    /// How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a
+    /// ratio (`"2"`, the default: at most twice the price; at least `"1"`), compared within a
+    /// capacity type. Types above it are left out of the launch, so a shortage of the cheap
+    /// types never falls back to a node costing many times as much. Types kept for
+    /// `minValues` are exempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_price_ratio: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

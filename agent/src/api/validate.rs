@@ -178,6 +178,9 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             e.push(format!("{path}.weight"), "must be between 1 and 100");
         }
     }
+    for (p, m) in super::launch_policy::check(spec, path) {
+        e.push(p, m);
+    }
     e.0
 }
 
@@ -343,6 +346,9 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             e.push(&p, "tag keys must be 1 to 128 characters");
         }
     }
+    for (p, m) in super::node_class::check_reservation_terms(spec, path) {
+        e.push(p, m);
+    }
     if let Some(k) = &spec.kubelet {
         let kp = format!("{path}.kubelet");
         if k.max_pods.is_some_and(|v| v < 1) {
@@ -479,8 +485,11 @@ fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithM
         }
         if r.key == labels::CAPACITY_TYPE && matches!(op, Operator::In | Operator::NotIn) {
             for (j, v) in r.values.iter().enumerate() {
-                if v != labels::CAPACITY_TYPE_SPOT && v != labels::CAPACITY_TYPE_ON_DEMAND {
-                    e.push(format!("{p}.values[{j}]"), "must be one of spot, on-demand");
+                if crate::catalog::CapacityType::parse(v).is_none() {
+                    e.push(
+                        format!("{p}.values[{j}]"),
+                        "must be one of spot, on-demand, reserved",
+                    );
                 }
             }
         }
@@ -707,6 +716,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             weight: Some(10),
+            ..Default::default()
         }
     }
 

@@ -107,6 +107,7 @@ mod tests {
             zone: "us-east-1a".into(),
             capacity_type: CapacityType::Spot,
             price: 0.1,
+            reservation: None,
         }];
         InstanceType::new(rec, offers, &KubeletSettings::default())
     }

@@ -17,7 +17,9 @@ pub mod allocatable;
 pub mod daemonsets;
 pub mod instance_types;
 pub mod max_pods;
+pub mod overlay;
 pub mod prices;
+pub mod reservations;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,11 +32,15 @@ pub use allocatable::KubeletSettings;
 pub use instance_types::{Ec2Dump, InstanceTypeRecord, OfferingRecord};
 pub use prices::SpotPrices;
 
-/// Spot or on-demand, with Karpenter's label values.
+/// Spot, on-demand or reserved, with Karpenter's label values. The order is the order of
+/// preference when several are allowed: Spot, then on-demand; reserved capacity sorts last
+/// here but is chosen first by price (it is priced near zero, see [`reservations`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CapacityType {
     Spot,
     OnDemand,
+    /// An EC2 capacity reservation (ODCR or capacity block) a NodeClass selects.
+    Reserved,
 }
 
 impl CapacityType {
@@ -42,6 +48,7 @@ impl CapacityType {
         match self {
             CapacityType::Spot => labels::CAPACITY_TYPE_SPOT,
             CapacityType::OnDemand => labels::CAPACITY_TYPE_ON_DEMAND,
+            CapacityType::Reserved => labels::CAPACITY_TYPE_RESERVED,
         }
     }
 
@@ -49,6 +56,7 @@ impl CapacityType {
         match s {
             labels::CAPACITY_TYPE_SPOT => Some(CapacityType::Spot),
             labels::CAPACITY_TYPE_ON_DEMAND => Some(CapacityType::OnDemand),
+            labels::CAPACITY_TYPE_RESERVED => Some(CapacityType::Reserved),
             _ => None,
         }
     }
@@ -60,6 +68,23 @@ pub struct Offering {
     pub zone: String,
     pub capacity_type: CapacityType,
     pub price: f64,
+    /// The capacity reservation behind a `Reserved` offering.
+    pub reservation: Option<reservations::ReservedOffering>,
+}
+
+impl Offering {
+    /// The offering's value of a capacity-reservation label (none unless reserved).
+    pub fn reservation_label(&self, key: &str) -> Option<&str> {
+        let r = self.reservation.as_ref()?;
+        match key {
+            labels::CAPACITY_RESERVATION_ID => Some(&r.id),
+            labels::CAPACITY_RESERVATION_TYPE => Some(r.kind.as_str()),
+            labels::CAPACITY_RESERVATION_INTERRUPTIBLE => {
+                Some(if r.interruptible { "true" } else { "false" })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// One instance type as the scheduler sees it.
@@ -176,7 +201,11 @@ impl InstanceType {
         reqs.iter().all(|(k, r)| {
             // The zone ID is the zone's: decided by the offering (the agent turns a zone-ID
             // requirement into a zone requirement through the NodeClass's subnets).
-            if k == labels::ZONE || k == labels::CAPACITY_TYPE || k == labels::ZONE_ID {
+            if k == labels::ZONE
+                || k == labels::CAPACITY_TYPE
+                || k == labels::ZONE_ID
+                || labels::is_reservation_label(k)
+            {
                 return true;
             }
             // The NodePool's name and its NodeClass's are well known but no instance type
@@ -203,12 +232,22 @@ impl InstanceType {
     }
 }
 
-/// Whether an offering's zone and capacity type satisfy `reqs`.
+/// Whether an offering's zone, capacity type and reservation satisfy `reqs`.
 pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
     reqs.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
         && reqs
             .get(labels::CAPACITY_TYPE)
             .is_none_or(|r| r.has(o.capacity_type.as_str()))
+        && [
+            labels::CAPACITY_RESERVATION_ID,
+            labels::CAPACITY_RESERVATION_TYPE,
+            labels::CAPACITY_RESERVATION_INTERRUPTIBLE,
+        ]
+        .iter()
+        .all(|k| {
+            reqs.get(k)
+                .is_none_or(|r| r.matches(o.reservation_label(k)))
+        })
 }
 
 /// How to build a catalogue from EC2 data.
@@ -296,6 +335,7 @@ impl Catalog {
                         zone: zone.to_string(),
                         capacity_type: CapacityType::OnDemand,
                         price: od,
+                        reservation: None,
                     });
                     if !options.no_spot {
                         offers.push(Offering {
@@ -304,6 +344,7 @@ impl Catalog {
                             price: options
                                 .spot_prices
                                 .price_or_model(&r.name, &category, zone, od),
+                            reservation: None,
                         });
                     }
                 }

@@ -40,10 +40,26 @@ impl Ec2Cloud {
             }
         };
         let kubelet = node_class.spec.kubelet_settings();
+        // Reservations move with every launch; without them (no permission, a throttled
+        // call) the class still has the market.
+        let reservations = match self.reservations_for(node_class).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "capacity reservations unavailable; launching without them");
+                Vec::new()
+            }
+        };
+        let now = jiff::Timestamp::now().as_second();
         // What the catalogue is built from: the raw data's fetch (its address and time: a
-        // refresh makes a new one), the zones, the architectures and the kubelet settings.
+        // refresh makes a new one), the zones, the architectures, the kubelet settings and
+        // the reservations (their places, and whether a block is still usable).
+        let usable: Vec<(&str, u32)> = reservations
+            .iter()
+            .filter(|r| r.usable(now))
+            .map(|r| (r.id.as_str(), r.available))
+            .collect();
         let key = format!(
-            "{:p}@{:?}|{zones:?}|{archs:?}|{kubelet:?}",
+            "{:p}@{:?}|{zones:?}|{archs:?}|{kubelet:?}|{usable:?}",
             Arc::as_ptr(&raw),
             raw.at,
         );
@@ -77,6 +93,7 @@ impl Ec2Cloud {
             no_spot: false,
         };
         let catalog = Catalog::from_records(records, &offerings, &options);
+        let catalog = crate::catalog::reservations::add(&catalog, &reservations, &class, now);
         self.catalogs
             .lock()
             .unwrap()

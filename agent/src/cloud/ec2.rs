@@ -97,6 +97,9 @@ pub struct Ec2Cloud {
     /// The last catalogue built per NodeClass name, with what it was built from (see
     /// `node_class_catalog`).
     pub(crate) catalogs: Mutex<HashMap<String, (String, crate::catalog::Catalog)>>,
+    /// Capacity reservations per selection (see `capacity_reservations`).
+    pub(crate) reservations:
+        Mutex<HashMap<String, Cached<Vec<crate::catalog::reservations::ReservationRecord>>>>,
 }
 
 impl std::fmt::Debug for Ec2Cloud {
@@ -123,6 +126,7 @@ impl Ec2Cloud {
             amis: Mutex::new(HashMap::new()),
             templates: Mutex::new(HashMap::new()),
             catalogs: Mutex::new(HashMap::new()),
+            reservations: Mutex::new(HashMap::new()),
         }
     }
 
@@ -208,5 +212,12 @@ impl Cloud for Ec2Cloud {
     ) -> Result<(), CloudError> {
         self.tag_adopted_instance(instance_id, nodeclaim, nodepool)
             .await
+    }
+
+    async fn capacity_reservations(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<crate::catalog::reservations::ReservationRecord>, CloudError> {
+        self.reservations_by_id(ids).await
     }
 }

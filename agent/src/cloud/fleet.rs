@@ -21,9 +21,10 @@ use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
-    FleetOnDemandAllocationStrategy, FleetType, InstanceLifecycle, InstanceType,
-    OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag,
-    TagSpecification, TargetCapacitySpecificationRequest,
+    FleetOnDemandAllocationStrategy, FleetReservationType, FleetType, InstanceLifecycle,
+    InstanceType, OnDemandOptionsRequest, ReservedCapacityOptionsRequest, ResourceType,
+    SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
+    TargetCapacitySpecificationRequest,
 };
 use sha2::{Digest, Sha256};
 
@@ -34,6 +35,7 @@ use super::launch_template::TemplateRef;
 use super::{
     CloudError, Instance, LaunchRequest, Launched, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL,
 };
+use crate::catalog::reservations::ReservationKind;
 use crate::catalog::{prices, CapacityType};
 
 /// EC2 takes at most this many overrides per instant fleet in our use (Karpenter's limit).
@@ -47,13 +49,93 @@ pub struct PlannedOverride {
     pub subnet_id: String,
     /// Index into the templates (by architecture).
     pub template: usize,
+    /// Its rank among the request's candidates (0 first): the override's `Priority` when
+    /// the launch is prioritized (NodeOverlays changed the prices EC2 would go by).
+    pub priority: usize,
+}
+
+/// The capacity part of a CreateFleet request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetOptions {
+    pub default_type: DefaultTargetCapacityType,
+    pub spot: Option<SpotOptionsRequest>,
+    pub on_demand: Option<OnDemandOptionsRequest>,
+    pub reserved: Option<ReservedCapacityOptionsRequest>,
+}
+
+/// How CreateFleet is asked for one capacity type. Spot: price-capacity-optimized;
+/// on-demand: lowest-price; with NodeOverlays repricing the candidates, the `prioritized`
+/// variants, so EC2 follows the overlaid order instead of its own prices (as Karpenter
+/// does). A reservation: on-demand capacity from templates that target it; a capacity
+/// block asks for `capacity-block` capacity, an interruptible reservation for
+/// `reserved-capacity` of type `interruptible-capacity-reservation` (Karpenter's mapping).
+pub fn fleet_options(
+    capacity: CapacityType,
+    reservation: Option<&super::ReservedLaunch>,
+    prioritized: bool,
+) -> FleetOptions {
+    let on_demand = || {
+        OnDemandOptionsRequest::builder()
+            .allocation_strategy(if prioritized {
+                FleetOnDemandAllocationStrategy::Prioritized
+            } else {
+                FleetOnDemandAllocationStrategy::LowestPrice
+            })
+            .build()
+    };
+    match capacity {
+        CapacityType::Spot => FleetOptions {
+            default_type: DefaultTargetCapacityType::Spot,
+            spot: Some(
+                SpotOptionsRequest::builder()
+                    .allocation_strategy(if prioritized {
+                        SpotAllocationStrategy::CapacityOptimizedPrioritized
+                    } else {
+                        SpotAllocationStrategy::PriceCapacityOptimized
+                    })
+                    .build(),
+            ),
+            on_demand: None,
+            reserved: None,
+        },
+        CapacityType::OnDemand => FleetOptions {
+            default_type: DefaultTargetCapacityType::OnDemand,
+            spot: None,
+            on_demand: Some(on_demand()),
+            reserved: None,
+        },
+        CapacityType::Reserved => match reservation.map(|r| (r.kind, r.interruptible)) {
+            Some((ReservationKind::CapacityBlock, _)) => FleetOptions {
+                default_type: DefaultTargetCapacityType::CapacityBlock,
+                spot: None,
+                on_demand: None,
+                reserved: None,
+            },
+            Some((_, true)) => FleetOptions {
+                default_type: DefaultTargetCapacityType::ReservedCapacity,
+                spot: None,
+                on_demand: None,
+                reserved: Some(
+                    ReservedCapacityOptionsRequest::builder()
+                        .reservation_types(FleetReservationType::InterruptibleCapacityReservation)
+                        .build(),
+                ),
+            },
+            _ => FleetOptions {
+                default_type: DefaultTargetCapacityType::OnDemand,
+                spot: None,
+                on_demand: Some(on_demand()),
+                reserved: None,
+            },
+        },
+    }
 }
 
 /// What one CreateFleet call gave.
 enum FleetOutcome {
     Launched(Launched),
-    /// Offerings that had no capacity (type, zone), and the non-capacity errors seen.
-    NoCapacity(Vec<(String, String)>),
+    /// Offerings that had no capacity: (type, zone, EC2 error code).
+    NoCapacity(Vec<(String, String, String)>),
 }
 
 /// The ClientToken for a NodeClaim's attempt: same claim and overrides, same token.
@@ -95,14 +177,21 @@ pub fn plan_overrides(
     let mut candidates: Vec<_> = request.candidates.iter().collect();
     // On-demand fallback orders by on-demand price, which may differ from the Spot order.
     if capacity == CapacityType::OnDemand {
-        candidates.sort_by(|a, b| {
-            let pa = prices::on_demand(&a.instance_type).unwrap_or(a.price);
-            let pb = prices::on_demand(&b.instance_type).unwrap_or(b.price);
-            pa.total_cmp(&pb)
-        });
+        let od = |c: &crate::scheduler::Candidate| {
+            request
+                .on_demand_prices
+                .get(&c.instance_type)
+                .copied()
+                .or_else(|| prices::on_demand(&c.instance_type))
+                .unwrap_or(c.price)
+        };
+        candidates.sort_by(|a, b| od(a).total_cmp(&od(b)));
     }
     let mut out = Vec::new();
-    for c in candidates {
+    for (rank, c) in candidates.into_iter().enumerate() {
+        if (capacity == CapacityType::Reserved) != (c.capacity_type == CapacityType::Reserved) {
+            continue;
+        }
         let Some(arch) = arch_of(&c.instance_type) else {
             continue;
         };
@@ -124,6 +213,7 @@ pub fn plan_overrides(
                 zone: zone.clone(),
                 subnet_id: subnet.to_string(),
                 template,
+                priority: rank,
             });
             if out.len() == MAX_OVERRIDES {
                 return out;
@@ -164,7 +254,6 @@ impl Ec2Cloud {
             ));
         }
         let amis = self.amis_for(&request.node_class).await?;
-        let mut templates = self.ensure_templates(request, &amis).await?;
         let raw = self.raw_catalog().await?;
         let arch: BTreeMap<&str, &Vec<String>> = raw
             .value
@@ -176,6 +265,15 @@ impl Ec2Cloud {
         let mut tried: Vec<String> = Vec::new();
         let mut template_retry = true;
         for &capacity in &request.capacity_types {
+            // A reserved launch goes through templates that target its reservation.
+            let reservation = match capacity {
+                CapacityType::Reserved => match &request.reservation {
+                    Some(r) => Some(r),
+                    None => continue,
+                },
+                _ => None,
+            };
+            let mut templates = self.ensure_templates(request, &amis, reservation).await?;
             loop {
                 let arch_of = |t: &str| -> Option<String> {
                     let archs = arch.get(t)?;
@@ -192,14 +290,18 @@ impl Ec2Cloud {
                 if overrides.is_empty() {
                     break;
                 }
-                match self
+                let outcome = self
                     .create_fleet(request, capacity, &overrides, &templates)
-                    .await
-                {
+                    .await;
+                if capacity == CapacityType::Reserved {
+                    // The reservation's count moved (or it refused): ask EC2 again.
+                    self.forget_reservations();
+                }
+                match outcome {
                     Ok(FleetOutcome::Launched(l)) => return Ok(l),
                     Ok(FleetOutcome::NoCapacity(failed)) => {
-                        for (t, z) in &failed {
-                            tried.push(format!("{}:{t}:{z}", capacity.as_str()));
+                        for (t, z, code) in &failed {
+                            tried.push(format!("{}:{t}:{z} ({code})", capacity.as_str()));
                         }
                     }
                     // A template pruned under us: make it again, once.
@@ -208,7 +310,7 @@ impl Ec2Cloud {
                         for t in &templates {
                             self.forget_template(&t.id);
                         }
-                        templates = self.ensure_templates(request, &amis).await?;
+                        templates = self.ensure_templates(request, &amis, reservation).await?;
                     }
                     Err(e) => return Err(e),
                 }
@@ -268,6 +370,7 @@ impl Ec2Cloud {
                         // zone of an insufficient-capacity error is known without a lookup.
                         .availability_zone(&o.zone)
                         .image_id(&t.image_id)
+                        .set_priority(request.prioritized.then_some(o.priority as f64))
                         .build()
                 })
                 .collect();
@@ -300,26 +403,7 @@ impl Ec2Cloud {
                 .build()
         })
         .collect();
-        let (default_type, spot, on_demand) = match capacity {
-            CapacityType::Spot => (
-                DefaultTargetCapacityType::Spot,
-                Some(
-                    SpotOptionsRequest::builder()
-                        .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
-                        .build(),
-                ),
-                None,
-            ),
-            CapacityType::OnDemand => (
-                DefaultTargetCapacityType::OnDemand,
-                None,
-                Some(
-                    OnDemandOptionsRequest::builder()
-                        .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
-                        .build(),
-                ),
-            ),
-        };
+        let options = fleet_options(capacity, request.reservation.as_ref(), request.prioritized);
 
         let attempts = self.options.launch_attempts.max(1);
         let mut backoff = self.options.launch_backoff;
@@ -342,11 +426,12 @@ impl Ec2Cloud {
                 .target_capacity_specification(
                     TargetCapacitySpecificationRequest::builder()
                         .total_target_capacity(1)
-                        .default_target_capacity_type(default_type.clone())
+                        .default_target_capacity_type(options.default_type.clone())
                         .build(),
                 )
-                .set_spot_options(spot.clone())
-                .set_on_demand_options(on_demand.clone())
+                .set_spot_options(options.spot.clone())
+                .set_on_demand_options(options.on_demand.clone())
+                .set_reserved_capacity_options(options.reserved.clone())
                 .set_tag_specifications(Some(tag_specs.clone()))
                 .customize()
                 .config_override(
@@ -391,13 +476,17 @@ impl Ec2Cloud {
                     match (it, zone) {
                         (Some(t), Some(z)) => {
                             self.ice.insert(capacity, &t, &z);
-                            no_capacity.push((t, z));
+                            no_capacity.push((t, z, code.to_string()));
                         }
                         // An error for the whole request: every offering in it is out.
                         _ => {
                             for o in overrides {
                                 self.ice.insert(capacity, &o.instance_type, &o.zone);
-                                no_capacity.push((o.instance_type.clone(), o.zone.clone()));
+                                no_capacity.push((
+                                    o.instance_type.clone(),
+                                    o.zone.clone(),
+                                    code.to_string(),
+                                ));
                             }
                         }
                     }
@@ -439,6 +528,7 @@ impl Ec2Cloud {
                     .map(str::to_string)
                     .unwrap_or_else(|| templates[0].image_id.clone());
                 let capacity_type = match i.lifecycle() {
+                    _ if capacity == CapacityType::Reserved => CapacityType::Reserved,
                     Some(InstanceLifecycle::Spot) => CapacityType::Spot,
                     Some(_) => CapacityType::OnDemand,
                     None => capacity,
@@ -539,6 +629,9 @@ mod tests {
             labels: Default::default(),
             taints: vec![],
             startup_taints: vec![],
+            reservation: None,
+            prioritized: false,
+            on_demand_prices: Default::default(),
         }
     }
 
@@ -630,12 +723,101 @@ mod tests {
     }
 
     #[test]
+    fn capacity_types_ask_fleet_as_karpenter_does() {
+        use crate::cloud::ReservedLaunch;
+        let spot = fleet_options(CapacityType::Spot, None, false);
+        assert_eq!(spot.default_type, DefaultTargetCapacityType::Spot);
+        assert_eq!(
+            spot.spot.unwrap().allocation_strategy(),
+            Some(&SpotAllocationStrategy::PriceCapacityOptimized)
+        );
+        // NodeOverlays changed the prices: EC2 must follow the candidates' order.
+        let spot = fleet_options(CapacityType::Spot, None, true);
+        assert_eq!(
+            spot.spot.unwrap().allocation_strategy(),
+            Some(&SpotAllocationStrategy::CapacityOptimizedPrioritized)
+        );
+        let od = fleet_options(CapacityType::OnDemand, None, true);
+        assert_eq!(
+            od.on_demand.unwrap().allocation_strategy(),
+            Some(&FleetOnDemandAllocationStrategy::Prioritized)
+        );
+        let r = |kind, interruptible| ReservedLaunch {
+            id: "cr-1".into(),
+            kind,
+            interruptible,
+        };
+        let odcr = fleet_options(
+            CapacityType::Reserved,
+            Some(&r(ReservationKind::Default, false)),
+            false,
+        );
+        assert_eq!(odcr.default_type, DefaultTargetCapacityType::OnDemand);
+        assert!(odcr.on_demand.is_some() && odcr.reserved.is_none());
+        let block = fleet_options(
+            CapacityType::Reserved,
+            Some(&r(ReservationKind::CapacityBlock, false)),
+            false,
+        );
+        assert_eq!(block.default_type, DefaultTargetCapacityType::CapacityBlock);
+        assert!(block.on_demand.is_none() && block.spot.is_none());
+        let iodcr = fleet_options(
+            CapacityType::Reserved,
+            Some(&r(ReservationKind::Default, true)),
+            false,
+        );
+        assert_eq!(
+            iodcr.default_type,
+            DefaultTargetCapacityType::ReservedCapacity
+        );
+        assert_eq!(
+            iodcr.reserved.unwrap().reservation_types(),
+            [FleetReservationType::InterruptibleCapacityReservation]
+        );
+    }
+
+    #[test]
+    fn a_reserved_launch_takes_only_reserved_candidates_and_ranks_by_order() {
+        let mut r = request();
+        r.candidates.insert(
+            0,
+            Candidate {
+                instance_type: "m5.xlarge".into(),
+                price: 0.0000001,
+                capacity_type: CapacityType::Reserved,
+                zones: vec!["us-east-1a".into()],
+            },
+        );
+        let plan = |ct| {
+            plan_overrides(
+                &r,
+                ct,
+                &subnets(),
+                &templates(),
+                |_| Some("x86_64".into()),
+                |_, _, _| false,
+            )
+        };
+        let reserved = plan(CapacityType::Reserved);
+        assert_eq!(reserved.len(), 1);
+        assert_eq!(reserved[0].instance_type, "m5.xlarge");
+        let spot = plan(CapacityType::Spot);
+        assert!(spot.iter().all(|o| o.instance_type != "m5.xlarge"));
+        assert_eq!(
+            spot.iter().map(|o| o.priority).collect::<Vec<_>>(),
+            [1, 1, 2, 2],
+            "ranks follow the candidates"
+        );
+    }
+
+    #[test]
     fn client_tokens_are_stable_and_change_with_the_overrides() {
         let o = vec![PlannedOverride {
             instance_type: "c5.large".into(),
             zone: "us-east-1a".into(),
             subnet_id: "subnet-a1".into(),
             template: 0,
+            priority: 0,
         }];
         let a = client_token("claim-1", CapacityType::Spot, &o);
         assert_eq!(a, client_token("claim-1", CapacityType::Spot, &o));

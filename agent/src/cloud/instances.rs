@@ -29,6 +29,16 @@ fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
         zone,
         capacity_type: match i.instance_lifecycle() {
             Some(InstanceLifecycleType::Spot) => CapacityType::Spot,
+            // Launched into a reservation it targeted (an instance that merely matched an
+            // open reservation is on-demand, as Karpenter counts it).
+            _ if i.capacity_reservation_id().is_some()
+                && i
+                    .capacity_reservation_specification()
+                    .and_then(|s| s.capacity_reservation_preference())
+                    == Some(&aws_sdk_ec2::types::CapacityReservationPreference::CapacityReservationsOnly) =>
+            {
+                CapacityType::Reserved
+            }
             _ => CapacityType::OnDemand,
         },
         image_id: i.image_id().unwrap_or_default().to_string(),

@@ -10,12 +10,14 @@
 use std::collections::{BTreeMap, HashSet};
 
 use aws_sdk_ec2::types::{
-    Filter, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6,
+    CapacityReservationPreference, CapacityReservationTarget, Filter,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
-    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use base64::Engine;
@@ -26,9 +28,10 @@ use super::ami::ResolvedAmis;
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
 use super::user_data::{self, AmiFamily, NodeBootstrap};
-use super::{CloudError, LaunchRequest, TAG_CLUSTER, TAG_NODECLASS};
+use super::{CloudError, LaunchRequest, ReservedLaunch, TAG_CLUSTER, TAG_NODECLASS};
 use crate::api::node_class::{BlockDevice, BlockDeviceMapping, MetadataOptions};
 use crate::api::NodeClass;
+use crate::catalog::reservations::ReservationKind;
 
 /// Tag with the hash of the NodeClass spec a template was made from.
 pub const TAG_NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
@@ -56,6 +59,17 @@ struct TemplateInputs<'a> {
     metadata: &'a MetadataOptions,
     public_ip: Option<bool>,
     monitoring: Option<bool>,
+    /// A `reserved` launch's target: only this reservation (`capacity-reservations-only`),
+    /// with the market type a capacity block or an interruptible reservation needs. Left
+    /// out of the hash when unset, so templates of classes without reservations keep their
+    /// names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservation: Option<&'a ReservedLaunch>,
+    /// The NodeClass selects reservations: its Spot and on-demand launches opt out of open
+    /// reservations (`none`), so EC2 never puts them into one it did not select (Karpenter's
+    /// rule; otherwise drift and the reservation's count would disagree with EC2's).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    no_open_reservations: bool,
 }
 
 fn short_hash(bytes: &[u8]) -> String {
@@ -134,11 +148,12 @@ fn tag(k: &str, v: &str) -> Tag {
 
 impl Ec2Cloud {
     /// The launch templates for a NodeClaim, one per architecture its AMIs cover; created
-    /// when missing.
+    /// when missing. `reservation`: the templates of a launch into that reservation.
     pub(crate) async fn ensure_templates(
         &self,
         request: &LaunchRequest,
         amis: &ResolvedAmis,
+        reservation: Option<&ReservedLaunch>,
     ) -> Result<Vec<TemplateRef>, CloudError> {
         let nc = &request.node_class;
         let nc_name = nc.metadata.name.clone().unwrap_or_default();
@@ -187,6 +202,9 @@ impl Ec2Cloud {
                 metadata: &nc.spec.metadata_options,
                 public_ip: nc.spec.associate_public_ip_address,
                 monitoring: nc.spec.detailed_monitoring,
+                reservation,
+                no_open_reservations: reservation.is_none()
+                    && !nc.spec.capacity_reservation_selector_terms.is_empty(),
             };
             let hash = short_hash(
                 serde_json::to_string(&inputs)
@@ -288,6 +306,38 @@ impl Ec2Cloud {
             data = data.iam_instance_profile(
                 LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
                     .name(inputs.instance_profile)
+                    .build(),
+            );
+        }
+        if let Some(r) = inputs.reservation {
+            data = data.capacity_reservation_specification(
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_preference(
+                        CapacityReservationPreference::CapacityReservationsOnly,
+                    )
+                    .capacity_reservation_target(
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(&r.id)
+                            .build(),
+                    )
+                    .build(),
+            );
+            let market = match (r.kind, r.interruptible) {
+                (ReservationKind::CapacityBlock, _) => Some(MarketType::CapacityBlock),
+                (_, true) => Some(MarketType::InterruptibleCapacityReservation),
+                _ => None,
+            };
+            if let Some(m) = market {
+                data = data.instance_market_options(
+                    LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(m)
+                        .build(),
+                );
+            }
+        } else if inputs.no_open_reservations {
+            data = data.capacity_reservation_specification(
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_preference(CapacityReservationPreference::None)
                     .build(),
             );
         }

@@ -12,6 +12,7 @@
 
 pub mod ami;
 pub mod aws;
+pub mod capacity_reservations;
 pub mod catalog;
 pub mod discovery;
 pub mod ec2;
@@ -56,6 +57,23 @@ pub struct LaunchRequest {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
+    /// The capacity reservation a `reserved` launch targets (the claim's
+    /// `karpenter.k8s.aws/capacity-reservation-id`).
+    pub reservation: Option<ReservedLaunch>,
+    /// NodeOverlays changed the candidates' prices: CreateFleet is told to follow the
+    /// candidates' order (`prioritized`) instead of EC2's own prices...
+    pub prioritized: bool,
+    /// ...and the on-demand fallback is ordered by these (overlaid) on-demand prices
+    /// rather than the price list's.
+    pub on_demand_prices: BTreeMap<String, f64>,
+}
+
+/// A launch into one capacity reservation.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReservedLaunch {
+    pub id: String,
+    pub kind: crate::catalog::reservations::ReservationKind,
+    pub interruptible: bool,
 }
 
 /// What CreateFleet gave us.
@@ -126,6 +144,9 @@ impl CloudError {
                 | "MaxSpotInstanceCountExceeded"
                 | "SpotMaxPriceTooLow"
                 | "NoCandidatesLeft"
+                // A reservation full (or another cluster took the last place): Karpenter
+                // treats it as insufficient capacity for that offering.
+                | "ReservationCapacityExceeded"
         )
     }
 }
@@ -170,6 +191,12 @@ pub trait Cloud: Send + Sync + 'static {
         nodeclaim: &str,
         nodepool: &str,
     ) -> Result<(), CloudError>;
+    /// Capacity reservations by ID as EC2 reports them now (the ones it no longer knows
+    /// are left out): for the reserved nodes' end of life.
+    async fn capacity_reservations(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<crate::catalog::reservations::ReservationRecord>, CloudError>;
 }
 
 #[cfg(test)]

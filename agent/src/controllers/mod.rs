@@ -8,12 +8,15 @@
 //!   a disrupted claim's drain first waits for its replacements ([`termination::disrupted`]);
 //! - [`interruption`]: the SQS consumer; disrupts the NodeClaims of interrupted instances;
 //! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
+//! - [`capacity_reservation`]: nodes in capacity reservations: a block's end drains them,
+//!   a lapsed reservation's become on-demand;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
 //! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does; and
 //!   its status, what its selectors resolve to ([`nodeclass::status`]);
 //! - [`adoption`]: Karpenter's running nodes become NodeClaims (a migration), never while
 //!   Karpenter runs;
+//! - [`nodeoverlay`]: NodeOverlays applied to the catalogue, their validation on status;
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
@@ -26,6 +29,7 @@
 //! replacements are Initialized.
 
 pub mod adoption;
+pub mod capacity_reservation;
 pub mod conditions;
 pub mod disruption;
 pub mod events;
@@ -33,6 +37,7 @@ pub mod garbage_collection;
 pub mod interruption;
 pub mod lifecycle;
 pub mod nodeclass;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod operator;
 pub mod provisioning;
@@ -119,6 +124,10 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     ("interruption", |c| Box::pin(interruption::run(c))),
     ("disruption", |c| Box::pin(disruption::run(c))),
     ("adoption", |c| Box::pin(adoption::run(c))),
+    ("nodeoverlay.validation", |c| Box::pin(nodeoverlay::run(c))),
+    ("capacityreservation.expiration", |c| {
+        Box::pin(capacity_reservation::run(c))
+    }),
 ];
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default

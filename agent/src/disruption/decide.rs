@@ -205,6 +205,12 @@ impl<'a> Sim<'a> {
     fn new(catalog: &'a Catalog, world: &World) -> Sim<'a> {
         let mut input = world.sched.clone();
         input.pods.clear();
+        // The candidate price bound cuts what a launch lists, not what consolidation may
+        // consider: spot-to-spot's "enough cheaper Spot types" counts them all (the
+        // replacement itself is planned by provisioning, bound and all).
+        for p in &mut input.node_pools {
+            p.candidate_price_ratio = scheduler::PriceRatio(scheduler::PriceRatio::MAX);
+        }
         input.nodes = world.other_nodes.clone();
         input.in_flight = world.in_flight.clone();
         let mut node_index = BTreeMap::new();

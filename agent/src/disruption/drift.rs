@@ -63,6 +63,8 @@ pub fn nodeclass_hash(spec: &NodeClassSpec) -> String {
     s.subnet_selector_terms.clear();
     s.security_group_selector_terms.clear();
     s.ami_selector_terms.clear();
+    // Which reservations a class selects is dynamic too (Karpenter: `hash:"ignore"`).
+    s.capacity_reservation_selector_terms.clear();
     hash_of(&s)
 }
 

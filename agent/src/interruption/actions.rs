@@ -63,7 +63,7 @@ pub enum Action {
         /// Event/condition reason, e.g. `SpotInterrupted`.
         reason: &'static str,
         /// Whether the instance's offering goes into the insufficient-capacity cache
-        /// (Spot reclaimed: that pool of capacity is short right now).
+        /// (Spot or a reservation reclaimed: that capacity is short right now).
         mark_offering_unavailable: bool,
     },
     /// A rebalance recommendation: replace only if the NodePool opted in and its limiter
@@ -80,9 +80,11 @@ pub fn action_for(event: &Event) -> Action {
             reason: "SpotInterrupted",
             mark_offering_unavailable: true,
         },
+        // The owner is taking the reservation's capacity back: like a Spot reclaim, the
+        // replacement must not go into the same reservation.
         Detail::CapacityReservationInterruption(_) => Action::Replace {
             reason: "CapacityReservationInterrupted",
-            mark_offering_unavailable: false,
+            mark_offering_unavailable: true,
         },
         Detail::StateChange(d) => match d.state.as_str() {
             "stopping" | "stopped" => Action::Replace {
@@ -326,7 +328,7 @@ mod tests {
         assert!(matches!(
             action_for(&cr),
             Action::Replace {
-                mark_offering_unavailable: false,
+                mark_offering_unavailable: true,
                 ..
             }
         ));

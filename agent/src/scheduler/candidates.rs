@@ -16,8 +16,9 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-use super::pools::{one_node, CT_ON_DEMAND, CT_SPOT};
-use super::{Candidate, NewNodeClaim, Scheduler, Unschedulable};
+use super::pools::{one_node, CT_ON_DEMAND, CT_RESERVED, CT_SPOT};
+use super::reserved::Hold;
+use super::{Candidate, Claim, NewNodeClaim, Scheduler, Unschedulable};
 
 pub const MAX_INSTANCE_TYPES: usize = 60;
 
@@ -41,6 +42,11 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
         if claim.pods.is_empty() {
             // Opened up front for spreading (see `preferences`) and never used.
             committed[claim.pool] = others;
+            continue;
+        }
+        if let Some(h) = claim.hold {
+            committed[claim.pool] = others.plus(&one_node(&s.catalog.types[h.t].capacity));
+            out.push(reserved_claim(s, claim, h));
             continue;
         }
         let zm = claim.zone_mask;
@@ -80,6 +86,8 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
                     CapacityType::OnDemand => {
                         ctm & CT_ON_DEMAND != 0 && pool.od_zones[t] & zm & bit != 0
                     }
+                    // Only a claim holding a place launches into a reservation.
+                    CapacityType::Reserved => false,
                 };
                 if !allowed {
                     continue;
@@ -112,7 +120,7 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             }
             if let Some(mut b) = best {
                 // Zones: every zone where the claim could launch this type.
-                b.zones = pool.zones_of(t, zm, ctm);
+                b.zones = pool.zones_of(t, zm, ctm & !CT_RESERVED);
                 priced.push(b);
             }
         }
@@ -133,7 +141,30 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             continue;
         }
         let spot = priced.iter().any(|p| p.ct == CapacityType::Spot);
-        let chosen = select(s, &claim.reqs, &priced, spot);
+        // The price bound, within each capacity type (a Spot candidate against the cheapest
+        // Spot one, an on-demand one against the cheapest on-demand one: the on-demand
+        // fallback of a Spot claim is not cut for costing more than Spot). Past it only
+        // types kept for minValues may be listed.
+        let ratio = pool.input.candidate_price_ratio;
+        let cheapest = |ct: CapacityType| {
+            priced
+                .iter()
+                .find(|p| p.ct == ct)
+                .map(|p| ratio.ceiling(p.price))
+                .unwrap_or(f64::INFINITY)
+        };
+        let (spot_ceiling, od_ceiling) = (
+            cheapest(CapacityType::Spot),
+            cheapest(CapacityType::OnDemand),
+        );
+        let within: Vec<bool> = priced
+            .iter()
+            .map(|p| match p.ct {
+                CapacityType::Spot => p.price <= spot_ceiling,
+                _ => p.price <= od_ceiling,
+            })
+            .collect();
+        let chosen = select(s, &claim.reqs, &priced, spot, &within);
         let mut cap_max = Resources::default();
         for &k in &chosen {
             cap_max.max_with(&s.catalog.types[priced[k].t].capacity);
@@ -162,25 +193,13 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             cts.push(CapacityType::OnDemand);
         }
         let mut reqs: Requirements = claim.reqs.clone();
-        // A NodePool-defined label still listing several values (no pod constrained it)
-        // gets one, as Karpenter labels the node with one of them: deterministically the
-        // first, so the node's domain is known to the next round.
-        let pin: Vec<(String, String)> = reqs
-            .iter()
-            .filter(|(k, _)| {
-                !super::claims::is_type_label(k)
-                    && k.as_str() != labels::ZONE
-                    && k.as_str() != labels::CAPACITY_TYPE
-            })
-            .filter_map(|(k, r)| {
-                let vals = r.finite_values()?;
-                let first = vals.iter().next()?;
-                (vals.len() > 1).then(|| (k.clone(), first.clone()))
-            })
-            .collect();
-        for (k, v) in pin {
-            reqs.add(&k, Requirement::one(&v));
-        }
+        let min_values_relaxed = pool.has_min_values.then(|| {
+            relax_min_values(
+                &mut reqs,
+                chosen.iter().map(|&k| &s.catalog.types[priced[k].t].labels),
+            )
+        });
+        pin_pool_labels(&mut reqs);
         reqs.add(
             labels::INSTANCE_TYPE,
             Requirement::listed(cands.iter().map(|c| c.instance_type.clone()).collect()),
@@ -206,9 +225,83 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             capacity_types: cts,
             requests: claim.used.plus(&overhead),
             daemonset_overhead: overhead,
+            min_values_relaxed,
         });
     }
     (out, failed)
+}
+
+/// A NodePool-defined label still listing several values (no pod constrained it) gets
+/// one, as Karpenter labels the node with one of them: deterministically the first, so the
+/// node's domain is known to the next round.
+fn pin_pool_labels(reqs: &mut Requirements) {
+    let pin: Vec<(String, String)> = reqs
+        .iter()
+        .filter(|(k, _)| {
+            !super::claims::is_type_label(k)
+                && k.as_str() != labels::ZONE
+                && k.as_str() != labels::CAPACITY_TYPE
+                && !labels::is_reservation_label(k)
+        })
+        .filter_map(|(k, r)| {
+            let vals = r.finite_values()?;
+            let first = vals.iter().next()?;
+            (vals.len() > 1).then(|| (k.clone(), first.clone()))
+        })
+        .collect();
+    for (k, v) in pin {
+        reqs.add(&k, Requirement::one(&v));
+    }
+}
+
+/// The NodeClaim of a claim holding a place in a reservation: the reservation's type, zone
+/// and ID, capacity type `reserved`. No minValues (the reservation pins one type; minValues
+/// is flexibility for the market), no price bound.
+fn reserved_claim(s: &Scheduler<'_>, claim: &Claim, h: Hold) -> NewNodeClaim {
+    let pool = &s.pools[claim.pool];
+    let it = &s.catalog.types[h.t];
+    let o = &it.offerings[h.offer.offering];
+    let zone = s.zones.names[h.offer.zone].clone();
+    let mut reqs = Requirements::new();
+    for (k, r) in claim.reqs.iter() {
+        reqs.add(k, r.clone().with_min_values(None));
+    }
+    pin_pool_labels(&mut reqs);
+    reqs.add(labels::INSTANCE_TYPE, Requirement::one(&it.name));
+    reqs.add(labels::ZONE, Requirement::one(&zone));
+    reqs.add(
+        labels::CAPACITY_TYPE,
+        Requirement::one(CapacityType::Reserved.as_str()),
+    );
+    for key in [
+        labels::CAPACITY_RESERVATION_ID,
+        labels::CAPACITY_RESERVATION_TYPE,
+        labels::CAPACITY_RESERVATION_INTERRUPTIBLE,
+    ] {
+        if let Some(v) = o.reservation_label(key) {
+            reqs.add(key, Requirement::one(v));
+        }
+    }
+    let overhead = pool.overhead[h.t].clone();
+    let mut pods = claim.pods.clone();
+    pods.sort_unstable();
+    NewNodeClaim {
+        nodepool: pool.input.name.clone(),
+        node_class: pool.input.node_class.clone(),
+        pods,
+        requirements: reqs,
+        instance_types: vec![Candidate {
+            instance_type: it.name.clone(),
+            price: o.price,
+            capacity_type: CapacityType::Reserved,
+            zones: vec![zone.clone()],
+        }],
+        zones: vec![zone],
+        capacity_types: vec![CapacityType::Reserved],
+        requests: claim.used.plus(&overhead),
+        daemonset_overhead: overhead,
+        min_values_relaxed: None,
+    }
 }
 
 /// `types` without the exotic ones, unless only exotic ones are there.
@@ -219,8 +312,44 @@ fn without_exotic(types: Vec<usize>, exotic: impl Fn(usize) -> bool) -> Vec<usiz
     types.into_iter().filter(|&t| !exotic(t)).collect()
 }
 
-/// Indexes into `priced` (sorted by price) of at most 60 types, cheapest first.
-fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool) -> Vec<usize> {
+/// Lowers each `minValues` of `reqs` to what the chosen types' labels meet, and says
+/// whether any had to be (under `Strict` the scheduler only plans claims that meet them, so
+/// this is `BestEffort`'s record of what it launched with).
+fn relax_min_values<'a>(
+    reqs: &mut Requirements,
+    chosen: impl Iterator<Item = &'a BTreeMap<String, String>> + Clone,
+) -> bool {
+    let mut lowered: Vec<(String, Requirement)> = Vec::new();
+    for (key, r) in reqs.iter() {
+        let Some(min) = r.min_values else { continue };
+        let met: BTreeSet<&str> = chosen
+            .clone()
+            .filter_map(|l| l.get(key).map(String::as_str))
+            .filter(|v| r.has(v))
+            .collect();
+        if met.len() < min {
+            lowered.push((
+                key.clone(),
+                r.clone().with_min_values(Some(met.len().max(1))),
+            ));
+        }
+    }
+    let relaxed = !lowered.is_empty();
+    for (key, r) in lowered {
+        reqs.replace(&key, r);
+    }
+    relaxed
+}
+
+/// Indexes into `priced` (sorted by price) of at most 60 types, cheapest first. Only those
+/// `within` the price bound are listed, except types kept for `minValues`.
+fn select(
+    s: &Scheduler<'_>,
+    reqs: &Requirements,
+    priced: &[Priced],
+    spot: bool,
+    within: &[bool],
+) -> Vec<usize> {
     let mut chosen: BTreeSet<usize> = BTreeSet::new();
     let label = |k: usize, key: &str| s.catalog.types[priced[k].t].labels.get(key).cloned();
     // minValues first: the cheapest type for each new value until enough values are kept.
@@ -246,6 +375,9 @@ fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool)
             if chosen.len() >= MAX_INSTANCE_TYPES {
                 break;
             }
+            if !within[k] {
+                continue;
+            }
             if p.zones & !zones_covered != 0 {
                 zones_covered |= p.zones;
                 chosen.insert(k);
@@ -258,9 +390,12 @@ fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool)
             }
         }
         // Families take at most half the list, so the cheapest types fill the rest.
-        for k in 0..priced.len() {
+        for (k, &ok) in within.iter().enumerate() {
             if chosen.len() >= MAX_INSTANCE_TYPES / 2 {
                 break;
+            }
+            if !ok {
+                continue;
             }
             if let Some(f) = label(k, labels::INSTANCE_FAMILY) {
                 if let std::collections::btree_map::Entry::Vacant(e) = families.entry(f) {
@@ -270,11 +405,13 @@ fn select(s: &Scheduler<'_>, reqs: &Requirements, priced: &[Priced], spot: bool)
             }
         }
     }
-    for k in 0..priced.len() {
+    for (k, &ok) in within.iter().enumerate() {
         if chosen.len() >= MAX_INSTANCE_TYPES {
             break;
         }
-        chosen.insert(k);
+        if ok {
+            chosen.insert(k);
+        }
     }
     chosen.into_iter().collect()
 }

@@ -10,7 +10,9 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 use super::bitset::Bitset;
-use super::pools::{one_node, resource_value, CT_ON_DEMAND, CT_SPOT};
+use super::input::MinValuesPolicy;
+use super::pools::{one_node, resource_value, CT_ALL, CT_ON_DEMAND, CT_RESERVED, CT_SPOT};
+use super::reserved::Hold;
 use super::sizing::{pick_target, TargetOption};
 use super::{Attempt, Claim, Dom, Scheduler};
 
@@ -21,6 +23,7 @@ pub(crate) struct Update {
     zone_mask: u64,
     ct_mask: u8,
     target: usize,
+    hold: Option<Hold>,
     /// How much the claim goes against the pod's preferences (scored attempts only).
     pub penalty: i64,
 }
@@ -38,6 +41,7 @@ impl Claim {
             pods: Vec::new(),
             host: 0,
             open: false,
+            hold: None,
         }
     }
 }
@@ -62,8 +66,8 @@ impl Scheduler<'_> {
     }
 
     fn ct_mask_of(reqs: &Requirements) -> u8 {
-        match reqs.get(labels::CAPACITY_TYPE) {
-            None => CT_SPOT | CT_ON_DEMAND,
+        let mut m = match reqs.get(labels::CAPACITY_TYPE) {
+            None => CT_ALL,
             Some(r) => {
                 let mut m = 0;
                 if r.has(labels::CAPACITY_TYPE_SPOT) {
@@ -72,9 +76,20 @@ impl Scheduler<'_> {
                 if r.has(labels::CAPACITY_TYPE_ON_DEMAND) {
                     m |= CT_ON_DEMAND;
                 }
+                if r.has(labels::CAPACITY_TYPE_RESERVED) {
+                    m |= CT_RESERVED;
+                }
                 m
             }
+        };
+        // A reservation label the pod requires is on reserved nodes only.
+        if reqs
+            .iter()
+            .any(|(k, r)| labels::is_reservation_label(k) && !r.matches(None))
+        {
+            m &= CT_RESERVED;
         }
+        m
     }
 
     /// The domain of `key` on a claim in the state (reqs, types, masks).
@@ -93,6 +108,7 @@ impl Scheduler<'_> {
             return match ctm {
                 CT_SPOT => Dom::Known(Some(self.ct_dom[0])),
                 CT_ON_DEMAND => Dom::Known(Some(self.ct_dom[1])),
+                CT_RESERVED => Dom::Known(Some(self.ct_dom[2])),
                 _ => Dom::Undecided,
             };
         }
@@ -261,26 +277,36 @@ impl Scheduler<'_> {
         }
         let types_ref = types.as_ref().unwrap_or(&claim.types);
         let need = claim.used.plus(&self.requests[i]);
+        let cur_reqs = reqs.as_ref().unwrap_or(&claim.reqs);
+        // A reserved claim keeps its place while the place suits the pod; a market claim
+        // keeps its target while the market offers it.
         let keep = !is_new
             && types_ref.get(claim.target)
-            && pool.viable(claim.target, zm, ctm)
-            && need.fits_in(&pool.alloc[claim.target]);
-        let target = if keep {
-            claim.target
+            && need.fits_in(&pool.alloc[claim.target])
+            && match claim.hold {
+                Some(h) => {
+                    zm & (1 << h.offer.zone) != 0
+                        && ctm & CT_RESERVED != 0
+                        && self.reservation_allowed(h, cur_reqs)
+                }
+                None => pool.market_viable(claim.target, zm, ctm),
+            };
+        let (target, hold) = if keep {
+            (claim.target, claim.hold)
         } else {
             let own =
                 (claim.target != usize::MAX).then(|| &self.catalog.types[claim.target].capacity);
-            self.choose_target(
-                p,
-                types_ref,
-                zm,
-                ctm,
-                &need,
-                own,
-                reqs.as_ref().unwrap_or(&claim.reqs),
-            )?
+            self.choose_target(p, types_ref, zm, ctm, &need, own, claim.hold, cur_reqs)?
         };
-        if pool.has_min_values {
+        if let Some(h) = hold {
+            zm = 1 << h.offer.zone;
+            ctm = CT_RESERVED;
+        }
+        // A reservation pins the type; minValues (flexibility for the market) does not apply.
+        if pool.has_min_values
+            && pool.input.min_values_policy == MinValuesPolicy::Strict
+            && hold.is_none()
+        {
             let r = reqs.as_ref().unwrap_or(&claim.reqs);
             let fitting: Vec<&std::collections::BTreeMap<String, String>> = types_ref
                 .iter()
@@ -295,6 +321,7 @@ impl Scheduler<'_> {
             zone_mask: zm,
             ct_mask: ctm,
             target,
+            hold,
             penalty,
         })
     }
@@ -321,8 +348,8 @@ impl Scheduler<'_> {
         {
             claim.target
         } else {
-            match self.choose_target(claim.pool, types, zm, ctm, need, None, reqs) {
-                Ok(t) => t,
+            match self.choose_target(claim.pool, types, zm, ctm, need, None, claim.hold, reqs) {
+                Ok((t, _)) => t,
                 Err(_) => return,
             }
         };
@@ -383,17 +410,28 @@ impl Scheduler<'_> {
                 }
             }
         } else if key == labels::CAPACITY_TYPE {
-            let (mut spot, mut od) = (false, false);
+            let (mut spot, mut od, mut res) = (false, false, false);
             for t in types.iter() {
                 spot |= ctm & CT_SPOT != 0 && pool.spot_zones[t] & zm != 0;
                 od |= ctm & CT_ON_DEMAND != 0 && pool.od_zones[t] & zm != 0;
+                res |= ctm & CT_RESERVED != 0
+                    && pool.res_zones[t] & zm != 0
+                    && pool.reserved.get(&t).is_some_and(|offers| {
+                        offers
+                            .iter()
+                            .any(|o| zm & (1 << o.zone) != 0 && self.ledger.left(o.res, None) > 0)
+                    });
             }
-            // "0"/"1" sort Spot first when counts tie: Spot is preferred.
+            // "0"/"1"/"2" sort Spot first when counts tie: Spot is preferred (a reservation
+            // is already preferred by price when the capacity type is left open).
             if spot {
                 out.push(("0".into(), Some(self.ct_dom[0]), Narrow::Ct(CT_SPOT)));
             }
             if od {
                 out.push(("1".into(), Some(self.ct_dom[1]), Narrow::Ct(CT_ON_DEMAND)));
+            }
+            if res {
+                out.push(("2".into(), Some(self.ct_dom[2]), Narrow::Ct(CT_RESERVED)));
             }
         } else if is_type_label(key) {
             let values: BTreeSet<&String> = types
@@ -412,7 +450,8 @@ impl Scheduler<'_> {
         out
     }
 
-    /// The target type for a claim that must hold `need` (see [`super::sizing`]).
+    /// The target type for a claim that must hold `need` (see [`super::sizing`]), and its
+    /// place in a capacity reservation when one has room (see [`super::reserved`]).
     #[allow(clippy::too_many_arguments)]
     fn choose_target(
         &self,
@@ -422,17 +461,30 @@ impl Scheduler<'_> {
         ctm: u8,
         need: &Resources,
         own: Option<&Resources>,
+        own_hold: Option<Hold>,
         reqs: &Requirements,
-    ) -> Result<usize, String> {
+    ) -> Result<(usize, Option<Hold>), String> {
         let pool = &self.pools[p];
         let mut others = self.committed[p].clone();
         if let Some(o) = own {
             others.sub(&one_node(o));
         }
+        if ctm & CT_RESERVED != 0 && !pool.reserved.is_empty() {
+            if let Some(h) = self.reserved_target(p, types, zm, ctm, need, own_hold, reqs, &others)
+            {
+                return Ok((h.t, Some(h)));
+            }
+        }
+        if ctm == CT_RESERVED {
+            return Err(format!(
+                "no capacity reservation of the nodepool's NodeClass has room for {}",
+                describe(need)
+            ));
+        }
         let mut opts = Vec::new();
         let mut limit = None;
         for t in types.iter() {
-            if !pool.viable(t, zm, ctm) || !need.fits_in(&pool.alloc[t]) {
+            if !pool.market_viable(t, zm, ctm) || !need.fits_in(&pool.alloc[t]) {
                 continue;
             }
             let cap = &self.catalog.types[t].capacity;
@@ -475,9 +527,83 @@ impl Scheduler<'_> {
             // (it grows as pods join): sizing for the whole demand would reserve headroom
             // that pods which cannot share a node never use. Candidates are widened
             // within what the other claims leave when the claim is finalised.
-            return Ok(self.smallest_for_limits(p, &opts, &others));
+            return Ok((self.smallest_for_limits(p, &opts, &others), None));
         }
-        Ok(pick_target(&opts, &self.demand).expect("options are not empty"))
+        Ok((
+            pick_target(&opts, &self.demand).expect("options are not empty"),
+            None,
+        ))
+    }
+
+    /// Whether the reservation of `h` meets `reqs`' zone, capacity type and reservation
+    /// labels (a pod may require `capacity-reservation-type In [capacity-block]`).
+    fn reservation_allowed(&self, h: Hold, reqs: &Requirements) -> bool {
+        let o = &self.catalog.types[h.t].offerings[h.offer.offering];
+        crate::catalog::offering_allowed(o, reqs)
+    }
+
+    /// A place in a reservation for a claim that must hold `need`: among the pool's
+    /// reservations with room in the claim's zones that fit it (and its limits), the type
+    /// the sizing estimate prefers at reservation prices, in the zone with the most room.
+    /// GPU, accelerator and metal reservations are taken only when no ordinary type fits.
+    #[allow(clippy::too_many_arguments)]
+    fn reserved_target(
+        &self,
+        p: usize,
+        types: &Bitset,
+        zm: u64,
+        ctm: u8,
+        need: &Resources,
+        own_hold: Option<Hold>,
+        reqs: &Requirements,
+        others: &Resources,
+    ) -> Option<Hold> {
+        let pool = &self.pools[p];
+        let mut holds: Vec<Hold> = Vec::new();
+        for (&t, offers) in &pool.reserved {
+            if !types.get(t) || !need.fits_in(&pool.alloc[t]) {
+                continue;
+            }
+            if pool.has_limits && !pool.within_limits(others, &self.catalog.types[t].capacity) {
+                continue;
+            }
+            let best = offers
+                .iter()
+                .filter(|o| zm & (1 << o.zone) != 0)
+                .filter(|o| self.ledger.left(o.res, own_hold) > 0)
+                .filter(|o| self.reservation_allowed(Hold { t, offer: **o }, reqs))
+                .max_by(|a, b| {
+                    let (la, lb) = (
+                        self.ledger.left(a.res, own_hold),
+                        self.ledger.left(b.res, own_hold),
+                    );
+                    la.cmp(&lb)
+                        .then(b.zone.cmp(&a.zone))
+                        .then(b.res.cmp(&a.res))
+                });
+            if let Some(o) = best {
+                holds.push(Hold { t, offer: *o });
+            }
+        }
+        let exotic = |t: usize| self.catalog.types[t].is_exotic();
+        if holds.iter().any(|h| exotic(h.t)) {
+            let ordinary = types
+                .iter()
+                .any(|t| !exotic(t) && pool.viable(t, zm, ctm) && need.fits_in(&pool.alloc[t]));
+            if ordinary {
+                holds.retain(|h| !exotic(h.t));
+            }
+        }
+        let opts: Vec<TargetOption<'_>> = holds
+            .iter()
+            .map(|h| TargetOption {
+                index: h.t,
+                alloc: &pool.alloc[h.t],
+                price: self.catalog.types[h.t].offerings[h.offer.offering].price,
+            })
+            .collect();
+        let t = pick_target(&opts, &self.demand)?;
+        holds.into_iter().find(|h| h.t == t)
     }
 
     /// The option using the least of the pool's remaining limit (the largest fraction
@@ -515,6 +641,7 @@ impl Scheduler<'_> {
 
     pub(crate) fn commit_claim(&mut self, c: usize, i: usize, u: Update, pos: usize) {
         let p = self.claims[c].pool;
+        self.ledger.transfer(self.claims[c].hold, u.hold);
         let old = self.claims[c].target;
         if old != u.target {
             if old != usize::MAX {
@@ -535,6 +662,7 @@ impl Scheduler<'_> {
             claim.zone_mask = u.zone_mask;
             claim.ct_mask = u.ct_mask;
             claim.target = u.target;
+            claim.hold = u.hold;
             claim.used.add(&self.requests[i]);
             claim.pods.push(i);
         }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use crate::api::launch_policy::{MinValuesPolicy, PriceRatio};
 use crate::catalog::daemonsets::DaemonSet;
 use crate::catalog::{CapacityType, KubeletSettings};
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -200,6 +201,10 @@ pub struct NodePoolInput {
     pub limits: BTreeMap<String, i64>,
     /// Capacity of the pool's existing nodes and in-flight claims, counted against limits.
     pub usage: Resources,
+    /// `minValuesPolicy`: whether an unmet `minValues` stops the pool (Strict) or is relaxed.
+    pub min_values_policy: MinValuesPolicy,
+    /// `candidatePriceRatio`: a claim's dearest candidate at most this times its cheapest.
+    pub candidate_price_ratio: PriceRatio,
 }
 
 impl NodePoolInput {
@@ -236,6 +241,10 @@ impl NodePoolInput {
                 .map_err(|e| format!("spec.template.spec.startupTaints: {e}"))?,
             limits,
             usage,
+            min_values_policy: MinValuesPolicy::of(spec.min_values_policy.as_deref())
+                .map_err(|e| format!("spec.minValuesPolicy: {e}"))?,
+            candidate_price_ratio: PriceRatio::of(spec.candidate_price_ratio.as_deref())
+                .map_err(|e| format!("spec.candidatePriceRatio: {e}"))?,
         })
     }
 }
@@ -340,6 +349,9 @@ pub struct NewNodeClaim {
     /// Pod requests plus DaemonSet overhead of the cheapest candidate.
     pub requests: Resources,
     pub daemonset_overhead: Resources,
+    /// For pools with `minValues`: whether a minimum was relaxed to launch the claim
+    /// (`BestEffort`; its requirements then carry the minimums actually met).
+    pub min_values_relaxed: Option<bool>,
 }
 
 /// A pod that could not be placed, with one reason per NodePool.

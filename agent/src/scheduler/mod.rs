@@ -31,6 +31,7 @@ pub mod input;
 mod pod;
 mod pools;
 mod preferences;
+mod reserved;
 mod sizing;
 mod topology;
 pub mod zone_ids;
@@ -48,7 +49,8 @@ use crate::taints::{first_untolerated, Taint};
 
 use bitset::Bitset;
 use pod::{PodInfo, Terms};
-use pools::{Pool, Zones, CT_ON_DEMAND, CT_SPOT};
+use pools::{Pool, Zones, CT_ON_DEMAND, CT_RESERVED, CT_SPOT};
+use reserved::{Hold, Ledger};
 use topology::Topology;
 
 /// Plans one round. See the module docs and [`preferences`] for how preferences are priced.
@@ -92,6 +94,8 @@ pub(crate) struct Claim {
     pods: Vec<usize>,
     host: u32,
     open: bool,
+    /// Its place in a capacity reservation (see [`reserved`]).
+    hold: Option<Hold>,
 }
 
 /// Which constraints an attempt honours.
@@ -161,7 +165,10 @@ pub(crate) struct Scheduler<'a> {
     pool_term_types: HashMap<(usize, u32), Result<Bitset, String>>,
     universe_cache: HashMap<(u32, u32, u64, bool), Vec<u32>>,
     zone_dom: Vec<u32>,
-    ct_dom: [u32; 2],
+    /// Domains of the capacity types: Spot, on-demand, reserved.
+    ct_dom: [u32; 3],
+    /// Places left in the round's capacity reservations.
+    ledger: Ledger,
     /// Capacity of the target types of this round's claims, per pool (for limits).
     committed: Vec<Resources>,
     /// Pending demand from the current pod on, for sizing.
@@ -175,13 +182,15 @@ pub(crate) struct Scheduler<'a> {
 impl<'a> Scheduler<'a> {
     pub(crate) fn new(catalog: &'a Catalog, input: &'a Input, mode: Mode) -> Scheduler<'a> {
         let zones = Zones::from_catalog(catalog, input);
-        let pools = pools::build_pools(catalog, input, &zones);
+        let ledger = Ledger::from_catalog(catalog);
+        let pools = pools::build_pools(catalog, input, &zones, &ledger);
         let mut topo = Topology::default();
         topo.namespace_labels = std::sync::Arc::new(input.namespace_labels.clone());
         let zone_dom = zones.names.iter().map(|z| topo.domains.id(z)).collect();
         let ct_dom = [
             topo.domains.id(labels::CAPACITY_TYPE_SPOT),
             topo.domains.id(labels::CAPACITY_TYPE_ON_DEMAND),
+            topo.domains.id(labels::CAPACITY_TYPE_RESERVED),
         ];
         // Anti-affinity terms of pods already running are groups too, so that pending pods
         // learn which of them select them.
@@ -291,6 +300,7 @@ impl<'a> Scheduler<'a> {
             universe_cache: HashMap::new(),
             zone_dom,
             ct_dom,
+            ledger,
             demand: Default::default(),
             min_cpu: 0,
             suffix_min_mem: Vec::new(),
@@ -382,33 +392,41 @@ impl<'a> Scheduler<'a> {
 
     /// Opens empty claims (pool, target type) before any pod is placed: the capacity a
     /// pass without preferences launched, over which [`Mode::Spread`] spreads.
-    pub(crate) fn preopen(&mut self, claims: &[(usize, usize)]) {
-        for &(p, t) in claims {
+    pub(crate) fn preopen(&mut self, claims: &[(usize, usize, Option<Hold>)]) {
+        for &(p, t, hold) in claims {
             let host = self
                 .topo
                 .domains
                 .id(&format!("nodeclaim/new-{}", self.claims.len()));
             let cap = pools::one_node(&self.catalog.types[t].capacity);
             self.committed[p].add(&cap);
+            // A reserved shape keeps its reservation (when this pass still has the place).
+            let hold = hold.filter(|h| self.ledger.left(h.offer.res, None) > 0);
+            self.ledger.transfer(None, hold);
+            let (zone_mask, ct_mask) = match hold {
+                Some(h) => (1 << h.offer.zone, CT_RESERVED),
+                None => (self.pools[p].zone_mask, self.pools[p].ct_mask),
+            };
             let c = self.claims.len();
             self.claims.push(Claim {
                 pool: p,
                 reqs: self.pools[p].input.requirements.clone(),
                 types: self.pools[p].types.clone(),
-                zone_mask: self.pools[p].zone_mask,
-                ct_mask: self.pools[p].ct_mask,
+                zone_mask,
+                ct_mask,
                 target: t,
                 used: Resources::default(),
                 pods: Vec::new(),
                 host,
                 open: true,
+                hold,
             });
             self.open.push(c);
         }
     }
 
-    /// The plan and, per new NodeClaim in it, its (pool, target type).
-    pub(crate) fn run(mut self) -> (Plan, Vec<(usize, usize)>) {
+    /// The plan and, per new NodeClaim in it, its (pool, target type, reservation).
+    pub(crate) fn run(mut self) -> (Plan, Vec<(usize, usize, Option<Hold>)>) {
         let order = pod::order(&self.input.pods);
         self.min_cpu = order
             .iter()
@@ -438,7 +456,7 @@ impl<'a> Scheduler<'a> {
             .claims
             .iter()
             .filter(|c| !c.pods.is_empty())
-            .map(|c| (c.pool, c.target))
+            .map(|c| (c.pool, c.target, c.hold))
             .collect();
         self.unschedulable.extend(failed);
         self.unschedulable.sort_by_key(|u| u.pod);
@@ -687,6 +705,7 @@ impl<'a> Scheduler<'a> {
                 pods: Vec::new(),
                 host,
                 open: true,
+                hold: None,
             };
             match self.evaluate(&claim, i, att, mins, true) {
                 Ok(update) => {
@@ -949,6 +968,9 @@ impl<'a> Scheduler<'a> {
                     }
                     if pool.ct_mask & CT_ON_DEMAND != 0 && pool.od_zones[t] & pool.zone_mask != 0 {
                         values.insert(labels::CAPACITY_TYPE_ON_DEMAND.into());
+                    }
+                    if pool.ct_mask & CT_RESERVED != 0 && pool.res_zones[t] & pool.zone_mask != 0 {
+                        values.insert(labels::CAPACITY_TYPE_RESERVED.into());
                     }
                 }
             } else if key == labels::KARPENTER_NODEPOOL || key == labels::JOINER_NODEPOOL {

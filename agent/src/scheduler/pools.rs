@@ -16,12 +16,25 @@ use super::input::{Input, NodePoolInput};
 pub(crate) type ZoneMask = u64;
 pub(crate) const CT_SPOT: u8 = 1;
 pub(crate) const CT_ON_DEMAND: u8 = 2;
+pub(crate) const CT_RESERVED: u8 = 4;
+pub(crate) const CT_ALL: u8 = CT_SPOT | CT_ON_DEMAND | CT_RESERVED;
 
 pub(crate) fn ct_bit(ct: CapacityType) -> u8 {
     match ct {
         CapacityType::Spot => CT_SPOT,
         CapacityType::OnDemand => CT_ON_DEMAND,
+        CapacityType::Reserved => CT_RESERVED,
     }
+}
+
+/// One reserved offering a pool may launch into: the offering's index in its type's
+/// offerings, the reservation's index in the round's [`super::reserved::Ledger`], and the
+/// zone's bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResOffer {
+    pub offering: usize,
+    pub res: usize,
+    pub zone: usize,
 }
 
 pub(crate) struct Pool {
@@ -34,6 +47,10 @@ pub(crate) struct Pool {
     /// Zones with an available Spot / on-demand offering the pool allows, per type.
     pub spot_zones: Vec<ZoneMask>,
     pub od_zones: Vec<ZoneMask>,
+    /// Zones with a reservation of the pool's NodeClass for the type (however full), and
+    /// those reservations, by type index; empty unless the class selects reservations.
+    pub res_zones: Vec<ZoneMask>,
+    pub reserved: BTreeMap<usize, Vec<ResOffer>>,
     /// Cheapest allowed price per type (Spot when the pool allows it), for sizing.
     pub price: Vec<f64>,
     pub zone_mask: ZoneMask,
@@ -47,6 +64,13 @@ impl Pool {
     pub fn viable(&self, t: usize, zones: ZoneMask, cts: u8) -> bool {
         (cts & CT_SPOT != 0 && self.spot_zones[t] & zones != 0)
             || (cts & CT_ON_DEMAND != 0 && self.od_zones[t] & zones != 0)
+            || (cts & CT_RESERVED != 0 && self.res_zones[t] & zones != 0)
+    }
+
+    /// Whether `t` can be bought on the market (Spot or on-demand) under these masks.
+    pub fn market_viable(&self, t: usize, zones: ZoneMask, cts: u8) -> bool {
+        (cts & CT_SPOT != 0 && self.spot_zones[t] & zones != 0)
+            || (cts & CT_ON_DEMAND != 0 && self.od_zones[t] & zones != 0)
     }
 
     /// Zones where `t` can be launched under these masks.
@@ -57,6 +81,9 @@ impl Pool {
         }
         if cts & CT_ON_DEMAND != 0 {
             m |= self.od_zones[t] & zones;
+        }
+        if cts & CT_RESERVED != 0 {
+            m |= self.res_zones[t] & zones;
         }
         m
     }
@@ -152,7 +179,12 @@ impl Zones {
     }
 }
 
-pub(crate) fn build_pools(catalog: &Catalog, input: &Input, zones: &Zones) -> Vec<Pool> {
+pub(crate) fn build_pools(
+    catalog: &Catalog,
+    input: &Input,
+    zones: &Zones,
+    ledger: &super::reserved::Ledger,
+) -> Vec<Pool> {
     let mut pools: Vec<&NodePoolInput> = input.node_pools.iter().collect();
     // Highest weight first; the name breaks ties so the order never depends on input order.
     pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
@@ -175,10 +207,23 @@ pub(crate) fn build_pools(catalog: &Catalog, input: &Input, zones: &Zones) -> Ve
                 }
             }
             let mut ct_mask = 0;
-            for ct in [CapacityType::Spot, CapacityType::OnDemand] {
+            for ct in [
+                CapacityType::Spot,
+                CapacityType::OnDemand,
+                CapacityType::Reserved,
+            ] {
                 if ct_req.is_none_or(|r| r.has(ct.as_str())) {
                     ct_mask |= ct_bit(ct);
                 }
+            }
+            // A required reservation label (`capacity-reservation-type In [capacity-block]`)
+            // is met by reserved offerings alone.
+            if np
+                .requirements
+                .iter()
+                .any(|(k, r)| labels::is_reservation_label(k) && !r.matches(None))
+            {
+                ct_mask &= CT_RESERVED;
             }
             let mut pool = Pool {
                 input: np.clone(),
@@ -187,6 +232,8 @@ pub(crate) fn build_pools(catalog: &Catalog, input: &Input, zones: &Zones) -> Ve
                 overhead: Vec::with_capacity(n),
                 spot_zones: vec![0; n],
                 od_zones: vec![0; n],
+                res_zones: vec![0; n],
+                reserved: Default::default(),
                 price: vec![f64::INFINITY; n],
                 zone_mask,
                 ct_mask,
@@ -208,7 +255,7 @@ pub(crate) fn build_pools(catalog: &Catalog, input: &Input, zones: &Zones) -> Ve
                 let node = node_requirements(&np.name, &np.requirements, it);
                 let ds = overhead(&input.daemonsets, &node, &np.taints);
                 let mut price = f64::INFINITY;
-                for o in &it.offerings {
+                for (oi, o) in it.offerings.iter().enumerate() {
                     let Some(&zi) = zones.index.get(&o.zone) else {
                         continue;
                     };
@@ -221,16 +268,36 @@ pub(crate) fn build_pools(catalog: &Catalog, input: &Input, zones: &Zones) -> Ve
                     {
                         continue;
                     }
-                    match o.capacity_type {
-                        CapacityType::Spot => pool.spot_zones[t] |= 1 << zi,
-                        CapacityType::OnDemand => pool.od_zones[t] |= 1 << zi,
+                    match (o.capacity_type, &o.reservation) {
+                        (CapacityType::Spot, _) => pool.spot_zones[t] |= 1 << zi,
+                        (CapacityType::OnDemand, _) => pool.od_zones[t] |= 1 << zi,
+                        (CapacityType::Reserved, Some(r)) => {
+                            // Only the class that selected the reservation, and only if
+                            // the pool's reservation requirements admit it.
+                            let res = ledger.index(&r.id);
+                            if r.node_class != np.node_class
+                                || !crate::catalog::offering_allowed(o, &np.requirements)
+                                || res.is_none()
+                            {
+                                continue;
+                            }
+                            pool.res_zones[t] |= 1 << zi;
+                            pool.reserved.entry(t).or_default().push(ResOffer {
+                                offering: oi,
+                                res: res.unwrap_or_default(),
+                                zone: zi,
+                            });
+                            // Sizing prices the market; reservations are sized apart.
+                            continue;
+                        }
+                        (CapacityType::Reserved, None) => continue,
                     }
                     price = price.min(o.price);
                 }
                 pool.price[t] = price;
                 let mut alloc = base.clone();
                 alloc.sub(&ds);
-                if (pool.spot_zones[t] | pool.od_zones[t]) != 0
+                if (pool.spot_zones[t] | pool.od_zones[t] | pool.res_zones[t]) != 0
                     && alloc.cpu_milli > 0
                     && alloc.memory_bytes > 0
                     && alloc.pods > 0

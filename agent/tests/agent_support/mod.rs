@@ -36,7 +36,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::CustomResourceExt;
 use serde_json::json;
 
-use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
+use joiner_agent::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
 use joiner_agent::cloud::ec2::{Ec2Cloud, Ec2Options};
 use joiner_agent::controllers::{self, Config};
 
@@ -383,13 +383,23 @@ impl World {
         let agent_credentials = agent_identity(&sdk_config(&moto.endpoint()).await).await;
 
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+        for crd in [
+            NodePool::crd(),
+            NodeClass::crd(),
+            NodeClaim::crd(),
+            NodeOverlay::crd(),
+        ] {
             crds.create(&PostParams::default(), &crd)
                 .await
                 .expect("CRD create");
         }
         // A real API server serves a CRD's objects only once it is Established.
-        for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+        for crd in [
+            NodePool::crd(),
+            NodeClass::crd(),
+            NodeClaim::crd(),
+            NodeOverlay::crd(),
+        ] {
             let name = crd.metadata.name.clone().unwrap_or_default();
             wait_for(
                 &format!("CRD {name} Established"),

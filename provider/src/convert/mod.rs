@@ -12,6 +12,7 @@
 
 pub mod hcl;
 mod node_class;
+mod node_overlay;
 mod node_pool;
 
 use serde_yaml::Value;
@@ -70,6 +71,7 @@ pub fn convert(yaml: &str, source: &str, opts: &Options) -> Result<String, Conve
         .collect();
     let mut classes = Vec::new();
     let mut pools = Vec::new();
+    let mut overlays = Vec::new();
     let mut skipped = Vec::new();
     for (index, doc) in &docs {
         let api = str_at(doc, &["apiVersion"]).unwrap_or("");
@@ -81,7 +83,10 @@ pub fn convert(yaml: &str, source: &str, opts: &Options) -> Result<String, Conve
             name: name.clone(),
             message: message.to_string(),
         };
-        if (node_class::is_node_class(doc) || node_pool::is_node_pool(doc)) && name.is_empty() {
+        let known = node_class::is_node_class(doc)
+            || node_pool::is_node_pool(doc)
+            || node_overlay::is_node_overlay(doc);
+        if known && name.is_empty() {
             return Err(invalid("metadata.name is missing"));
         }
         if node_class::is_node_class(doc) {
@@ -91,6 +96,8 @@ pub fn convert(yaml: &str, source: &str, opts: &Options) -> Result<String, Conve
                 node_pool::convert(doc, &name, &class_names, opts).map_err(|m| invalid(&m))?;
             classes.extend(inline_class);
             pools.push(pool);
+        } else if node_overlay::is_node_overlay(doc) {
+            overlays.push(node_overlay::convert(doc, &name, opts).map_err(|m| invalid(&m))?);
         } else {
             skipped.push(format!("{kind} {name:?} ({api})"));
         }
@@ -101,15 +108,16 @@ pub fn convert(yaml: &str, source: &str, opts: &Options) -> Result<String, Conve
         env!("CARGO_PKG_VERSION")
     );
     for s in &skipped {
-        out.push_str(&format!("# skipped: {s} is not a Karpenter NodePool, Provisioner, EC2NodeClass or AWSNodeTemplate.\n"));
+        out.push_str(&format!("# skipped: {s} is not a Karpenter NodePool, Provisioner, EC2NodeClass, AWSNodeTemplate or NodeOverlay.\n"));
     }
-    for b in classes.iter().chain(pools.iter()) {
+    for b in classes.iter().chain(pools.iter()).chain(overlays.iter()) {
         out.push('\n');
         out.push_str(&b.render());
     }
     let imports: Vec<(String, String)> = classes
         .iter()
         .chain(pools.iter())
+        .chain(overlays.iter())
         .filter_map(|b| Some((b.address()?, b.object_name()?)))
         .collect();
     if !imports.is_empty() {

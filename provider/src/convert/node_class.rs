@@ -76,11 +76,24 @@ pub fn convert(doc: &Value, name: &str, opts: &Options) -> Result<Block, String>
         let kb = kubelet(&mut b, k);
         b.block(kb);
     }
-    for field in [
-        "instanceStorePolicy",
-        "capacityReservationSelectorTerms",
-        "context",
-    ] {
+    let reservations = spec
+        .get("capacityReservationSelectorTerms")
+        .and_then(Value::as_sequence);
+    for t in reservations.into_iter().flatten() {
+        let mut tb = Block::new("capacity_reservation_selector_term", &[]);
+        tags_attr(&mut tb, t.get("tags"), opts);
+        for (k, attr) in [
+            ("id", "id"),
+            ("ownerID", "owner_id"),
+            ("instanceMatchCriteria", "instance_match_criteria"),
+        ] {
+            if let Some(v) = t.get(k).and_then(scalar) {
+                tb.attr(attr, text(&v, opts));
+            }
+        }
+        b.block(tb);
+    }
+    for field in ["instanceStorePolicy", "context"] {
         if spec.get(field).is_some() {
             b.comment(&format!(
                 "not converted: spec.{field} has no joiner equivalent yet."

@@ -13,6 +13,7 @@ pub fn all() -> Vec<Json> {
         joiner_agent::api::NodePool::crd(),
         joiner_agent::api::NodeClass::crd(),
         joiner_agent::api::NodeClaim::crd(),
+        joiner_agent::api::NodeOverlay::crd(),
     ]
     .into_iter()
     .map(|c| {

@@ -110,6 +110,8 @@ pub mod kinds {
     pub const NODE_POOL: Kind = Kind::new("joiner.dev", "v1", "NodePool", "nodepools", false);
     pub const NODE_CLASS: Kind = Kind::new("joiner.dev", "v1", "NodeClass", "nodeclasses", false);
     pub const NODE_CLAIM: Kind = Kind::new("joiner.dev", "v1", "NodeClaim", "nodeclaims", false);
+    pub const NODE_OVERLAY: Kind =
+        Kind::new("joiner.dev", "v1", "NodeOverlay", "nodeoverlays", false);
 }
 
 impl Kube {

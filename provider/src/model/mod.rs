@@ -20,6 +20,7 @@ pub mod fargate_profile;
 pub mod interruption_queue;
 pub mod interruption_rules;
 pub mod node_class;
+pub mod node_overlay;
 pub mod node_pool;
 pub mod paths;
 pub mod role;

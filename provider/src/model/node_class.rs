@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use joiner_agent::api::node_class::{
-    AmiSelectorTerm, BlockDevice, BlockDeviceMapping, KubeletConfiguration, MetadataOptions,
-    NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+    AmiSelectorTerm, BlockDevice, BlockDeviceMapping, CapacityReservationSelectorTerm,
+    KubeletConfiguration, MetadataOptions, NodeClassSpec, SecurityGroupSelectorTerm,
+    SubnetSelectorTerm,
 };
 
 use super::attr::{model, Planned};
@@ -30,7 +31,19 @@ model! {
         pub metadata_options: Option<MetadataOptionsModel>,
         pub block_device_mappings: Vec<BlockDeviceModel> => "block_device_mapping",
         pub kubelet: Option<KubeletModel>,
+        pub capacity_reservation_selector_terms: Vec<ReservationTermModel>
+            => "capacity_reservation_selector_term",
         pub timeouts: Value,
+    }
+}
+
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ReservationTermModel {
+        pub id: Option<String>,
+        pub owner_id: Option<String>,
+        pub instance_match_criteria: Option<String>,
+        pub tags: BTreeMap<String, String>,
     }
 }
 
@@ -180,6 +193,16 @@ impl NodeClassModel {
             }),
             associate_public_ip_address: self.associate_public_ip_address,
             detailed_monitoring: self.detailed_monitoring,
+            capacity_reservation_selector_terms: self
+                .capacity_reservation_selector_terms
+                .iter()
+                .map(|t| CapacityReservationSelectorTerm {
+                    tags: t.tags.clone(),
+                    id: t.id.clone(),
+                    owner_id: t.owner_id.clone(),
+                    instance_match_criteria: t.instance_match_criteria.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -264,6 +287,16 @@ impl NodeClassModel {
                 eviction_max_pod_grace_period: k.eviction_max_pod_grace_period.map(i64::from),
                 cluster_dns: k.cluster_dns.clone().unwrap_or_default(),
             }),
+            capacity_reservation_selector_terms: s
+                .capacity_reservation_selector_terms
+                .iter()
+                .map(|t| ReservationTermModel {
+                    id: t.id.clone(),
+                    owner_id: t.owner_id.clone(),
+                    instance_match_criteria: t.instance_match_criteria.clone(),
+                    tags: t.tags.clone(),
+                })
+                .collect(),
             timeouts: Value::Null,
         }
     }

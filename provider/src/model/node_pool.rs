@@ -36,6 +36,9 @@ model! {
         /// Karpenter NodePools whose running nodes this pool adopts (the object's
         /// `joiner.dev/adopts-karpenter-nodepools` annotation).
         pub adopts_karpenter_node_pools: Vec<String>,
+        /// Launch policies (`spec.minValuesPolicy`, `spec.candidatePriceRatio`).
+        pub min_values_policy: Option<String>,
+        pub candidate_price_ratio: Option<String>,
         /// Computed at plan time; carried through untouched.
         pub admitted_instance_types: Value,
         pub timeouts: Value,
@@ -204,6 +207,8 @@ impl NodePoolModel {
             disruption,
             limits: self.limits.clone(),
             weight: self.weight.map(|w| w as i32),
+            min_values_policy: self.min_values_policy.clone(),
+            candidate_price_ratio: self.candidate_price_ratio.clone(),
         }
     }
 
@@ -264,6 +269,8 @@ impl NodePoolModel {
             rebalance: None.into(),
             rebalance_limit: None,
             adopts_karpenter_node_pools: vec![],
+            min_values_policy: spec.min_values_policy.clone(),
+            candidate_price_ratio: spec.candidate_price_ratio.clone(),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

@@ -19,10 +19,11 @@
 //! - created by the call (instance, volume, network-interface, spot-instances-request,
 //!   fleet): must be tagged at creation → `aws:RequestTag`;
 //! - the launch template used by the call: created earlier by the agent → `aws:ResourceTag`;
-//! - existing objects the call only references (image, snapshot, subnet, security group):
-//!   AMIs and their snapshots belong to other accounts and public subnets/security groups may
-//!   be shared from another account, so they cannot carry our tag. They are limited to the
-//!   cluster's region instead.
+//! - existing objects the call only references (image, snapshot, subnet, security group,
+//!   the capacity reservation a `reserved` launch targets): AMIs and their snapshots belong
+//!   to other accounts and subnets, security groups and reservations may be shared from
+//!   another account, so they cannot carry our tag. They are limited to the cluster's
+//!   region instead.
 
 use super::arn::Arn;
 use super::document::{PolicyDocument, Statement};
@@ -122,12 +123,14 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .actions(launch)
             .resources([ec2(a, "launch-template")])
             .condition("StringEquals", &resource_tag, [cluster_name]),
-        // Referenced, untaggable inputs of a launch, limited to the region.
+        // Referenced, untaggable inputs of a launch, limited to the region. A capacity
+        // reservation a NodeClass selects may be shared by another account, like a subnet.
         Statement::allow("LaunchInputs").actions(launch).resources([
             ec2("", "image"),
             ec2("", "snapshot"),
             ec2("*", "subnet"),
             ec2("*", "security-group"),
+            ec2("*", "capacity-reservation"),
         ]),
         Statement::allow("DeleteOwn")
             .actions(["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"])

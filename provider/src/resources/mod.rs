@@ -16,6 +16,7 @@ pub mod iam_role;
 pub mod interruption_queue;
 pub mod interruption_rules;
 pub mod node_class;
+pub mod node_overlay;
 pub mod node_pool;
 pub mod node_role;
 
@@ -33,6 +34,7 @@ pub fn all() -> Vec<Arc<dyn Resource<ProviderContext>>> {
         Arc::new(fargate_profile::FargateProfile),
         Arc::new(node_class::NodeClass),
         Arc::new(node_pool::NodePool),
+        Arc::new(node_overlay::NodeOverlay),
         Arc::new(agent::Agent),
     ]
 }

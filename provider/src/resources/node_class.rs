@@ -29,6 +29,11 @@ pub const PATHS: PathMap = PathMap {
         ("kmsKeyID", "kms_key_id"),
         ("snapshotID", "snapshot_id"),
         ("clusterDNS", "cluster_dns"),
+        (
+            "capacityReservationSelectorTerms",
+            "capacity_reservation_selector_term",
+        ),
+        ("ownerID", "owner_id"),
     ],
 };
 
@@ -120,6 +125,15 @@ impl Resource<ProviderContext> for NodeClass {
                     .attribute(Attribute::number("eviction_max_pod_grace_period").optional())
                     .attribute(Attribute::string_list("cluster_dns").optional()),
             ))
+            .block(NestedBlock::list(
+                "capacity_reservation_selector_term",
+                Block::new()
+                    .description("EC2 capacity reservations (on-demand capacity reservations, capacity blocks) this class launches into for NodePools allowing capacity type `reserved`; terms are ORed (Karpenter's capacityReservationSelectorTerms).")
+                    .attribute(Attribute::string("id").optional().description("`cr-...`; not combined with the other fields."))
+                    .attribute(Attribute::string("owner_id").optional().description("The 12-digit account that owns the reservation."))
+                    .attribute(Attribute::string("instance_match_criteria").optional().description("`open` or `targeted`."))
+                    .attribute(tags_block()),
+            ))
     }
 
     fn timeouts(&self) -> Option<Timeouts> {
@@ -148,7 +162,24 @@ impl Resource<ProviderContext> for NodeClass {
         }
         if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
             let prior = NodeClassModel::from_value(&plan.prior);
-            if prior.spec() != m.spec() {
+            let (mut a, mut b) = (prior.spec(), m.spec());
+            if a.capacity_reservation_selector_terms != b.capacity_reservation_selector_terms {
+                plan.warn(Diagnostic::warning_at(
+                    "capacity_reservation_selector_term",
+                    "NodeClass capacity reservation selection changes",
+                    format!(
+                        "NodeClass {}: the capacity reservations its pools launch into change \
+                         from the next NodeClaim on. No live node drifts for this (which \
+                         reservations a class selects is not part of its drift hash, as in \
+                         Karpenter); nodes in a reservation no longer selected keep running \
+                         until it ends.",
+                        m.name.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+            a.capacity_reservation_selector_terms.clear();
+            b.capacity_reservation_selector_terms.clear();
+            if a != b {
                 if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
                     let path = first_changed(&plan.prior, &plan.planned);
                     let preview = super::node_pool::preview::node_class(ctx, c, n, path).await;
@@ -317,7 +348,39 @@ mod tests {
                 eviction_max_pod_grace_period: Some(30),
                 cluster_dns: vec!["10.0.0.10".into()],
             }),
+            capacity_reservation_selector_terms: vec![
+                ReservationTermModel {
+                    id: Some("cr-0123456789abcdef0".into()),
+                    ..Default::default()
+                },
+                ReservationTermModel {
+                    id: None,
+                    owner_id: Some("123456789012".into()),
+                    instance_match_criteria: Some("targeted".into()),
+                    tags: tags(),
+                },
+            ],
             timeouts: Value::Null,
+        }
+    }
+
+    #[test]
+    fn reservation_terms_errors_name_their_attribute() {
+        let mut m = full();
+        m.capacity_reservation_selector_terms[0].tags = [("a".to_string(), "b".to_string())].into();
+        m.capacity_reservation_selector_terms[1].owner_id = Some("me".into());
+        m.capacity_reservation_selector_terms[1].instance_match_criteria = Some("any".into());
+        let d = NodeClass.validate(&m.to_value());
+        let paths: Vec<String> = d
+            .iter()
+            .map(|d| d.path.clone().unwrap().to_string())
+            .collect();
+        for want in [
+            "capacity_reservation_selector_term[0]",
+            "capacity_reservation_selector_term[1].owner_id",
+            "capacity_reservation_selector_term[1].instance_match_criteria",
+        ] {
+            assert!(paths.contains(&want.to_string()), "{want}: {paths:?}");
         }
     }
 

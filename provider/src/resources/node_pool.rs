@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod preview;
+pub mod pricing;
 
 use std::time::Duration;
 
@@ -94,6 +95,12 @@ impl Resource<ProviderContext> for NodePool {
             }))
             .attribute(Attribute::string("rebalance_limit").optional().description(
                 "`N/duration` (e.g. `2/10m`): at most N rebalance replacements per window; needs `rebalance`.",
+            ))
+            .attribute(Attribute::string("min_values_policy").optional().description(
+                "`Strict` (default) or `BestEffort`: what a launch does when a requirement's `min_values` cannot be met. Strict plans nothing on this pool; BestEffort launches with the values there are and annotates the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed`. (Karpenter's global `--min-values-policy`, per pool.)",
+            ))
+            .attribute(Attribute::string("candidate_price_ratio").optional().description(
+                "How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a decimal ratio of at least 1, compared within a capacity type (a Spot claim's on-demand fallback is not cut); default \"2\". Types above it are never launched, so a shortage of cheap types cannot fall back to a node costing many times as much. Types kept for `min_values` are exempt.",
             ))
             .attribute(
                 Attribute::new("admitted_instance_types", admission::Admitted::value_type())
@@ -193,9 +200,17 @@ impl Resource<ProviderContext> for NodePool {
             plan.set_unknown("admitted_instance_types");
         } else {
             match admission::admitted(admission::catalog(), &m) {
-                Ok(a) => plan
-                    .planned
-                    .set_attr("admitted_instance_types", a.to_value()),
+                Ok(a) => {
+                    for (path, detail) in &a.min_values_shortfalls {
+                        plan.warn(Diagnostic::warning_at(
+                            path.clone(),
+                            "minValues relaxed at launch",
+                            detail.clone(),
+                        ));
+                    }
+                    plan.planned
+                        .set_attr("admitted_instance_types", a.to_value())
+                }
                 Err(e) => {
                     return Err(Diagnostic::error_at(
                         e.path,
@@ -206,8 +221,19 @@ impl Resource<ProviderContext> for NodePool {
                 }
             }
         }
+        let changed = plan.is_create()
+            || plan.is_replace()
+            || NodePoolModel::from_value(&plan.prior).spec() != m.spec();
+        if changed && plan.planned.is_fully_known() {
+            if let Some(w) = pricing::overlay_prices(ctx, &m).await {
+                plan.warn(w);
+            }
+        }
         if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
             let prior = NodePoolModel::from_value(&plan.prior);
+            if let Some(w) = pricing::launch_policy_change(&prior.spec(), &m.spec()) {
+                plan.warn(w);
+            }
             if prior.spec() != m.spec() {
                 let name = m.name.clone().unwrap_or_default();
                 let preview = preview::node_pool(ctx, &prior, &m).await;
@@ -387,6 +413,8 @@ mod tests {
             rebalance: Some("replace".into()).into(),
             rebalance_limit: Some("2/10m".into()),
             adopts_karpenter_node_pools: vec!["general-v1".into()],
+            min_values_policy: Some("BestEffort".into()),
+            candidate_price_ratio: Some("1.5".into()),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

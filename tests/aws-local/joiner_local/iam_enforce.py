@@ -468,6 +468,7 @@ _EC2_KINDS = {
     "snap": "snapshot",
     "fleet": "fleet",
     "sir": "spot-instances-request",
+    "cr": "capacity-reservation",
 }
 
 
@@ -552,11 +553,16 @@ def _launch_checks(call: Call, templates: list[tuple[Any, str | None]], subnets:
     sgs: set[str] = set()
     images: set[str] = set()
     profiles: set[str] = set()
+    reservations: set[str] = set()
     for template, version in templates:
         if template is None:
             continue
         checks.append((action, call.arn("ec2", f"launch-template/{template.id}"), _resource_tags_ctx(_ec2_tags(call, template.id), "ec2")))
         data = _template_data(template, version)
+        # A launch into a capacity reservation is authorized on the reservation too.
+        target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        if target.get("CapacityReservationId"):
+            reservations.add(target["CapacityReservationId"])
         if data.get("ImageId"):
             images.add(data["ImageId"])
         for key in ("SecurityGroupId", "SecurityGroupIds"):
@@ -573,6 +579,10 @@ def _launch_checks(call: Call, templates: list[tuple[Any, str | None]], subnets:
         checks.append((action, call.arn("ec2", f"subnet/{subnet}"), {}))
     for sg in sorted(s for s in sgs if isinstance(s, str)):
         checks.append((action, call.arn("ec2", f"security-group/{sg}"), {}))
+    for rid in sorted(reservations):
+        owner = getattr(_ec2_backend(call), "_joiner_capacity_reservations", {}).get(rid)
+        account = owner.owner_id if owner is not None else call.account
+        checks.append((action, call.arn("ec2", f"capacity-reservation/{rid}", account=account), {}))
     for profile in sorted(profiles):
         checks.extend(_pass_role_checks(call, profile))
     return checks

@@ -93,6 +93,20 @@ fn price_of(catalog: &Catalog, itype: &str, zone: &str, ct: Option<CapacityType>
     let Some(it) = catalog.get(itype) else {
         return crate::catalog::prices::on_demand(itype).unwrap_or(0.0);
     };
+    // A reserved node is paid for already, whether or not its reservation still has room
+    // (or is still selected): priced as reservations are, never as on-demand.
+    if ct == Some(CapacityType::Reserved) {
+        return it
+            .offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == CapacityType::Reserved)
+            .map(|o| o.price)
+            .or_else(|| {
+                it.on_demand_price()
+                    .map(crate::catalog::reservations::reserved_price)
+            })
+            .unwrap_or(0.0);
+    }
     it.offerings
         .iter()
         .find(|o| o.zone == zone && Some(o.capacity_type) == ct)

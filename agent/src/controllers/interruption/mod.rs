@@ -193,9 +193,10 @@ impl Interruptions {
         let capacity_type = CapacityType::parse(&label(labels::CAPACITY_TYPE));
         let (itype, zone) = (label(labels::INSTANCE_TYPE), label(labels::ZONE));
         if mark && !itype.is_empty() && !zone.is_empty() {
-            if let Some(ct) = capacity_type
-                .filter(|ct| *ct == CapacityType::Spot || action_label == "rebalance_replace")
-            {
+            if let Some(ct) = capacity_type.filter(|ct| {
+                matches!(ct, CapacityType::Spot | CapacityType::Reserved)
+                    || action_label == "rebalance_replace"
+            }) {
                 ctx.cloud.mark_unavailable(ct, &itype, &zone);
             }
         }

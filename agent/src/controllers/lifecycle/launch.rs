@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::api::{ClaimView, NodeClaim};
 use crate::catalog::{offering_allowed, CapacityType, Catalog};
-use crate::cloud::{LaunchRequest, Launched};
+use crate::cloud::{LaunchRequest, Launched, ReservedLaunch};
 use crate::controllers::conditions::{self, LAUNCHED};
 use crate::controllers::events::{self, Type};
 use crate::controllers::provisioning::input::claim_types;
@@ -61,12 +61,36 @@ pub fn candidates(claim: &NodeClaim, view: &ClaimView, catalog: &Catalog) -> Vec
     out
 }
 
-/// Capacity types the claim allows, Spot first.
+/// Capacity types the claim allows: its reservation first, then Spot, then on-demand.
 fn capacity_types(view: &ClaimView) -> Vec<CapacityType> {
-    [CapacityType::Spot, CapacityType::OnDemand]
-        .into_iter()
-        .filter(|ct| view.allows(labels::CAPACITY_TYPE, ct.as_str()))
-        .collect()
+    [
+        CapacityType::Reserved,
+        CapacityType::Spot,
+        CapacityType::OnDemand,
+    ]
+    .into_iter()
+    .filter(|ct| view.allows(labels::CAPACITY_TYPE, ct.as_str()))
+    .collect()
+}
+
+/// The reservation a claim planned into one launches into: its
+/// `karpenter.k8s.aws/capacity-reservation-id`, with what the catalogue knows of it.
+fn reservation(view: &ClaimView, catalog: &Catalog) -> Option<ReservedLaunch> {
+    let id = view
+        .requirements
+        .get(labels::CAPACITY_RESERVATION_ID)?
+        .single_value()?;
+    catalog
+        .types
+        .iter()
+        .flat_map(|t| t.offerings.iter())
+        .filter_map(|o| o.reservation.as_ref())
+        .find(|r| r.id == id)
+        .map(|r| ReservedLaunch {
+            id: r.id.clone(),
+            kind: r.kind,
+            interruptible: r.interruptible,
+        })
 }
 
 /// Zones the claim allows, among the catalogue's.
@@ -223,16 +247,36 @@ async fn launch(
         .get(labels::JOINER_NODEPOOL)
         .cloned()
         .unwrap_or_default();
+    let overlays = crate::controllers::nodeoverlay::active(&ctx.state);
+    let priced = crate::catalog::overlay::apply(catalog, &overlays);
+    let candidates = candidates(claim, &view, &priced);
+    let prioritized = candidates
+        .iter()
+        .any(|c| crate::catalog::overlay::reprices(catalog, &overlays, &c.instance_type));
+    let on_demand_prices = if prioritized {
+        candidates
+            .iter()
+            .filter_map(|c| {
+                let p = priced.get(&c.instance_type)?.on_demand_price()?;
+                Some((c.instance_type.clone(), p))
+            })
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let request = LaunchRequest {
         nodeclaim: name.clone(),
         nodepool: pool,
         node_class: class.clone(),
-        candidates: candidates(claim, &view, catalog),
+        candidates,
         capacity_types: capacity_types(&view),
         zones: zones(&view, catalog),
         labels: kubelet_labels(claim),
         taints: crate::api::convert_taints(&claim.spec.taints).unwrap_or_default(),
         startup_taints: startup_taints(claim),
+        reservation: reservation(&view, catalog),
+        prioritized,
+        on_demand_prices,
     };
     let result = {
         let seen = ctx

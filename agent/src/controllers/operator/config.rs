@@ -77,6 +77,11 @@ pub struct Config {
     /// so launches in progress are never mistaken for orphans.
     #[arg(long, env = "JOINER_GC_GRACE", default_value = "60s", value_parser = parse_duration)]
     pub gc_grace: Duration,
+    /// How often the nodes launched into capacity reservations are checked against EC2:
+    /// a capacity block nearing its end is drained, a lapsed reservation's node relabelled
+    /// on-demand.
+    #[arg(long, env = "JOINER_RESERVATION_CHECK_INTERVAL", default_value = "1m", value_parser = parse_duration)]
+    pub reservation_check_interval: Duration,
     /// Where the public SSM parameters of the AMI aliases live. AWS publishes them under
     /// `/aws/service`; an emulator that refuses to store parameters there (moto) gets a copy
     /// under another root, e.g. `/joiner-sandbox/aws/service`.

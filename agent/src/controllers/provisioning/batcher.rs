@@ -50,7 +50,9 @@ impl Batcher {
             }) => self.seen.insert(uid).then(|| Trigger::Pods {
                 last_seen: Instant::now(),
             }),
-            Ok(Change::NodePool(_)) | Ok(Change::NodeClass(_)) => Some(Trigger::Kick),
+            Ok(Change::NodePool(_)) | Ok(Change::NodeClass(_)) | Ok(Change::NodeOverlay(_)) => {
+                Some(Trigger::Kick)
+            }
             Err(RecvError::Lagged(_)) => Some(Trigger::Kick),
             _ => None,
         }

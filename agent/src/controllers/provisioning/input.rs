@@ -62,13 +62,25 @@ fn merge_catalogs(mut base: Catalog, other: &Catalog) -> Catalog {
     for t in &other.types {
         match index.get(&t.name) {
             Some(&i) => {
-                let have: BTreeSet<(String, crate::catalog::CapacityType)> = base.types[i]
-                    .offerings
-                    .iter()
-                    .map(|o| (o.zone.clone(), o.capacity_type))
-                    .collect();
+                // An offering per zone and capacity type, and per reservation and the class
+                // that selected it (a reservation serves only its class's pools).
+                type Key = (
+                    String,
+                    crate::catalog::CapacityType,
+                    Option<(String, String)>,
+                );
+                let key = |o: &crate::catalog::Offering| -> Key {
+                    (
+                        o.zone.clone(),
+                        o.capacity_type,
+                        o.reservation
+                            .as_ref()
+                            .map(|r| (r.id.clone(), r.node_class.clone())),
+                    )
+                };
+                let have: BTreeSet<Key> = base.types[i].offerings.iter().map(key).collect();
                 for o in &t.offerings {
-                    if !have.contains(&(o.zone.clone(), o.capacity_type)) {
+                    if !have.contains(&key(o)) {
                         std::sync::Arc::make_mut(&mut base.types[i])
                             .offerings
                             .push(o.clone());
@@ -200,6 +212,11 @@ pub async fn build(ctx: &Context) -> Round {
             merge_catalogs(acc, &catalogs[*n])
         }
     });
+    // Reservations are counted by EC2 once an instance is in them; claims planned into one
+    // and not launched yet are counted here. NodeOverlays then price what every decision
+    // of the round (and consolidation's simulations) reads.
+    let catalog = crate::catalog::reservations::subtract(&catalog, &pending_reservations(state));
+    let catalog = crate::controllers::nodeoverlay::apply(state, &catalog);
 
     let mut input = Input {
         unavailable: ctx.cloud.unavailable(),
@@ -493,6 +510,32 @@ pub async fn build(ctx: &Context) -> Round {
         disrupted,
         pools,
     }
+}
+
+/// Per capacity reservation, the live NodeClaims planned into it whose instance is not
+/// launched yet.
+fn pending_reservations(
+    state: &crate::controllers::state::ClusterState,
+) -> std::collections::BTreeMap<String, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    for c in state.node_claims.list() {
+        let launched = c
+            .status
+            .as_ref()
+            .is_some_and(|s| s.provider_id.as_deref().is_some_and(|p| !p.is_empty()));
+        if launched || c.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Ok(view) = c.view() else { continue };
+        if let Some(id) = view
+            .requirements
+            .get(labels::CAPACITY_RESERVATION_ID)
+            .and_then(|r| r.single_value())
+        {
+            *out.entry(id.to_string()).or_default() += 1;
+        }
+    }
+    out
 }
 
 /// The insufficient-capacity cache as the scheduler wants it (kept for callers that build

@@ -60,6 +60,12 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) ->
     if let Some(class) = class {
         annotations.extend(crate::disruption::drift::stamp(&pool.spec, &class.spec));
     }
+    if let Some(relaxed) = plan.min_values_relaxed {
+        annotations.insert(
+            crate::api::launch_policy::MIN_VALUES_RELAXED_ANNOTATION.into(),
+            relaxed.to_string(),
+        );
+    }
     let name = claim_name(&pool_name);
     NodeClaim {
         metadata: ObjectMeta {

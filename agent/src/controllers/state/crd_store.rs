@@ -93,6 +93,15 @@ impl<T> CrdStore<T> {
     }
 }
 
+fn is_not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(r))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(r))
+        | watcher::Error::WatchFailed(kube::Error::Api(r)) => r.code == 404,
+        _ => false,
+    }
+}
+
 fn convert<T: DeserializeOwned>(obj: &DynamicObject) -> Result<T, String> {
     let v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
     serde_json::from_value(v).map_err(|e| e.to_string())
@@ -121,6 +130,12 @@ pub async fn run<T>(
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
+                // A kind the API server does not serve (its CRD not installed, an older
+                // cluster) has no objects: the store is ready, empty, while the watch
+                // retries. Waiting would hold every loop back for a kind that may never come.
+                if is_not_served(&e) && !store.is_ready() {
+                    store.ready.send_replace(true);
+                }
                 tracing::warn!(kind = %kind, error = %e, "watch failed; retrying");
                 continue;
             }

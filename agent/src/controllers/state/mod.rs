@@ -23,7 +23,7 @@ use tokio::sync::broadcast;
 
 pub use crd_store::CrdStore;
 
-use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
 use crate::controllers::operator::metrics::Metrics;
 use crate::labels;
 
@@ -40,6 +40,7 @@ pub enum Change {
     NodeClaim(String),
     NodePool(String),
     NodeClass(String),
+    NodeOverlay(String),
     DaemonSet,
     Pdb,
 }
@@ -52,6 +53,8 @@ pub struct ClusterState {
     pub node_pools: Arc<CrdStore<NodePool>>,
     pub node_classes: Arc<CrdStore<NodeClass>>,
     pub node_claims: Arc<CrdStore<NodeClaim>>,
+    /// Price and capacity overlays on the catalogue (issue 21).
+    pub node_overlays: Arc<CrdStore<NodeOverlay>>,
     changes: broadcast::Sender<Change>,
 }
 
@@ -185,6 +188,7 @@ impl ClusterState {
             node_pools: Arc::default(),
             node_classes: Arc::default(),
             node_claims: Arc::default(),
+            node_overlays: Arc::default(),
             changes: changes.clone(),
         });
 
@@ -277,6 +281,13 @@ impl ClusterState {
             Change::NodeClass,
         ));
         tokio::spawn(crd_store::run(
+            client.clone(),
+            state.node_overlays.clone(),
+            metrics.clone(),
+            changes.clone(),
+            Change::NodeOverlay,
+        ));
+        tokio::spawn(crd_store::run(
             client,
             state.node_claims.clone(),
             metrics,
@@ -304,6 +315,7 @@ impl ClusterState {
         self.node_pools.wait_ready().await;
         self.node_classes.wait_ready().await;
         self.node_claims.wait_ready().await;
+        self.node_overlays.wait_ready().await;
     }
 
     /// The Node carrying a provider ID.

@@ -94,6 +94,9 @@ fn cluster_rules(m: &AgentModel) -> Json {
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+        // NodeOverlays are read, and their validation written on their status; never changed.
+        {"apiGroups": ["joiner.dev"], "resources": ["nodeoverlays"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["joiner.dev"], "resources": ["nodeoverlays/status"], "verbs": ["get", "patch"]},
     ]);
     // Adopting Karpenter's nodes: reading its NodeClaims, then releasing (finalizer patch)
     // and deleting them. Only when asked for.
@@ -384,7 +387,8 @@ mod tests {
                 .iter()
                 .filter(|k| **k == "CustomResourceDefinition")
                 .count(),
-            3
+            4,
+            "NodePool, NodeClass, NodeClaim, NodeOverlay"
         );
         let sa = &objs
             .iter()

@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
+use joiner_agent::api::launch_policy::{MinValuesPolicy, PriceRatio};
 use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, InstanceType};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
@@ -35,6 +36,11 @@ pub struct Admitted {
     pub dearest_spot: Option<f64>,
     pub cheapest_on_demand: Option<f64>,
     pub dearest_on_demand: Option<f64>,
+    /// The pool's candidate price bound in effect (`candidate_price_ratio`, default 2).
+    pub candidate_price_ratio: String,
+    /// Minimums a `BestEffort` pool cannot meet: not errors, but worth a plan warning
+    /// (attribute, sentence).
+    pub min_values_shortfalls: Vec<(AttributePath, String)>,
 }
 
 impl Admitted {
@@ -61,6 +67,10 @@ impl Admitted {
             ("dearest_spot_price", p(self.dearest_spot)),
             ("cheapest_on_demand_price", p(self.cheapest_on_demand)),
             ("dearest_on_demand_price", p(self.dearest_on_demand)),
+            (
+                "candidate_price_ratio",
+                Value::string(self.candidate_price_ratio.clone()),
+            ),
         ])
     }
 
@@ -72,6 +82,7 @@ impl Admitted {
             ("dearest_spot_price", Type::String),
             ("cheapest_on_demand_price", Type::String),
             ("dearest_on_demand_price", Type::String),
+            ("candidate_price_ratio", Type::String),
         ])
     }
 }
@@ -101,6 +112,11 @@ pub struct Empty {
 /// naming none of its zones, describe where the cluster runs rather than which types fit:
 /// checked here they would refuse every pool outside us-east-1 (`zone In
 /// [ap-southeast-1a]`), so they are left to the agent, which sees its own region's zones.
+///
+/// Capacity reservations are the account's, not the catalogue's: any type with on-demand
+/// offerings may have one. So capacity type `reserved` admits what on-demand admits, and
+/// the reservation labels (`capacity-reservation-id`, `-type`, `-interruptible`) are left
+/// to the agent, which reads the reservations the node class selects.
 fn steps(
     m: &NodePoolModel,
     catalog_zones: &BTreeSet<String>,
@@ -112,11 +128,20 @@ fn steps(
             || (r.key == labels::ZONE
                 && matches!(op, Operator::In)
                 && !r.values.iter().any(|z| catalog_zones.contains(z)));
-        if elsewhere {
+        if elsewhere || labels::is_reservation_label(&r.key) {
             continue;
         }
-        let req = Requirement::new(op, &r.values)?
+        let mut req = Requirement::new(op, &r.values)?
             .with_min_values(r.min_values.map(|v| v.max(0) as usize));
+        if r.key == labels::CAPACITY_TYPE && req.has(labels::CAPACITY_TYPE_RESERVED) {
+            let allowed: std::collections::BTreeSet<String> =
+                [labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND]
+                    .into_iter()
+                    .filter(|ct| req.has(ct) || *ct == labels::CAPACITY_TYPE_ON_DEMAND)
+                    .map(str::to_string)
+                    .collect();
+            req = Requirement::listed(allowed).with_min_values(req.min_values);
+        }
         let mut one = Requirements::new();
         one.add(&r.key, req);
         out.push((
@@ -168,7 +193,11 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
             });
         }
     }
-    // minValues: enough distinct values of the key among what is left.
+    // minValues: enough distinct values of the key among what is left. A BestEffort pool
+    // launches with fewer, so there it is a warning, not an error.
+    let best_effort = MinValuesPolicy::of(m.min_values_policy.as_deref())
+        .is_ok_and(|p| p == MinValuesPolicy::BestEffort);
+    let mut min_values_shortfalls = Vec::new();
     for (path, what, one) in &steps {
         for (key, r) in one.iter() {
             if let Some(min) = r.min_values {
@@ -179,15 +208,26 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
                 distinct.sort();
                 distinct.dedup();
                 if distinct.len() < min {
-                    return Err(Empty {
-                        path: path.clone().attr("min_values"),
-                        detail: format!(
-                            "{what} asks for at least {min} distinct values of {key}, but the \
-                             admitted types have only {} ({})",
-                            distinct.len(),
-                            distinct.join(", ")
-                        ),
-                    });
+                    let detail = format!(
+                        "{what} asks for at least {min} distinct values of {key}, but the \
+                         admitted types have only {} ({})",
+                        distinct.len(),
+                        distinct.join(", ")
+                    );
+                    let path = path.clone().attr("min_values");
+                    if best_effort {
+                        min_values_shortfalls.push((
+                            path,
+                            format!(
+                                "{detail}; with min_values_policy = \"BestEffort\" its \
+                                 NodeClaims launch with {} and are annotated \
+                                 karpenter.sh/nodeclaim-min-values-relaxed=true",
+                                distinct.len()
+                            ),
+                        ));
+                    } else {
+                        return Err(Empty { path, detail });
+                    }
                 }
             }
         }
@@ -218,6 +258,10 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
         dearest_spot: max(&spot),
         cheapest_on_demand: min(&od),
         dearest_on_demand: max(&od),
+        candidate_price_ratio: PriceRatio::of(m.candidate_price_ratio.as_deref())
+            .unwrap_or_default()
+            .to_string(),
+        min_values_shortfalls,
     })
 }
 
@@ -275,6 +319,29 @@ mod tests {
         assert!(a.dearest_on_demand.unwrap() > a.cheapest_on_demand.unwrap());
         assert_eq!(price_text(0.0416), "0.0416");
         assert_eq!(price_text(2.0), "2");
+    }
+
+    #[test]
+    fn reserved_capacity_admits_what_on_demand_admits() {
+        let m = |values: &[&str]| NodePoolModel {
+            requirements: vec![
+                req("karpenter.sh/capacity-type", "In", values),
+                req(
+                    "karpenter.k8s.aws/capacity-reservation-type",
+                    "In",
+                    &["capacity-block"],
+                ),
+                req("karpenter.k8s.aws/instance-family", "In", &["m5"]),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let reserved = admitted(catalog(), &m(&["reserved"])).unwrap();
+        let od = admitted(catalog(), &m(&["on-demand"])).unwrap();
+        assert_eq!(reserved.count, od.count);
+        assert!(reserved.cheapest_spot.is_none());
+        let all = admitted(catalog(), &m(&["reserved", "spot"])).unwrap();
+        assert!(all.cheapest_spot.is_some() && all.cheapest_on_demand.is_some());
     }
 
     #[test]

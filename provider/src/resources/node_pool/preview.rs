@@ -52,7 +52,7 @@ pub fn warning(kind: &str, name: &str, preview: Preview) -> Diagnostic {
     }
 }
 
-async fn bounded<T, E: std::fmt::Display>(
+pub(super) async fn bounded<T, E: std::fmt::Display>(
     what: &str,
     f: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, String> {
@@ -66,7 +66,7 @@ async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
-async fn client(ctx: &ProviderContext, cluster: &str) -> Result<Kube, String> {
+pub(super) async fn client(ctx: &ProviderContext, cluster: &str) -> Result<Kube, String> {
     if !ctx.kube.is_configured() {
         return Err("the provider's kubernetes settings are not known until apply".into());
     }
