@@ -8,6 +8,7 @@
 //!   a disrupted claim's drain first waits for its replacements ([`termination::disrupted`]);
 //! - [`interruption`]: the SQS consumer; disrupts the NodeClaims of interrupted instances;
 //! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
+//! - [`repair`]: node repair: disrupts the NodeClaims of nodes unhealthy too long;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
 //! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does;
@@ -33,6 +34,7 @@ pub mod nodepool;
 pub mod operator;
 pub mod provisioning;
 pub mod queue;
+pub mod repair;
 pub mod state;
 pub mod termination;
 
@@ -113,6 +115,7 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     ("nodeclass.termination", |c| Box::pin(nodeclass::run(c))),
     ("interruption", |c| Box::pin(interruption::run(c))),
     ("disruption", |c| Box::pin(disruption::run(c))),
+    ("node.health", |c| Box::pin(repair::run(c))),
 ];
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default
