@@ -957,4 +957,3 @@ fn seed_scale_in_ends_with_the_nodes_four_pods_need() {
     assert_eq!(removed, 25, "{out:#?}");
     assert_eq!(added, 1);
 }
-

@@ -125,12 +125,18 @@ fn capacity_attributes_reach_the_cluster_and_are_priced_in_the_plan() {
             .clone()
     };
     let web = of("joiner_node_pool.web");
-    assert!(web.code.as_deref().unwrap_or("").contains("headroom {"), "{web}");
+    assert!(
+        web.code.as_deref().unwrap_or("").contains("headroom {"),
+        "{web}"
+    );
     assert!(
         web.mentions("NodePool web headroom[0] keeps room for 4 pod(s) of 1 CPU / 2Gi: at most $"),
         "{web}"
     );
-    assert!(web.mentions("on-demand, the cheapest admitted type that holds it all"), "{web}");
+    assert!(
+        web.mentions("on-demand, the cheapest admitted type that holds it all"),
+        "{web}"
+    );
     assert!(
         web.mentions("headroom[1] keeps 2 spare node(s) during 0 8 * * mon-fri for 10h (UTC): $"),
         "{web}"
@@ -162,8 +168,16 @@ fn capacity_attributes_reach_the_cluster_and_are_priced_in_the_plan() {
     assert_eq!(spec["disruption"]["consolidationEvictionsPerHour"], 30);
     let fixed = rt.block_on(pools(&client).get("fixed")).unwrap();
     assert_eq!(fixed.data["spec"]["replicas"], 3);
-    tf.import_verify("joiner_node_pool.web", &format!("{CLUSTER}:web"), &["timeouts"]);
-    tf.import_verify("joiner_node_pool.fixed", &format!("{CLUSTER}:fixed"), &["timeouts"]);
+    tf.import_verify(
+        "joiner_node_pool.web",
+        &format!("{CLUSTER}:web"),
+        &["timeouts"],
+    );
+    tf.import_verify(
+        "joiner_node_pool.fixed",
+        &format!("{CLUSTER}:fixed"),
+        &["timeouts"],
+    );
 
     // Unchanged capacity is not said again; a changed cap and a smaller static pool are.
     tf.write_config(&config(&sim, Some(1), 10));
@@ -184,7 +198,11 @@ fn capacity_attributes_reach_the_cluster_and_are_priced_in_the_plan() {
         .iter()
         .find(|w| w.address.as_deref() == Some("joiner_node_pool.web"))
         .unwrap();
-    assert_eq!(web.attribute().as_deref(), Some("consolidation_evictions_per_hour"), "{web}");
+    assert_eq!(
+        web.attribute().as_deref(),
+        Some("consolidation_evictions_per_hour"),
+        "{web}"
+    );
     assert!(!web.mentions("headroom[0]"), "headroom unchanged: {web}");
     tf.apply();
     let fixed = rt.block_on(pools(&client).get("fixed")).unwrap();

@@ -590,6 +590,13 @@ impl Disruption {
         // A delete decision simulated the pods onto existing nodes: nothing to wait for.
         let none: &[String] = &[];
         let replaced_by = d.replacements.is_empty().then_some(none);
+        // Every node of the decision is marked before any drain starts: a pod evicted from
+        // the first would otherwise be scheduled onto the second, and evicted again.
+        for n in &d.nodes {
+            if let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) {
+                disrupted::taint_node(ctx, &claim).await;
+            }
+        }
         for n in &d.nodes {
             let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) else {
                 continue;
