@@ -115,6 +115,7 @@ fn world(cat: &Catalog, n: usize, now: i64) -> World {
                 ..Default::default()
             }])
             .unwrap(),
+            ..Default::default()
         }],
         sched: Input {
             node_pools: vec![node_pool("default", reqs)],

@@ -35,6 +35,7 @@ fn policy(budgets: &[Budget]) -> PoolPolicy {
         policy: Policy::WhenEmptyOrUnderutilized,
         consolidate_after: Some(30),
         budgets: Budgets::from_api(budgets).unwrap(),
+        ..Default::default()
     }
 }
 
@@ -346,21 +347,41 @@ fn spot_to_spot_needs_enough_cheaper_candidates() {
             &["spot"],
         )
     };
-    // fake-it-0..6 are the only cheaper types: 7 < 15.
-    assert!(decide(&cat, &mk(), &Config::default()).decisions.is_empty());
+    // Off by default, as Karpenter's SpotToSpotConsolidation gate: said, not done.
     let lax = Config {
         spot_to_spot_min_candidates: 5,
         ..Config::default()
     };
     let out = decide(&cat, &mk(), &lax);
+    assert!(out.decisions.is_empty(), "{out:#?}");
+    assert!(
+        out.blocked.iter().any(|b| b
+            .why
+            .contains("spot-to-spot consolidation is off for NodePool default")),
+        "{out:#?}"
+    );
+    let opted = |mut w: World| {
+        w.pools[0].spot_to_spot = true;
+        w
+    };
+    // fake-it-0..6 are the only cheaper types: 7 < 15.
+    let out = decide(&cat, &opted(mk()), &Config::default());
+    assert!(out.decisions.is_empty());
+    assert!(
+        out.blocked
+            .iter()
+            .any(|b| b.why == "spot-to-spot consolidation needs 15 cheaper Spot types, 7 found"),
+        "{out:#?}"
+    );
+    let out = decide(&cat, &opted(mk()), &lax);
     assert_eq!(out.decisions.len(), 1);
     let r = &out.decisions[0].replacements[0];
-    assert!(r.instance_types.len() >= 5);
+    assert_eq!(r.instance_types.len(), 5, "launches from the 5 cheapest");
     assert!(r
         .instance_types
         .iter()
         .all(|t| t.capacity_type == CapacityType::Spot));
-    // With 16+ cheaper Spot types it is allowed by default.
+    // With 16+ cheaper Spot types it is allowed by default, from the 15 cheapest.
     let w = world(
         &cat,
         vec![node(
@@ -373,7 +394,315 @@ fn spot_to_spot_needs_enough_cheaper_candidates() {
         policy(&[budget("100%")]),
         &["spot"],
     );
+    let out = decide(&cat, &opted(w), &Config::default());
+    assert_eq!(out.decisions.len(), 1);
+    assert_eq!(out.decisions[0].replacements[0].instance_types.len(), 15);
+}
+
+/// `first`, then nine 8-vCPU nodes each filled by 8 pods (no room for anything more).
+fn pool_of_ten(cat: &Catalog, first: Candidate) -> Vec<Candidate> {
+    let a = &cat.get("fake-it-7").unwrap().allocatable;
+    let (cpu, mem) = (a.cpu_milli / 8, a.memory_bytes / 8 / MI);
+    let mut out = vec![first];
+    for i in 1..10 {
+        let pods = (0..8)
+            .map(|k| pod(&format!("busy-{i}-{k}"), cpu, mem))
+            .collect();
+        let mut n = node(cat, &format!("busy-{i}"), 7, CapacityType::OnDemand, pods);
+        n.do_not_disrupt = true;
+        out.push(n);
+    }
+    out
+}
+
+#[test]
+fn balanced_weighs_the_saving_against_the_pods_it_moves() {
+    let cat = catalog();
+    // The nine other nodes are full (8 pods each). "light" holds 8 pods of 250m (2 vCPU) on
+    // 8 vCPU; a 3-vCPU node holds them for 3/8 of the price. Saving: 5/8 of one node of ten
+    // (6.25 % of the pool's cost) for 9 of the pool's 90 units of disruption (a node counts
+    // 1, each pod 1): 10 %, score 0.63, approved.
+    let light = |pods: usize| {
+        node(
+            &cat,
+            "light",
+            7,
+            CapacityType::OnDemand,
+            (0..pods).map(|k| pod(&format!("l{k}"), 250, 256)).collect(),
+        )
+    };
+    let balanced = |w: World| {
+        let mut w = w;
+        w.pools[0].policy = Policy::Balanced;
+        w
+    };
+    let w = world(
+        &cat,
+        pool_of_ten(&cat, light(8)),
+        policy(&[budget("100%")]),
+        &["on-demand"],
+    );
+    let out = decide(&cat, &balanced(w), &Config::default());
+    assert_eq!(out.decisions.len(), 1, "{out:#?}");
+    let d = &out.decisions[0];
+    assert_eq!(nodes_of(d), vec!["light"]);
+    assert!(
+        d.message.contains("; Balanced score 0.63 >= 0.50"),
+        "{}",
+        d.message
+    );
+    // 14 pods of 130m fit a 2-vCPU node: a bigger saving (7.5 %) for 15 of 96 units of
+    // disruption (15.6 %): score 0.48, refused, where WhenEmptyOrUnderutilized moves them.
+    // (Deleting it outright would score 0.64, so it passes the candidate filter.)
+    let crowded = || {
+        node(
+            &cat,
+            "light",
+            7,
+            CapacityType::OnDemand,
+            (0..14).map(|k| pod(&format!("l{k}"), 130, 64)).collect(),
+        )
+    };
+    let w = world(
+        &cat,
+        pool_of_ten(&cat, crowded()),
+        policy(&[budget("100%")]),
+        &["on-demand"],
+    );
     assert_eq!(decide(&cat, &w, &Config::default()).decisions.len(), 1);
+    let out = decide(&cat, &balanced(w), &Config::default());
+    assert!(out.decisions.is_empty(), "{out:#?}");
+    let why = out
+        .blocked
+        .iter()
+        .find(|b| b.node == "light")
+        .map(|b| b.why.clone())
+        .unwrap_or_default();
+    assert!(why.starts_with("Balanced: score 0.48 < 0.50"), "{why}");
+    // Pods that say they are expensive to restart weigh more: 8 such pods (10 each) keep
+    // their node (even deleting it would score 0.10 / (81/162) = 0.20).
+    let mut dear = light(8);
+    dear.eviction_cost = Some(8.0 * 10.0);
+    let w = world(
+        &cat,
+        pool_of_ten(&cat, dear),
+        policy(&[budget("100%")]),
+        &["on-demand"],
+    );
+    let out = decide(&cat, &balanced(w), &Config::default());
+    assert!(out.decisions.is_empty(), "{out:#?}");
+    assert!(out.blocked.iter().any(|b| b.node == "light"
+        && b.why
+            .starts_with("Balanced: even deleting it would not pay: score 0.20")));
+}
+
+#[test]
+fn the_eviction_cap_holds_within_a_pass_and_across_the_hour() {
+    let cat = catalog();
+    // Three 4-vCPU nodes with 2 pods of 500m each, and a big node with room for them all.
+    let mut big = node(
+        &cat,
+        "big",
+        15,
+        CapacityType::OnDemand,
+        vec![pod("anchor", 8000, 8192)],
+    );
+    big.do_not_disrupt = true;
+    let mut nodes = vec![big];
+    for n in ["a", "b", "c"] {
+        nodes.push(node(
+            &cat,
+            n,
+            3,
+            CapacityType::OnDemand,
+            vec![
+                pod(&format!("{n}1"), 500, 512),
+                pod(&format!("{n}2"), 500, 512),
+            ],
+        ));
+    }
+    let mk = |cap: Option<u32>, used: u32| {
+        let mut p = policy(&[budget("100%")]);
+        p.evictions_per_hour = cap;
+        p.evictions_last_hour = used;
+        world(&cat, nodes.clone(), p, &["on-demand"])
+    };
+    let moved = |w: &World| -> usize {
+        decide(&cat, w, &Config::default())
+            .decisions
+            .iter()
+            .flat_map(|d| d.nodes.iter())
+            .count()
+    };
+    assert_eq!(moved(&mk(None, 0)), 3, "no cap: all three go");
+    assert_eq!(
+        moved(&mk(Some(5), 0)),
+        2,
+        "a cap of 5 pods: two nodes of 2 pods"
+    );
+    let out = decide(&cat, &mk(Some(5), 3), &Config::default());
+    assert_eq!(
+        out.decisions.iter().map(|d| d.nodes.len()).sum::<usize>(),
+        1
+    );
+    assert!(
+        out.blocked.iter().any(|b| b.why
+            == "the NodePool's cap of 5 consolidation evictions per hour would be exceeded (5 in the last hour, 2 more needed)"),
+        "{out:#?}"
+    );
+    assert_eq!(moved(&mk(Some(0), 0)), 0, "a cap of 0 moves no pod");
+}
+
+#[test]
+fn a_node_under_consolidate_after_is_no_destination_and_a_destination_cools() {
+    let cat = catalog();
+    // "x" and "y" (2 vCPU each; no cheaper type holds their pods, and together they need a
+    // 4-vCPU node that costs as much as both) could each move their pod to "dest", which has
+    // room for one of them. With dest's pods changed 10 s ago
+    // (consolidateAfter 30 s) it may receive none; quiet, it receives one, and then cools:
+    // the other stays.
+    // Pods that nearly fill a 2-vCPU node; dest has room for one.
+    let size = cat.get("fake-it-1").unwrap().allocatable.cpu_milli - 100;
+    let room = cat.get("fake-it-7").unwrap().allocatable.cpu_milli - size - 50;
+    let mk = |dest_quiet: bool| {
+        let mut dest = node(
+            &cat,
+            "dest",
+            7,
+            CapacityType::OnDemand,
+            vec![pod("d", room, 1024)],
+        );
+        dest.do_not_disrupt = true;
+        if !dest_quiet {
+            dest.last_pod_change = NOW - 10;
+        }
+        world(
+            &cat,
+            vec![
+                dest,
+                node(
+                    &cat,
+                    "x",
+                    1,
+                    CapacityType::OnDemand,
+                    vec![pod("x", size, 512)],
+                ),
+                node(
+                    &cat,
+                    "y",
+                    1,
+                    CapacityType::OnDemand,
+                    vec![pod("y", size, 512)],
+                ),
+            ],
+            policy(&[budget("100%")]),
+            &["on-demand"],
+        )
+    };
+    let out = decide(&cat, &mk(false), &Config::default());
+    assert!(
+        out.decisions.is_empty(),
+        "nothing may move onto dest: {out:#?}"
+    );
+    let out = decide(&cat, &mk(true), &Config::default());
+    let deleted: Vec<&str> = out
+        .decisions
+        .iter()
+        .filter(|d| d.replacements.is_empty())
+        .flat_map(|d| d.nodes.iter().map(|n| n.node.as_str()))
+        .collect();
+    assert_eq!(
+        deleted.len(),
+        1,
+        "one of x, y moves to dest, then dest cools: {out:#?}"
+    );
+}
+
+#[test]
+fn headroom_keeps_its_room_and_spare_nodes_stay() {
+    use joiner_agent::api::node_pool::Headroom;
+    let cat = catalog();
+    // "free" is empty (4 vCPU); "half" has 3 of 4 vCPU used. Headroom: room for one pod of
+    // 3 vCPU. Only "free" has it: the empty node stays, and so does "half" (its pod could
+    // go to "free", but then the room would be gone).
+    let mk = |h: Vec<Headroom>| {
+        let mut p = policy(&[budget("100%")]);
+        p.headroom = joiner_agent::scheduler::headroom::parse(&h).unwrap();
+        world(
+            &cat,
+            vec![
+                node(&cat, "free", 3, CapacityType::OnDemand, vec![]),
+                node(
+                    &cat,
+                    "half",
+                    3,
+                    CapacityType::OnDemand,
+                    vec![pod("h", 3000, 1024)],
+                ),
+            ],
+            p,
+            &["on-demand"],
+        )
+    };
+    let room = Headroom {
+        cpu: Some("3".into()),
+        memory: Some("1Gi".into()),
+        ..Default::default()
+    };
+    let out = decide(&cat, &mk(vec![]), &Config::default());
+    assert_eq!(
+        out.decisions.len(),
+        1,
+        "without headroom the empty node goes: {out:#?}"
+    );
+    let out = decide(&cat, &mk(vec![room]), &Config::default());
+    assert!(out.decisions.is_empty(), "{out:#?}");
+    assert!(out
+        .blocked
+        .iter()
+        .any(|b| b.node == "free" && b.why == "its room is its NodePool's headroom"));
+    // Spare nodes: one empty node is kept as the pool's spare.
+    let spare = Headroom {
+        nodes: Some(1),
+        ..Default::default()
+    };
+    let out = decide(&cat, &mk(vec![spare]), &Config::default());
+    assert!(
+        out.decisions.iter().all(|d| d.reason != Reason::Empty),
+        "{out:#?}"
+    );
+    assert!(out
+        .blocked
+        .iter()
+        .any(|b| b.node == "free" && b.why.contains("spare nodes")));
+}
+
+#[test]
+fn static_pools_are_never_consolidated() {
+    let cat = catalog();
+    let mut p = policy(&[budget("100%")]);
+    p.replicas = Some(2);
+    let w = world(
+        &cat,
+        vec![
+            node(&cat, "empty", 3, CapacityType::OnDemand, vec![]),
+            node(
+                &cat,
+                "light",
+                7,
+                CapacityType::OnDemand,
+                vec![pod("y", 500, 512)],
+            ),
+        ],
+        p,
+        &["on-demand"],
+    );
+    let out = decide(&cat, &w, &Config::default());
+    assert!(out.decisions.is_empty(), "{out:#?}");
+    assert!(
+        out.blocked.is_empty(),
+        "not blocked either: not considered: {out:#?}"
+    );
 }
 
 #[test]

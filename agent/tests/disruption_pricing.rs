@@ -72,6 +72,7 @@ fn world(candidate: Candidate) -> World {
                 ..Default::default()
             }])
             .unwrap(),
+            ..Default::default()
         }],
         sched: Input {
             node_pools: vec![node_pool("default", reqs)],

@@ -47,6 +47,22 @@ pub struct NodePoolSpec {
     /// `minValues` are exempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_price_ratio: Option<String>,
+    // Issue 21's capacity fields (static replicas, headroom, repair), kept together.
+    /// Static capacity (Karpenter v1.8 `spec.replicas`): the pool keeps exactly this many
+    /// nodes whatever the pods need, and never launches for pending pods. Only
+    /// `limits.nodes` applies; `weight` and `headroom` may not be set; consolidation is off
+    /// (drift, expiry and repair still replace nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+    /// Warm capacity (joiner; Karpenter has no such field): room kept free on the pool's
+    /// nodes for pods that have not arrived yet, so a burst starts without a boot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headroom: Vec<Headroom>,
+    /// Node repair (Karpenter v1.1's `NodeRepair`, opted into per pool): a node whose
+    /// condition matches a policy for its toleration is replaced, unless more than 20 % of
+    /// the pool's nodes are unhealthy. No policies: Karpenter's AWS defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -102,6 +118,15 @@ pub struct Disruption {
     /// At most this many nodes may be disrupted at once; defaults to one budget of `10%`.
     #[serde(default = "default_budgets")]
     pub budgets: Vec<Budget>,
+    /// Replace Spot nodes by cheaper Spot nodes (Karpenter's `SpotToSpotConsolidation`
+    /// feature gate, per pool here): a single node needs at least 15 cheaper Spot types, and
+    /// its replacement launches from the 15 cheapest. Off by default, as in Karpenter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spot_to_spot_consolidation: bool,
+    /// At most this many pods evicted by consolidation in any hour (joiner; Karpenter has no
+    /// cap). Unset: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation_evictions_per_hour: Option<u32>,
 }
 
 impl Default for Disruption {
@@ -110,6 +135,8 @@ impl Default for Disruption {
             consolidation_policy: default_consolidation_policy(),
             consolidate_after: default_consolidate_after(),
             budgets: default_budgets(),
+            spot_to_spot_consolidation: false,
+            consolidation_evictions_per_hour: None,
         }
     }
 }
@@ -155,4 +182,64 @@ pub struct NodePoolStatus {
     pub node_class_observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Consolidation's evictions of the last hour, kept here so that
+    /// `consolidationEvictionsPerHour` survives a change of leader.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidation_evictions: Vec<EvictionRecord>,
+}
+
+/// Pods evicted by one consolidation decision.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionRecord {
+    /// RFC 3339.
+    pub time: String,
+    pub pods: u32,
+}
+
+/// Room kept for pods to come: `pods` pods of `cpu`/`memory` each, or `nodes` spare (empty)
+/// nodes; during a cron window when `schedule` and `duration` are set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Headroom {
+    /// CPU of one pod to make room for (`"1"`, `500m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    /// Memory of one pod to make room for (`2Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// How many such pods (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<u32>,
+    /// Spare nodes with no pods; may not be combined with cpu, memory or pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// Cron schedule (UTC) when this headroom is kept; requires `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+}
+
+/// Node repair settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Repair {
+    /// Empty: Karpenter's AWS policies (Ready False/Unknown 30m, AcceleratedHardwareReady
+    /// False 10m, StorageReady, NetworkingReady, KernelReady, ContainerRuntimeReady False 30m).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<RepairPolicy>,
+}
+
+/// A node condition that, held for `tolerationDuration`, gets the node replaced (the
+/// fields of Karpenter's cloud provider `RepairPolicy`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairPolicy {
+    /// `Ready`, or a node-problem condition such as `KernelReady`.
+    pub condition_type: String,
+    /// `True`, `False` or `Unknown`.
+    pub condition_status: String,
+    /// How long the condition may hold before the node is replaced (`30m`).
+    pub toleration_duration: String,
 }

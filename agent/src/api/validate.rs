@@ -118,12 +118,12 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
         e.push(
             format!("{d}.consolidationPolicy"),
             "WhenUnderutilized was renamed WhenEmptyOrUnderutilized in Karpenter v1 (same \
-             behaviour); must be one of WhenEmpty, WhenEmptyOrUnderutilized",
+             behaviour); must be one of WhenEmpty, WhenEmptyOrUnderutilized, Balanced",
         );
-    } else if pol != "WhenEmpty" && pol != "WhenEmptyOrUnderutilized" {
+    } else if !CONSOLIDATION_POLICIES.contains(&pol.as_str()) {
         e.push(
             format!("{d}.consolidationPolicy"),
-            "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
+            format!("must be one of {}", CONSOLIDATION_POLICIES.join(", ")),
         );
     }
     if let Err(m) = duration::parse_or_never(&spec.disruption.consolidate_after) {
@@ -181,7 +181,116 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     for (p, m) in super::launch_policy::check(spec, path) {
         e.push(p, m);
     }
+    capacity(&mut e, spec, path);
     e.0
+}
+
+/// `consolidationPolicy` values: Karpenter's, `Balanced` being v1.14's.
+pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"];
+
+/// Condition statuses a repair policy may name.
+const CONDITION_STATUSES: &[&str] = &["True", "False", "Unknown"];
+
+/// Issue 21's capacity fields: static `replicas`, `headroom`, `repair`.
+fn capacity(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
+    if let Some(r) = spec.replicas {
+        let p = format!("{path}.replicas");
+        if r < 0 {
+            e.push(&p, "must not be negative");
+        }
+        // Karpenter's rules for a static NodePool.
+        for k in spec.limits.keys().filter(|k| *k != crate::scheduler::NODES) {
+            e.push(
+                format!("{path}.limits[{k:?}]"),
+                "a static NodePool (replicas set) supports only the nodes limit",
+            );
+        }
+        if spec.weight.is_some() {
+            e.push(
+                format!("{path}.weight"),
+                "a static NodePool (replicas set) takes no weight: it never launches for pending pods",
+            );
+        }
+        if !spec.headroom.is_empty() {
+            e.push(
+                format!("{path}.headroom"),
+                "a static NodePool (replicas set) keeps a fixed node count; headroom needs a dynamic pool",
+            );
+        }
+    }
+    for (i, h) in spec.headroom.iter().enumerate() {
+        let p = format!("{path}.headroom[{i}]");
+        let sized = h.cpu.is_some() || h.memory.is_some() || h.pods.is_some();
+        match (sized, h.nodes) {
+            (true, Some(_)) => e.push(
+                format!("{p}.nodes"),
+                "either nodes (spare nodes) or cpu/memory/pods (room for pods), not both",
+            ),
+            (false, None) => e.push(&p, "one of cpu, memory or nodes is required"),
+            _ => {}
+        }
+        if sized && h.cpu.is_none() && h.memory.is_none() {
+            e.push(
+                &p,
+                "pods needs cpu or memory: the size of one pod to make room for",
+            );
+        }
+        if let Some(c) = &h.cpu {
+            match crate::resources::parse_cpu_milli(c) {
+                Ok(v) if v > 0 => {}
+                Ok(_) => e.push(format!("{p}.cpu"), "must be more than 0"),
+                Err(m) => e.push(format!("{p}.cpu"), m),
+            }
+        }
+        if let Some(m) = &h.memory {
+            match parse_bytes(m) {
+                Ok(v) if v > 0 => {}
+                Ok(_) => e.push(format!("{p}.memory"), "must be more than 0"),
+                Err(msg) => e.push(format!("{p}.memory"), msg),
+            }
+        }
+        if h.pods == Some(0) {
+            e.push(format!("{p}.pods"), "must be at least 1");
+        }
+        if h.nodes == Some(0) {
+            e.push(format!("{p}.nodes"), "must be at least 1");
+        }
+        window(e, &p, &h.schedule, &h.duration);
+    }
+    if let Some(r) = &spec.repair {
+        for (i, pol) in r.policies.iter().enumerate() {
+            let p = format!("{path}.repair.policies[{i}]");
+            if pol.condition_type.is_empty() {
+                e.push(format!("{p}.conditionType"), "must not be empty");
+            }
+            if !CONDITION_STATUSES.contains(&pol.condition_status.as_str()) {
+                e.push(
+                    format!("{p}.conditionStatus"),
+                    "must be one of True, False, Unknown",
+                );
+            }
+            if let Err(m) = duration::parse_seconds(&pol.toleration_duration) {
+                e.push(format!("{p}.tolerationDuration"), m);
+            }
+        }
+    }
+}
+
+/// A cron `schedule` with its `duration`, both or neither.
+fn window(e: &mut Errors, p: &str, schedule: &Option<String>, dur: &Option<String>) {
+    match (schedule, dur) {
+        (Some(sc), Some(du)) => {
+            if let Err(m) = cron(sc) {
+                e.push(format!("{p}.schedule"), m);
+            }
+            if let Err(m) = duration::parse_seconds(du) {
+                e.push(format!("{p}.duration"), m);
+            }
+        }
+        (Some(_), None) => e.push(format!("{p}.duration"), "required when schedule is set"),
+        (None, Some(_)) => e.push(format!("{p}.schedule"), "required when duration is set"),
+        (None, None) => {}
+    }
 }
 
 /// Checks a NodeClass spec.
@@ -737,6 +846,87 @@ mod tests {
     }
 
     #[test]
+    fn static_pools_headroom_and_repair_are_checked_with_their_paths() {
+        let mut p = pool();
+        p.disruption.consolidation_policy = "Balanced".into();
+        p.disruption.spot_to_spot_consolidation = true;
+        p.disruption.consolidation_evictions_per_hour = Some(30);
+        p.headroom = vec![
+            Headroom {
+                cpu: Some("1".into()),
+                memory: Some("2Gi".into()),
+                pods: Some(4),
+                ..Default::default()
+            },
+            Headroom {
+                nodes: Some(2),
+                schedule: Some("0 8 * * mon-fri".into()),
+                duration: Some("10h".into()),
+                ..Default::default()
+            },
+        ];
+        p.repair = Some(Repair {
+            policies: vec![RepairPolicy {
+                condition_type: "Ready".into(),
+                condition_status: "Unknown".into(),
+                toleration_duration: "5m".into(),
+            }],
+        });
+        assert_eq!(node_pool(&p, "spec"), vec![]);
+
+        let mut bad = pool();
+        bad.replicas = Some(-1);
+        bad.headroom = vec![
+            Headroom {
+                cpu: Some("0".into()),
+                nodes: Some(1),
+                ..Default::default()
+            },
+            Headroom::default(),
+            Headroom {
+                pods: Some(3),
+                schedule: Some("@daily".into()),
+                ..Default::default()
+            },
+        ];
+        bad.repair = Some(Repair {
+            policies: vec![RepairPolicy {
+                condition_type: String::new(),
+                condition_status: "Maybe".into(),
+                toleration_duration: "soon".into(),
+            }],
+        });
+        let errs: Vec<String> = node_pool(&bad, "spec")
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        for x in [
+            "spec.replicas: must not be negative",
+            "spec.limits[\"cpu\"]: a static NodePool (replicas set) supports only the nodes limit",
+            "spec.weight: a static NodePool (replicas set) takes no weight: it never launches for pending pods",
+            "spec.headroom: a static NodePool (replicas set) keeps a fixed node count; headroom needs a dynamic pool",
+            "spec.headroom[0].nodes: either nodes (spare nodes) or cpu/memory/pods (room for pods), not both",
+            "spec.headroom[0].cpu: must be more than 0",
+            "spec.headroom[1]: one of cpu, memory or nodes is required",
+            "spec.headroom[2]: pods needs cpu or memory: the size of one pod to make room for",
+            "spec.headroom[2].duration: required when schedule is set",
+            "spec.repair.policies[0].conditionType: must not be empty",
+            "spec.repair.policies[0].conditionStatus: must be one of True, False, Unknown",
+        ] {
+            assert!(errs.iter().any(|e| e == x), "missing {x:?} in {errs:#?}");
+        }
+        assert!(errs
+            .iter()
+            .any(|e| e.starts_with("spec.repair.policies[0].tolerationDuration: ")));
+        // A static pool with only a node limit is fine.
+        let mut ok = pool();
+        ok.replicas = Some(3);
+        ok.weight = None;
+        ok.limits = [("nodes".to_string(), "5".to_string())].into();
+        assert_eq!(node_pool(&ok, "spec"), vec![]);
+    }
+
+    #[test]
     fn a_v1beta1_policy_name_says_what_it_became() {
         let mut p = pool();
         p.disruption.consolidation_policy = "WhenUnderutilized".into();
@@ -872,7 +1062,7 @@ mod tests {
             "spec.template.spec.requirements[3].values: operator Gt needs an integer value, got \"four\"",
             "spec.template.spec.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute",
             "spec.template.metadata.labels[\"karpenter.sh/nodepool\"]: label karpenter.sh/nodepool is set by the agent and may not be set here",
-            "spec.disruption.consolidationPolicy: must be one of WhenEmpty, WhenEmptyOrUnderutilized",
+            "spec.disruption.consolidationPolicy: must be one of WhenEmpty, WhenEmptyOrUnderutilized, Balanced",
             "spec.disruption.budgets[1].nodes: must be a non-negative integer or a percentage from 0% to 100%",
             "spec.disruption.budgets[1].duration: required when schedule is set",
             "spec.disruption.budgets[1].reasons[0]: must be one of Underutilized, Empty, Drifted",

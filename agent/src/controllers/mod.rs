@@ -10,6 +10,7 @@
 //! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
 //! - [`capacity_reservation`]: nodes in capacity reservations: a block's end drains them,
 //!   a lapsed reservation's become on-demand;
+//! - [`repair`]: node repair: disrupts the NodeClaims of nodes unhealthy too long;
 //! - [`garbage_collection`]: instances without claims, claims without instances;
 //! - [`nodepool`]: NodePool validation reported on status and as Events;
 //! - [`nodeclass`]: the NodeClass finalizer: its launch templates go before it does; and
@@ -42,6 +43,7 @@ pub mod nodepool;
 pub mod operator;
 pub mod provisioning;
 pub mod queue;
+pub mod repair;
 pub mod state;
 pub mod termination;
 
@@ -128,6 +130,7 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     ("capacityreservation.expiration", |c| {
         Box::pin(capacity_reservation::run(c))
     }),
+    ("node.health", |c| Box::pin(repair::run(c))),
 ];
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default

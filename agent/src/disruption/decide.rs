@@ -22,11 +22,24 @@
 //! do-not-disrupt annotation (node or pod), whose pods' PDBs allow no disruption now, and
 //! (for consolidation) nodes whose pods changed less than `consolidateAfter` ago or that
 //! are younger than it. Budgets are checked per NodePool and reason.
+//!
+//! Issue 21 added, per pool (each a field of [`PoolPolicy`]):
+//! - `Balanced` ([`super::balanced`]): a move must save at least half as large a share of
+//!   the pool's cost as the share of its disruption it causes;
+//! - as Karpenter v1.14, a node under its `consolidateAfter` (pods arrived or left
+//!   recently) is no destination for consolidated pods, and the nodes a move puts pods on
+//!   start their `consolidateAfter` again, so moves do not chain within one window;
+//! - Spot→Spot replacement only when the pool opts in (Karpenter's feature gate);
+//! - a cap on consolidation's evictions per hour;
+//! - headroom: a move must leave the pool's headroom placeable, and spare nodes are kept;
+//! - static pools (`replicas`) are never consolidated.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::balanced;
 use super::budgets::{Budgets, Reason};
 use crate::catalog::{CapacityType, Catalog};
+use crate::scheduler::headroom::{self, Headroom};
 use crate::scheduler::{self, BoundPod, InFlightClaim, Input, NewNodeClaim, Pod, Target};
 
 /// Tunables of the decision.
@@ -54,10 +67,13 @@ impl Default for Config {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Policy {
     WhenEmpty,
+    #[default]
     WhenEmptyOrUnderutilized,
+    /// Karpenter v1.14: underutilised nodes too, when the move scores (see [`balanced`]).
+    Balanced,
 }
 
 impl Policy {
@@ -65,21 +81,35 @@ impl Policy {
         match s {
             "WhenEmpty" => Ok(Policy::WhenEmpty),
             "WhenEmptyOrUnderutilized" | "" => Ok(Policy::WhenEmptyOrUnderutilized),
+            "Balanced" => Ok(Policy::Balanced),
             _ => Err(format!(
-                "spec.disruption.consolidationPolicy: {s:?} is not WhenEmpty or WhenEmptyOrUnderutilized"
+                "spec.disruption.consolidationPolicy: {s:?} is not WhenEmpty, WhenEmptyOrUnderutilized or Balanced"
             )),
         }
+    }
+
+    fn consolidates_underutilized(self) -> bool {
+        self != Policy::WhenEmpty
     }
 }
 
 /// A NodePool's disruption settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PoolPolicy {
     pub name: String,
     pub policy: Policy,
     /// Seconds; None for `Never` (no consolidation at all).
     pub consolidate_after: Option<u64>,
     pub budgets: Budgets,
+    /// Issue 21's per-pool settings.
+    pub spot_to_spot: bool,
+    /// Most pods consolidation may evict in any hour; None: no cap.
+    pub evictions_per_hour: Option<u32>,
+    /// Pods consolidation evicted from this pool in the last hour (the loop keeps the tally).
+    pub evictions_last_hour: u32,
+    /// Static pool: never consolidated.
+    pub replicas: Option<i64>,
+    pub headroom: Vec<Headroom>,
 }
 
 impl PoolPolicy {
@@ -91,7 +121,22 @@ impl PoolPolicy {
             consolidate_after: crate::api::duration::parse_or_never(&d.consolidate_after)
                 .map_err(|e| format!("spec.disruption.consolidateAfter: {e}"))?,
             budgets: Budgets::from_api(&d.budgets)?,
+            spot_to_spot: d.spot_to_spot_consolidation,
+            evictions_per_hour: d.consolidation_evictions_per_hour,
+            evictions_last_hour: 0,
+            replicas: spec.replicas,
+            headroom: headroom::parse(&spec.headroom)?,
         })
+    }
+
+    /// Whether a node of this pool whose pods last changed at `last_pod_change` is inside
+    /// its `consolidateAfter` window at `now` (Karpenter's `IsUnderConsolidateAfter`: a
+    /// pool with `0s` or `Never` has no window).
+    fn cooling(&self, last_pod_change: i64, now: i64) -> bool {
+        match self.consolidate_after {
+            Some(after) if after > 0 => now < last_pod_change.saturating_add(after as i64),
+            _ => false,
+        }
     }
 }
 
@@ -126,6 +171,15 @@ pub struct Candidate {
     pub expire_after: Option<u64>,
     /// Why the claim drifted (see [`super::drift`]).
     pub drift: Option<String>,
+    /// What evicting its pods costs for `Balanced`: the sum of `max(0, EvictionCost)` of
+    /// its pods ([`balanced::eviction_cost`]). None: 1 per pod (no priority or deletion cost).
+    pub eviction_cost: Option<f64>,
+}
+
+impl Candidate {
+    fn pods_cost(&self) -> f64 {
+        self.eviction_cost.unwrap_or(self.pods.len() as f64)
+    }
 }
 
 /// Everything one pass looks at.
@@ -191,12 +245,26 @@ struct Sim<'a> {
     /// Per pool: nodes in total, nodes disrupting.
     counts: BTreeMap<String, (usize, usize)>,
     replacement_seq: usize,
+    /// Nodes (by name) inside their pool's `consolidateAfter` window: no destination for a
+    /// consolidation's pods. Nodes a move puts pods on join it.
+    cooling: BTreeSet<String>,
+    /// Each candidate node's pool.
+    pool_of: BTreeMap<String, String>,
+    /// Per pool: pods consolidation has evicted in the last hour, this pass's included.
+    evictions: BTreeMap<String, u32>,
+    /// Per pool: its headroom's placeholder pods in force now.
+    placeholders: BTreeMap<String, Vec<Pod>>,
+    /// Pools whose headroom does not fit on their current capacity: provisioning is
+    /// restoring it, and consolidation waits rather than take more away.
+    headroom_short: BTreeSet<String>,
 }
 
 enum Trial {
     Fits {
         plan: scheduler::Plan,
+        /// The moved pods, then any headroom placeholders (never committed).
         pods: Vec<Pod>,
+        real: usize,
     },
     Unplaceable(String),
 }
@@ -213,11 +281,16 @@ impl<'a> Sim<'a> {
         }
         input.nodes = world.other_nodes.clone();
         input.in_flight = world.in_flight.clone();
+        let pools: BTreeMap<&str, &PoolPolicy> =
+            world.pools.iter().map(|p| (p.name.as_str(), p)).collect();
         let mut node_index = BTreeMap::new();
         let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        let mut cooling = BTreeSet::new();
+        let mut pool_of = BTreeMap::new();
         for c in &world.candidates {
             let e = counts.entry(c.nodepool.clone()).or_default();
             e.0 += 1;
+            pool_of.insert(c.node.name.clone(), c.nodepool.clone());
             if c.disrupting {
                 e.1 += 1;
                 // A node on its way out takes no pods in the simulation.
@@ -225,17 +298,56 @@ impl<'a> Sim<'a> {
                 n.unschedulable = true;
                 input.nodes.push(n);
             } else {
+                if c.initialized
+                    && pools
+                        .get(c.nodepool.as_str())
+                        .is_some_and(|p| p.cooling(c.last_pod_change, world.now))
+                {
+                    cooling.insert(c.node.name.clone());
+                }
                 node_index.insert(c.node.name.clone(), input.nodes.len());
                 input.nodes.push(c.node.clone());
             }
         }
-        Sim {
+        let evictions = world
+            .pools
+            .iter()
+            .map(|p| (p.name.clone(), p.evictions_last_hour))
+            .collect();
+        let mut sim = Sim {
             catalog,
             input,
             node_index,
             counts,
             replacement_seq: 0,
+            cooling,
+            pool_of,
+            evictions,
+            placeholders: BTreeMap::new(),
+            headroom_short: BTreeSet::new(),
+        };
+        for p in &world.pools {
+            let taints = sim
+                .input
+                .node_pools
+                .iter()
+                .find(|np| np.name == p.name)
+                .map(|np| np.taints.clone())
+                .unwrap_or_default();
+            let pods = headroom::placeholders(&p.name, &taints, &p.headroom, world.now);
+            if pods.is_empty() {
+                continue;
+            }
+            // Does the headroom fit on what exists (and is coming) now?
+            sim.input.pods = pods.clone();
+            let plan = scheduler::schedule(catalog, &sim.input);
+            sim.input.pods.clear();
+            if !plan.new_claims.is_empty() || !plan.unschedulable.is_empty() {
+                sim.headroom_short.insert(p.name.clone());
+            }
+            sim.placeholders.insert(p.name.clone(), pods);
         }
+        sim
     }
 
     fn allowed(&self, pool: &PoolPolicy, reason: Reason, now: i64) -> usize {
@@ -243,8 +355,22 @@ impl<'a> Sim<'a> {
         pool.budgets.allowed(reason, total, disrupting, now)
     }
 
-    /// Simulates removing `nodes` and rescheduling their pods.
-    fn trial(&mut self, nodes: &[&Candidate]) -> Trial {
+    /// Why moving `pods` more pods out of `pool` would break its eviction cap, if it would.
+    fn over_eviction_cap(&self, pool: &PoolPolicy, pods: usize) -> Option<String> {
+        let cap = pool.evictions_per_hour?;
+        let used = self.evictions.get(&pool.name).copied().unwrap_or(0);
+        (used as usize + pods > cap as usize).then(|| {
+            format!(
+                "the NodePool's cap of {cap} consolidation evictions per hour would be exceeded \
+                 ({used} in the last hour, {pods} more needed)"
+            )
+        })
+    }
+
+    /// Simulates removing `nodes` and rescheduling their pods. A consolidation trial puts
+    /// nothing on nodes inside their `consolidateAfter`, and must keep the headroom of the
+    /// nodes' pools placeable.
+    fn trial(&mut self, nodes: &[&Candidate], consolidating: bool) -> Trial {
         let mut removed = Vec::new();
         for c in nodes {
             if let Some(&i) = self.node_index.get(&c.node.name) {
@@ -252,25 +378,53 @@ impl<'a> Sim<'a> {
             }
         }
         removed.sort_unstable();
+        let mut cooled = Vec::new();
+        if consolidating {
+            for n in self.input.nodes.iter_mut() {
+                if !n.unschedulable && self.cooling.contains(&n.name) {
+                    n.unschedulable = true;
+                    cooled.push(n.name.clone());
+                }
+            }
+        }
         // Take the nodes out (highest index first, so the others stay valid) and put them back.
         let mut taken = Vec::new();
         for &i in removed.iter().rev() {
             taken.push((i, self.input.nodes.remove(i)));
         }
         self.input.pods = nodes.iter().flat_map(|c| c.pods.iter().cloned()).collect();
+        let real = self.input.pods.len();
+        if consolidating {
+            let pools: BTreeSet<&str> = nodes.iter().map(|c| c.nodepool.as_str()).collect();
+            for p in pools {
+                if let Some(ph) = self.placeholders.get(p) {
+                    self.input.pods.extend(ph.iter().cloned());
+                }
+            }
+        }
         let plan = scheduler::schedule(self.catalog, &self.input);
         let pods = std::mem::take(&mut self.input.pods);
         for (i, n) in taken.into_iter().rev() {
             self.input.nodes.insert(i, n);
         }
+        for n in self.input.nodes.iter_mut() {
+            if cooled.contains(&n.name) {
+                n.unschedulable = false;
+            }
+        }
         if let Some(u) = plan.unschedulable.first() {
+            if u.pod >= real {
+                return Trial::Unplaceable(
+                    "its NodePool's headroom would no longer fit anywhere".to_string(),
+                );
+            }
             let why = u.reasons.first().cloned().unwrap_or_default();
             return Trial::Unplaceable(format!(
                 "pod {} would not fit anywhere: {why}",
                 pods[u.pod].key()
             ));
         }
-        Trial::Fits { plan, pods }
+        Trial::Fits { plan, pods, real }
     }
 
     /// Folds a decision into the simulated cluster.
@@ -279,7 +433,10 @@ impl<'a> Sim<'a> {
         nodes: &[&Candidate],
         plan: &scheduler::Plan,
         pods: &[Pod],
+        real: usize,
         replacements: &[NewNodeClaim],
+        now: i64,
+        pools: &BTreeMap<&str, &PoolPolicy>,
     ) {
         for c in nodes {
             if let Some(i) = self.node_index.remove(&c.node.name) {
@@ -290,12 +447,21 @@ impl<'a> Sim<'a> {
                 e.1 += 1;
             }
         }
-        for p in &plan.placements {
+        for p in plan.placements.iter().filter(|p| p.pod < real) {
             let bound = BoundPod::from_pod(&pods[p.pod]);
             match &p.target {
                 Target::Node(name) => {
                     if let Some(n) = self.input.nodes.iter_mut().find(|n| &n.name == name) {
                         n.pods.push(bound);
+                    }
+                    // The destination's pods changed: its consolidateAfter starts again.
+                    let cools = self
+                        .pool_of
+                        .get(name)
+                        .and_then(|pool| pools.get(pool.as_str()))
+                        .is_some_and(|pool| pool.cooling(now, now));
+                    if cools {
+                        self.cooling.insert(name.clone());
                     }
                 }
                 Target::InFlight(name) => {
@@ -314,25 +480,26 @@ impl<'a> Sim<'a> {
                 .find(|p| p.name == r.nodepool)
                 .map(|p| p.taints.clone())
                 .unwrap_or_default();
-            let allocatable = r
-                .instance_types
+            let mut claim = InFlightClaim::planned(
+                self.catalog,
+                r,
+                &format!("replacement-{}", self.replacement_seq),
+                pool_taints,
+            );
+            claim.pods = r
+                .pods
                 .iter()
-                .filter_map(|c| self.catalog.get(&c.instance_type))
-                .map(|it| it.allocatable.minus(&r.daemonset_overhead))
-                .min_by_key(|a| (a.cpu_milli, a.memory_bytes))
-                .unwrap_or_default();
-            self.input.in_flight.push(InFlightClaim {
-                name: format!("replacement-{}", self.replacement_seq),
-                nodepool: r.nodepool.clone(),
-                requirements: r.requirements.clone(),
-                taints: pool_taints,
-                allocatable,
-                pods: r
-                    .pods
-                    .iter()
-                    .map(|&i| BoundPod::from_pod(&pods[i]))
-                    .collect(),
-            });
+                .filter(|&&i| i < real)
+                .map(|&i| BoundPod::from_pod(&pods[i]))
+                .collect();
+            self.input.in_flight.push(claim);
+        }
+    }
+
+    /// Counts a consolidation's evictions against its pools' caps.
+    fn count_evictions(&mut self, nodes: &[&Candidate]) {
+        for c in nodes {
+            *self.evictions.entry(c.nodepool.clone()).or_default() += c.pods.len() as u32;
         }
     }
 }
@@ -371,7 +538,7 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
     let pools: BTreeMap<&str, &PoolPolicy> =
         world.pools.iter().map(|p| (p.name.as_str(), p)).collect();
     let mut sim = Sim::new(catalog, world);
-    let mut taken: std::collections::BTreeSet<String> = Default::default();
+    let mut taken: BTreeSet<String> = Default::default();
     let now = world.now;
 
     // Expired, then drifted: replaced with whatever capacity their pods need.
@@ -406,13 +573,13 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
                 ));
                 continue;
             }
-            match sim.trial(&[c]) {
+            match sim.trial(&[c], false) {
                 Trial::Unplaceable(why) => out.blocked.push(Blocked {
                     node: c.node.name.clone(),
                     reason,
                     why,
                 }),
-                Trial::Fits { plan, pods } => {
+                Trial::Fits { plan, pods, real } => {
                     let replacements = plan.new_claims.clone();
                     let new_price: f64 = replacements
                         .iter()
@@ -440,7 +607,7 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
                             pods.len()
                         )
                     };
-                    sim.commit(&[c], &plan, &pods, &replacements);
+                    sim.commit(&[c], &plan, &pods, real, &replacements, now, &pools);
                     taken.insert(c.node.name.clone());
                     out.decisions.push(Decision {
                         reason,
@@ -454,12 +621,17 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         }
     }
 
-    // Consolidation candidates: the pool consolidates and the node has been quiet long enough.
-    let consolidatable = |c: &Candidate| -> Result<&PoolPolicy, &'static str> {
+    // Consolidation candidates: the pool consolidates and the node has been quiet long
+    // enough. Ok(None): the pool is static, whose nodes consolidation never considers.
+    let headroom_short = sim.headroom_short.clone();
+    let consolidatable = |c: &Candidate| -> Result<Option<&PoolPolicy>, &'static str> {
         let pool = pools
             .get(c.nodepool.as_str())
             .copied()
             .ok_or("its NodePool is gone")?;
+        if pool.replicas.is_some() {
+            return Ok(None);
+        }
         let after = pool
             .consolidate_after
             .ok_or("its NodePool's consolidateAfter is Never")?;
@@ -469,10 +641,14 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         if now < c.last_pod_change.saturating_add(after as i64) {
             return Err("its pods changed less than consolidateAfter ago");
         }
-        Ok(pool)
+        if headroom_short.contains(&pool.name) {
+            return Err("its NodePool's headroom is being restored");
+        }
+        Ok(Some(pool))
     };
 
-    // Empty nodes: deleted, as many as budgets allow.
+    // Empty nodes: deleted, as many as budgets allow, keeping the pools' spare nodes and
+    // room for their headroom.
     let mut empties: Vec<&Candidate> = world
         .candidates
         .iter()
@@ -483,6 +659,16 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
             .total_cmp(&a.price)
             .then(a.node.name.cmp(&b.node.name))
     });
+    // Per pool: empty nodes that may go before its spare nodes are touched.
+    let mut spare_room: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &world.pools {
+        let spare = headroom::spare_nodes(&p.headroom, now) as usize;
+        let empty = empties
+            .iter()
+            .filter(|c| c.nodepool == p.name && !c.disrupting)
+            .count();
+        spare_room.insert(p.name.as_str(), empty.saturating_sub(spare));
+    }
     let mut empty_chosen: BTreeMap<String, Vec<&Candidate>> = BTreeMap::new();
     for c in empties {
         if let Some(why) = voluntary_block(c) {
@@ -492,7 +678,8 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
             continue;
         }
         let pool = match consolidatable(c) {
-            Ok(p) => p,
+            Ok(Some(p)) => p,
+            Ok(None) => continue,
             Err(why) => {
                 out.blocked.push(blocked(c, Reason::Empty, why));
                 continue;
@@ -512,7 +699,31 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
             ));
             continue;
         }
-        sim.commit(&[c], &scheduler::Plan::default(), &[], &[]);
+        let room = spare_room.entry(pool.name.as_str()).or_default();
+        if *room == 0 {
+            out.blocked.push(blocked(
+                c,
+                Reason::Empty,
+                "kept as one of its NodePool's spare nodes (headroom)",
+            ));
+            continue;
+        }
+        if sim.placeholders.contains_key(&pool.name) {
+            // The headroom may be counting on this node's room.
+            match sim.trial(&[c], true) {
+                Trial::Fits { plan, .. } if plan.new_claims.is_empty() => {}
+                _ => {
+                    out.blocked.push(blocked(
+                        c,
+                        Reason::Empty,
+                        "its room is its NodePool's headroom",
+                    ));
+                    continue;
+                }
+            }
+        }
+        *room -= 1;
+        sim.commit(&[c], &scheduler::Plan::default(), &[], 0, &[], now, &pools);
         taken.insert(c.node.name.clone());
         empty_chosen.entry(c.nodepool.clone()).or_default().push(c);
     }
@@ -537,6 +748,7 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
     }
 
     // Underutilised nodes.
+    let totals = pool_totals(world);
     let mut under: Vec<&Candidate> = Vec::new();
     for c in &world.candidates {
         if taken.contains(&c.node.name) || c.pods.is_empty() {
@@ -549,7 +761,29 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
             continue;
         }
         match consolidatable(c) {
-            Ok(pool) if pool.policy == Policy::WhenEmptyOrUnderutilized => under.push(c),
+            Ok(Some(pool)) if pool.policy == Policy::Balanced => {
+                // The best a node can score is its delete (no replacement): when even that
+                // fails, no move of it will pass (Karpenter's candidate filter).
+                let t = totals.get(&pool.name).copied().unwrap_or_default();
+                let best = balanced::score(
+                    c.price,
+                    balanced::PER_NODE_COST + balanced::pods_cost([c.pods_cost()]),
+                    t,
+                );
+                if best.approved() {
+                    under.push(c);
+                } else {
+                    out.blocked.push(blocked(
+                        c,
+                        Reason::Underutilized,
+                        &format!(
+                            "Balanced: even deleting it would not pay: {}",
+                            best.describe()
+                        ),
+                    ));
+                }
+            }
+            Ok(Some(pool)) if pool.policy.consolidates_underutilized() => under.push(c),
             Ok(_) => {}
             Err(why) => out.blocked.push(blocked(c, Reason::Underutilized, why)),
         }
@@ -573,39 +807,55 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         .copied()
         .take(config.max_multi_node_candidates)
         .collect();
-    let within_budget = |sim: &Sim, nodes: &[&Candidate]| -> bool {
-        let mut per_pool: BTreeMap<&str, usize> = BTreeMap::new();
+    // Why `nodes` may not all go now: a budget or an eviction cap.
+    let within_budget = |sim: &Sim, nodes: &[&Candidate]| -> Result<(), String> {
+        let mut per_pool: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for c in nodes {
-            *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
+            let e = per_pool.entry(c.nodepool.as_str()).or_default();
+            e.0 += 1;
+            e.1 += c.pods.len();
         }
-        per_pool.iter().all(|(p, n)| {
-            pools
-                .get(p)
-                .is_some_and(|pool| sim.allowed(pool, Reason::Underutilized, now) >= *n)
-        })
+        for (p, (n, pods)) in per_pool {
+            let Some(pool) = pools.get(p) else {
+                return Err("its NodePool is gone".into());
+            };
+            if sim.allowed(pool, Reason::Underutilized, now) < n {
+                return Err("the NodePool's disruption budget is used up".into());
+            }
+            if let Some(why) = sim.over_eviction_cap(pool, pods) {
+                return Err(why);
+            }
+        }
+        Ok(())
+    };
+    let judge = Judge {
+        config,
+        pools: &pools,
+        totals: &totals,
     };
     if prefix.len() >= 2 {
         let (mut lo, mut hi) = (2usize, prefix.len());
-        let mut best: Option<(usize, Decision, scheduler::Plan, Vec<Pod>)> = None;
+        let mut best: Option<(usize, Decision, scheduler::Plan, Vec<Pod>, usize)> = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
             let set = &prefix[..mid];
-            let ok = if within_budget(&sim, set) {
-                consolidation(&mut sim, set, config)
+            let ok = if within_budget(&sim, set).is_ok() {
+                judge.consolidation(&mut sim, set).ok()
             } else {
                 None
             };
             match ok {
-                Some((d, plan, pods)) => {
-                    best = Some((mid, d, plan, pods));
+                Some((d, plan, pods, real)) => {
+                    best = Some((mid, d, plan, pods, real));
                     lo = mid + 1;
                 }
                 None => hi = mid - 1,
             }
         }
-        if let Some((n, d, plan, pods)) = best {
+        if let Some((n, d, plan, pods, real)) = best {
             let set = &prefix[..n];
-            sim.commit(set, &plan, &pods, &d.replacements);
+            sim.commit(set, &plan, &pods, real, &d.replacements, now, &pools);
+            sim.count_evictions(set);
             for c in set {
                 taken.insert(c.node.name.clone());
             }
@@ -618,19 +868,32 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         if taken.contains(&c.node.name) {
             continue;
         }
-        if !within_budget(&sim, &[c]) {
-            out.blocked.push(blocked(
-                c,
-                Reason::Underutilized,
-                "the NodePool's disruption budget is used up",
-            ));
+        if let Err(why) = within_budget(&sim, &[c]) {
+            out.blocked.push(blocked(c, Reason::Underutilized, &why));
             continue;
         }
-        if let Some((d, plan, pods)) = consolidation(&mut sim, &[c], config) {
-            sim.commit(&[c], &plan, &pods, &d.replacements);
-            taken.insert(c.node.name.clone());
-            out.decisions.push(d);
+        match judge.consolidation(&mut sim, &[c]) {
+            Ok((d, plan, pods, real)) => {
+                sim.commit(&[c], &plan, &pods, real, &d.replacements, now, &pools);
+                sim.count_evictions(&[c]);
+                taken.insert(c.node.name.clone());
+                out.decisions.push(d);
+            }
+            Err(Some(why)) => out.blocked.push(blocked(c, Reason::Underutilized, &why)),
+            Err(None) => {}
         }
+    }
+    out
+}
+
+/// Per pool, what `Balanced` takes fractions of: every node's price and disruption cost,
+/// candidates or not (Karpenter: non-candidates still count in the denominators).
+fn pool_totals(world: &World) -> BTreeMap<String, balanced::Totals> {
+    let mut out: BTreeMap<String, balanced::Totals> = BTreeMap::new();
+    for c in &world.candidates {
+        out.entry(c.nodepool.clone())
+            .or_default()
+            .add_node(c.price, balanced::pods_cost([c.pods_cost()]));
     }
     out
 }
@@ -643,86 +906,124 @@ fn blocked(c: &Candidate, reason: Reason, why: &str) -> Blocked {
     }
 }
 
-/// Tries to consolidate `set` (delete, or replace with one cheaper node).
-fn consolidation(
-    sim: &mut Sim,
-    set: &[&Candidate],
-    config: &Config,
-) -> Option<(Decision, scheduler::Plan, Vec<Pod>)> {
-    let Trial::Fits { mut plan, pods } = sim.trial(set) else {
-        return None;
-    };
-    let price: f64 = set.iter().map(|c| c.price).sum();
-    let names = set
-        .iter()
-        .map(|c| c.node.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    match plan.new_claims.len() {
-        0 => {
-            let d = Decision {
-                reason: Reason::Underutilized,
-                nodes: set.iter().map(|c| chosen(c)).collect(),
-                replacements: vec![],
-                saving: price,
-                message: format!(
-                    "underutilised {names}: its {} pods fit on other nodes, saving {}",
-                    pods.len(),
+/// What a consolidation is judged by.
+struct Judge<'a> {
+    config: &'a Config,
+    pools: &'a BTreeMap<&'a str, &'a PoolPolicy>,
+    totals: &'a BTreeMap<String, balanced::Totals>,
+}
+
+/// A consolidation found worth making: the decision, the trial's plan, its pods, and how
+/// many of those are real (the rest are headroom placeholders).
+type Move = (Decision, scheduler::Plan, Vec<Pod>, usize);
+
+impl Judge<'_> {
+    /// Tries to consolidate `set` (delete, or replace with one cheaper node). `Err(Some)`
+    /// says why a move that fits is not made, for the blocked list; `Err(None)`: no move.
+    fn consolidation(&self, sim: &mut Sim, set: &[&Candidate]) -> Result<Move, Option<String>> {
+        let config = self.config;
+        let Trial::Fits {
+            mut plan,
+            pods,
+            real,
+        } = sim.trial(set, true)
+        else {
+            return Err(None);
+        };
+        let price: f64 = set.iter().map(|c| c.price).sum();
+        let names = set
+            .iter()
+            .map(|c| c.node.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (replacements, new_price, mut message) = match plan.new_claims.len() {
+            0 => (
+                vec![],
+                0.0,
+                format!(
+                    "underutilised {names}: its {real} pods fit on other nodes, saving {}",
                     dollars(price)
                 ),
-            };
-            Some((d, plan, pods))
-        }
-        1 => {
-            let max_price = price * (1.0 - config.min_saving_fraction);
-            let claim = &mut plan.new_claims[0];
-            let all_spot = set
-                .iter()
-                .all(|c| c.capacity_type == Some(CapacityType::Spot));
-            claim.instance_types.retain(|t| t.price <= max_price);
-            if set.len() > 1 {
-                // Replacing several nodes with one of their own types must beat the cheapest
-                // of those, else deleting fewer nodes disrupts fewer pods for the same
-                // saving (Karpenter's same-instance-type filter).
-                let same = set
+            ),
+            1 => {
+                let max_price = price * (1.0 - config.min_saving_fraction);
+                let claim = &mut plan.new_claims[0];
+                let all_spot = set
                     .iter()
-                    .filter(|c| {
-                        claim
-                            .instance_types
-                            .iter()
-                            .any(|t| t.instance_type == c.instance_type)
-                    })
-                    .map(|c| c.price)
-                    .min_by(f64::total_cmp);
-                if let Some(cap) = same {
-                    claim.instance_types.retain(|t| t.price < cap);
-                }
-            }
-            if all_spot {
-                // Spot→Spot only with enough cheaper Spot types; otherwise on-demand ones.
-                let spot = claim
+                    .all(|c| c.capacity_type == Some(CapacityType::Spot));
+                claim
                     .instance_types
-                    .iter()
-                    .filter(|t| t.capacity_type == CapacityType::Spot)
-                    .count();
-                if spot > 0 && spot < config.spot_to_spot_min_candidates {
+                    .retain(|t| t.price <= max_price && t.price < price);
+                if set.len() > 1 {
+                    // Replacing several nodes with one of their own types must beat the
+                    // cheapest of those, else deleting fewer nodes disrupts fewer pods for the
+                    // same saving (Karpenter's same-instance-type filter).
+                    let same = set
+                        .iter()
+                        .filter(|c| {
+                            claim
+                                .instance_types
+                                .iter()
+                                .any(|t| t.instance_type == c.instance_type)
+                        })
+                        .map(|c| c.price)
+                        .min_by(f64::total_cmp);
+                    if let Some(cap) = same {
+                        claim.instance_types.retain(|t| t.price < cap);
+                    }
+                }
+                if all_spot && claim.capacity_types.contains(&CapacityType::Spot) {
+                    // Spot to Spot, as Karpenter: only when opted in, and for one node only
+                    // with enough cheaper Spot types, launching from the cheapest of them, so
+                    // that the replacement is not just the next offering to be interrupted
+                    // and the next pass has nothing cheaper to move to.
+                    let off: Vec<&str> = set
+                        .iter()
+                        .filter(|c| {
+                            !self
+                                .pools
+                                .get(c.nodepool.as_str())
+                                .is_some_and(|p| p.spot_to_spot)
+                        })
+                        .map(|c| c.nodepool.as_str())
+                        .collect();
+                    if let Some(pool) = off.first() {
+                        return Err((set.len() == 1).then(|| {
+                            format!(
+                                "spot-to-spot consolidation is off for NodePool {pool} \
+                                 (disruption.spotToSpotConsolidation)"
+                            )
+                        }));
+                    }
                     claim
                         .instance_types
-                        .retain(|t| t.capacity_type != CapacityType::Spot);
-                    claim.capacity_types.retain(|c| *c != CapacityType::Spot);
+                        .retain(|t| t.capacity_type == CapacityType::Spot);
+                    claim.capacity_types.retain(|c| *c == CapacityType::Spot);
+                    if set.len() == 1 {
+                        let n = claim.instance_types.len();
+                        if n < config.spot_to_spot_min_candidates {
+                            return Err(Some(format!(
+                                "spot-to-spot consolidation needs {} cheaper Spot types, {n} found",
+                                config.spot_to_spot_min_candidates
+                            )));
+                        }
+                        let min_values = claim
+                            .requirements
+                            .iter()
+                            .any(|(_, r)| r.min_values.is_some());
+                        if !min_values {
+                            claim
+                                .instance_types
+                                .truncate(config.spot_to_spot_min_candidates);
+                        }
+                    }
                 }
-            }
-            if claim.instance_types.is_empty() {
-                return None;
-            }
-            let new_price = claim.instance_types[0].price;
-            let saving = price - new_price;
-            let d = Decision {
-                reason: Reason::Underutilized,
-                nodes: set.iter().map(|c| chosen(c)).collect(),
-                replacements: vec![claim.clone()],
-                saving,
-                message: format!(
+                if claim.instance_types.is_empty() {
+                    return Err(None);
+                }
+                let new_price = claim.instance_types[0].price;
+                let saving = price - new_price;
+                let message = format!(
                     "underutilised {names} ({}) replaced by one {} node ({} from {}), saving {} ({:.0}%)",
                     dollars(price),
                     claim.instance_types[0].capacity_type.as_str(),
@@ -730,10 +1031,42 @@ fn consolidation(
                     dollars(new_price),
                     dollars(saving),
                     100.0 * saving / price
-                ),
-            };
-            Some((d, plan, pods))
+                );
+                (vec![claim.clone()], new_price, message)
+            }
+            _ => return Err(None),
+        };
+        let saving = price - new_price;
+        // Balanced: each Balanced pool among the sources approves its share of the saving.
+        let mut by_pool: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for c in set {
+            let e = by_pool.entry(c.nodepool.as_str()).or_default();
+            e.0 += c.price;
+            e.1 += balanced::PER_NODE_COST + balanced::pods_cost([c.pods_cost()]);
         }
-        _ => None,
+        for (pool, (source, disruption)) in by_pool {
+            if self.pools.get(pool).map(|p| p.policy) != Some(Policy::Balanced) {
+                continue;
+            }
+            let share = if price > 0.0 {
+                saving * source / price
+            } else {
+                0.0
+            };
+            let t = self.totals.get(pool).copied().unwrap_or_default();
+            let score = balanced::score(share, disruption, t);
+            if !score.approved() {
+                return Err((set.len() == 1).then(|| format!("Balanced: {}", score.describe())));
+            }
+            message.push_str(&format!("; Balanced {}", score.describe()));
+        }
+        let d = Decision {
+            reason: Reason::Underutilized,
+            nodes: set.iter().map(|c| chosen(c)).collect(),
+            replacements,
+            saving,
+            message,
+        };
+        Ok((d, plan, pods, real))
     }
 }

@@ -4,15 +4,22 @@
 //!
 //! - [`cron`], [`budgets`]: budget windows and allowances.
 //! - [`drift`]: the hashes stamped on NodeClaims and the drift checks.
-//! - [`decide`]: one pass's decisions, simulated with the scheduler.
+//! - [`decide`]: one pass's decisions, simulated with the scheduler; [`balanced`], the
+//!   `Balanced` policy's score.
+//! - [`repair`]: which unhealthy nodes to replace (node repair).
+//! - [`static_pools`]: which nodes a static pool over its `replicas` gives up.
 //!
 //! The loop that reads the cluster, runs [`decide::decide`] and disrupts the chosen
-//! NodeClaims is `crate::controllers::disruption` (feature `controllers`).
+//! NodeClaims is `crate::controllers::disruption` (feature `controllers`); repair's is
+//! `crate::controllers::repair`.
 
+pub mod balanced;
 pub mod budgets;
 pub mod cron;
 pub mod decide;
 pub mod drift;
+pub mod repair;
+pub mod static_pools;
 
 pub use budgets::{Budgets, Reason};
 pub use decide::{decide, Candidate, Config, Decision, Outcome, PoolPolicy, World};

@@ -186,6 +186,33 @@ pub struct InFlightClaim {
     pub pods: Vec<BoundPod>,
 }
 
+impl InFlightClaim {
+    /// A claim this round (or a simulation) plans, as capacity already coming: it will hold
+    /// what its smallest candidate holds once DaemonSets take their share.
+    pub fn planned(
+        catalog: &crate::catalog::Catalog,
+        claim: &NewNodeClaim,
+        name: &str,
+        taints: Vec<Taint>,
+    ) -> InFlightClaim {
+        let allocatable = claim
+            .instance_types
+            .iter()
+            .filter_map(|c| catalog.get(&c.instance_type))
+            .map(|it| it.allocatable.minus(&claim.daemonset_overhead))
+            .min_by_key(|a| (a.cpu_milli, a.memory_bytes))
+            .unwrap_or_default();
+        InFlightClaim {
+            name: name.to_string(),
+            nodepool: claim.nodepool.clone(),
+            requirements: claim.requirements.clone(),
+            taints,
+            allocatable,
+            pods: vec![],
+        }
+    }
+}
+
 /// A NodePool as the scheduler needs it; [`NodePoolInput::from_api`] converts the CRD.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodePoolInput {

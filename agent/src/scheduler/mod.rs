@@ -27,6 +27,7 @@ mod bitset;
 mod candidates;
 mod claims;
 pub mod convert;
+pub mod headroom;
 pub mod input;
 mod pod;
 mod pools;

@@ -790,6 +790,49 @@ impl World {
             .collect()
     }
 
+    /// Stops (or starts again) the kubelet of Node `node`: kube-sim's test hook
+    /// (`kube_sim::aws::KUBELET_STOPPED_ANNOTATION`), after which the bridge keeps the Node
+    /// `Ready=Unknown` with the unreachable taints, as a hung kubelet looks.
+    pub async fn set_kubelet_running(&self, node: &str, running: bool) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let value = if running { json!(null) } else { json!("true") };
+        api.patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                kube_sim::aws::KUBELET_STOPPED_ANNOTATION: value}}})),
+        )
+        .await
+        .expect("Node patch (kubelet hook)");
+    }
+
+    /// Sets a Node condition through the status subresource, as a node-problem agent (the
+    /// EKS node monitoring agent, node-problem-detector) does; the kubelet simulation
+    /// leaves conditions other than Ready alone.
+    pub async fn set_node_condition(&self, node: &str, type_: &str, status: &str) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let cur = api.get(node).await.expect("Node get");
+        let mut conds: Vec<serde_json::Value> = cur
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ != type_)
+            .map(|c| serde_json::to_value(c).unwrap())
+            .collect();
+        conds.push(
+            json!({"type": type_, "status": status, "reason": "InjectedByTest",
+            "message": "set by the test", "lastTransitionTime": jiff_now()}),
+        );
+        api.patch_status(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": conds}})),
+        )
+        .await
+        .expect("Node status patch");
+    }
+
     /// Events whose involvedObject is `name`, as "reason: message".
     pub async fn events_for(&self, namespace: &str, name: &str) -> Vec<String> {
         let api: Api<k8s_openapi::api::core::v1::Event> =
@@ -827,6 +870,13 @@ impl World {
         stream.read_to_string(&mut out).await.unwrap();
         out
     }
+}
+
+/// Now, RFC 3339 in whole seconds, as Kubernetes writes condition times.
+fn jiff_now() -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 pub struct Agent {

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use joiner_agent::api::node_pool::{
-    Budget, Disruption, NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, TemplateMetadata,
+    Budget, Disruption, Headroom, NodeClaimTemplate, NodeClaimTemplateSpec, NodePoolSpec, Repair,
+    RepairPolicy, TemplateMetadata,
 };
 use joiner_agent::api::{NodeClassReference, NodeSelectorRequirementWithMinValues, Taint};
 
@@ -39,9 +40,41 @@ model! {
         /// Launch policies (`spec.minValuesPolicy`, `spec.candidatePriceRatio`).
         pub min_values_policy: Option<String>,
         pub candidate_price_ratio: Option<String>,
+        /// Issue 21: static capacity, warm capacity and node repair.
+        pub replicas: Option<i64>,
+        pub headroom: Vec<HeadroomModel> => "headroom",
+        pub repair: Option<RepairModel>,
         /// Computed at plan time; carried through untouched.
         pub admitted_instance_types: Value,
         pub timeouts: Value,
+    }
+}
+
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct HeadroomModel {
+        pub cpu: Option<String>,
+        pub memory: Option<String>,
+        pub pods: Option<i64>,
+        pub nodes: Option<i64>,
+        pub schedule: Option<String>,
+        pub duration: Option<String>,
+    }
+}
+
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct RepairModel {
+        pub policies: Vec<RepairPolicyModel> => "policy",
+    }
+}
+
+model! {
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct RepairPolicyModel {
+        pub condition_type: String,
+        pub condition_status: String,
+        pub toleration_duration: String,
     }
 }
 
@@ -70,6 +103,8 @@ model! {
         pub consolidation_policy: Option<String>,
         pub consolidate_after: Option<String>,
         pub budgets: Vec<BudgetModel> => "budget",
+        pub spot_to_spot_consolidation: Option<bool>,
+        pub consolidation_evictions_per_hour: Option<i64>,
         /// Karpenter v1beta1's place for `expireAfter`; accepted by the schema only so that
         /// validation can say where it moved (it is never stored or sent).
         pub expire_after_v1beta1: Option<String> => "expire_after",
@@ -171,6 +206,10 @@ impl NodePoolModel {
                         })
                         .collect()
                 },
+                spot_to_spot_consolidation: d.spot_to_spot_consolidation.unwrap_or(false),
+                consolidation_evictions_per_hour: d
+                    .consolidation_evictions_per_hour
+                    .map(|n| n.clamp(0, i64::from(u32::MAX)) as u32),
             },
         };
         NodePoolSpec {
@@ -209,6 +248,19 @@ impl NodePoolModel {
             weight: self.weight.map(|w| w as i32),
             min_values_policy: self.min_values_policy.clone(),
             candidate_price_ratio: self.candidate_price_ratio.clone(),
+            replicas: self.replicas,
+            headroom: self.headroom.iter().map(HeadroomModel::api).collect(),
+            repair: self.repair.as_ref().map(|r| Repair {
+                policies: r
+                    .policies
+                    .iter()
+                    .map(|p| RepairPolicy {
+                        condition_type: p.condition_type.clone(),
+                        condition_status: p.condition_status.clone(),
+                        toleration_duration: p.toleration_duration.clone(),
+                    })
+                    .collect(),
+            }),
         }
     }
 
@@ -238,6 +290,14 @@ impl NodePoolModel {
                         })
                         .collect()
                 },
+                spot_to_spot_consolidation: spec
+                    .disruption
+                    .spot_to_spot_consolidation
+                    .then_some(true),
+                consolidation_evictions_per_hour: spec
+                    .disruption
+                    .consolidation_evictions_per_hour
+                    .map(i64::from),
                 expire_after_v1beta1: None,
             })
         };
@@ -271,8 +331,47 @@ impl NodePoolModel {
             adopts_karpenter_node_pools: vec![],
             min_values_policy: spec.min_values_policy.clone(),
             candidate_price_ratio: spec.candidate_price_ratio.clone(),
+            replicas: spec.replicas,
+            headroom: spec.headroom.iter().map(HeadroomModel::from_api).collect(),
+            repair: spec.repair.as_ref().map(|r| RepairModel {
+                policies: r
+                    .policies
+                    .iter()
+                    .map(|p| RepairPolicyModel {
+                        condition_type: p.condition_type.clone(),
+                        condition_status: p.condition_status.clone(),
+                        toleration_duration: p.toleration_duration.clone(),
+                    })
+                    .collect(),
+            }),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
+        }
+    }
+}
+
+impl HeadroomModel {
+    fn api(&self) -> Headroom {
+        // Counts outside u32 are clamped; the validator has already refused them.
+        let count = |v: Option<i64>| v.map(|n| n.clamp(0, i64::from(u32::MAX)) as u32);
+        Headroom {
+            cpu: self.cpu.clone(),
+            memory: self.memory.clone(),
+            pods: count(self.pods),
+            nodes: count(self.nodes),
+            schedule: self.schedule.clone(),
+            duration: self.duration.clone(),
+        }
+    }
+
+    fn from_api(h: &Headroom) -> HeadroomModel {
+        HeadroomModel {
+            cpu: h.cpu.clone(),
+            memory: h.memory.clone(),
+            pods: h.pods.map(i64::from),
+            nodes: h.nodes.map(i64::from),
+            schedule: h.schedule.clone(),
+            duration: h.duration.clone(),
         }
     }
 }

@@ -37,6 +37,7 @@ pub const PATHS: PathMap = PathMap {
         ("startupTaints", "startup_taint"),
         ("budgets", "budget"),
         ("nodeClassRef", "node_class"),
+        ("policies", "policy"),
     ],
 };
 
@@ -132,6 +133,38 @@ impl Resource<ProviderContext> for NodePool {
                             .attribute(Attribute::string("schedule").optional())
                             .attribute(Attribute::string("duration").optional())
                             .attribute(Attribute::string_list("reasons").optional()),
+                    ))
+                    .attribute(Attribute::bool("spot_to_spot_consolidation").optional().description(
+                        "Replace Spot nodes by cheaper Spot nodes (Karpenter's SpotToSpotConsolidation feature gate, per pool): a single node needs 15 cheaper Spot types and launches from the 15 cheapest. Default false.",
+                    ))
+                    .attribute(Attribute::number("consolidation_evictions_per_hour").optional().description(
+                        "At most this many pods evicted by consolidation in any hour (joiner; Karpenter has no such cap). Unset: no cap.",
+                    )),
+            ))
+            .attribute(Attribute::number("replicas").optional().description(
+                "Static capacity (Karpenter v1.8 spec.replicas): keep exactly this many nodes, whatever the pods; never launch for pending pods. Adding or removing it replaces the pool.",
+            ))
+            .block(NestedBlock::list(
+                "headroom",
+                Block::new()
+                    .description("Warm capacity: room kept free for pods to come, so a burst starts without waiting for a boot. Priced in the plan.")
+                    .attribute(Attribute::string("cpu").optional().description("CPU of one pod to make room for."))
+                    .attribute(Attribute::string("memory").optional().description("Memory of one pod to make room for."))
+                    .attribute(Attribute::number("pods").optional().description("How many such pods (default 1)."))
+                    .attribute(Attribute::number("nodes").optional().description("Spare (empty) nodes, instead of cpu/memory/pods."))
+                    .attribute(Attribute::string("schedule").optional().description("Cron (UTC) when this headroom is kept; needs duration."))
+                    .attribute(Attribute::string("duration").optional()),
+            ))
+            .block(NestedBlock::single(
+                "repair",
+                Block::new()
+                    .description("Node repair (Karpenter v1.1): replace nodes unhealthy for a set time, unless over 20 % of the pool is unhealthy. Without policy blocks: Karpenter's AWS policies.")
+                    .block(NestedBlock::list(
+                        "policy",
+                        Block::new()
+                            .attribute(Attribute::string("condition_type").required())
+                            .attribute(Attribute::string("condition_status").required())
+                            .attribute(Attribute::string("toleration_duration").required()),
                     )),
             ))
     }
@@ -185,6 +218,31 @@ impl Resource<ProviderContext> for NodePool {
                  `expire_after` on the joiner_node_pool itself, beside `node_class`.",
             ));
         }
+        if let Some(n) = m
+            .disruption
+            .as_ref()
+            .and_then(|x| x.consolidation_evictions_per_hour)
+            .filter(|n| !(0..=i64::from(u32::MAX)).contains(n))
+        {
+            d.push(Diagnostic::error_at(
+                AttributePath::root()
+                    .attr("disruption")
+                    .attr("consolidation_evictions_per_hour"),
+                "Invalid consolidation_evictions_per_hour",
+                format!("must be a whole number from 0 (consolidation evicts nothing, empty nodes still go) up, got {n}"),
+            ));
+        }
+        for (i, h) in m.headroom.iter().enumerate() {
+            for (name, v) in [("pods", h.pods), ("nodes", h.nodes)] {
+                if let Some(n) = v.filter(|n| *n < 1 || *n > i64::from(u32::MAX)) {
+                    d.push(Diagnostic::error_at(
+                        AttributePath::new("headroom").index(i as i64).attr(name),
+                        format!("Invalid headroom {name}"),
+                        format!("must be a whole number of at least 1, got {n}"),
+                    ));
+                }
+            }
+        }
         let errors = joiner_agent::api::validate::node_pool(&m.spec(), "spec");
         d.extend(PATHS.diagnostics("NodePool", errors, config, None));
         d
@@ -221,23 +279,36 @@ impl Resource<ProviderContext> for NodePool {
                 }
             }
         }
-        let changed = plan.is_create()
-            || plan.is_replace()
-            || NodePoolModel::from_value(&plan.prior).spec() != m.spec();
-        if changed && plan.planned.is_fully_known() {
-            if let Some(w) = pricing::overlay_prices(ctx, &m).await {
-                plan.warn(w);
+        let prior = (!plan.is_create()).then(|| NodePoolModel::from_value(&plan.prior));
+        if let Some(p) = &prior {
+            // Karpenter: a pool cannot switch between static and dynamic; here the switch
+            // is a new pool.
+            if p.replicas.is_some() != m.replicas.is_some() {
+                plan.require_replace("replicas");
             }
         }
-        if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
-            let prior = NodePoolModel::from_value(&plan.prior);
-            if let Some(w) = pricing::launch_policy_change(&prior.spec(), &m.spec()) {
+        if plan.planned.is_fully_known() {
+            let changed = plan.is_create()
+                || plan.is_replace()
+                || prior.as_ref().is_some_and(|p| p.spec() != m.spec());
+            if changed {
+                if let Some(w) = pricing::overlay_prices(ctx, &m).await {
+                    plan.warn(w);
+                }
+            }
+            // What the new capacity fields cost or cap needs no cluster: said on create too.
+            let name = m.name.clone().unwrap_or_default();
+            if let Some(w) = preview::capacity_warning(admission::catalog(), prior.as_ref(), &m) {
                 plan.warn(w);
             }
-            if prior.spec() != m.spec() {
-                let name = m.name.clone().unwrap_or_default();
-                let preview = preview::node_pool(ctx, &prior, &m).await;
-                plan.warn(preview::warning("NodePool", &name, preview));
+            if let Some(prior) = prior.filter(|_| !plan.is_replace()) {
+                if let Some(w) = pricing::launch_policy_change(&prior.spec(), &m.spec()) {
+                    plan.warn(w);
+                }
+                if prior.spec() != m.spec() {
+                    let preview = preview::node_pool(ctx, &prior, &m).await;
+                    plan.warn(preview::warning("NodePool", &name, preview));
+                }
             }
         }
         Ok(())
@@ -408,6 +479,8 @@ mod tests {
                     duration: Some("1h".into()),
                     reasons: vec!["Empty".into()],
                 }],
+                spot_to_spot_consolidation: Some(true),
+                consolidation_evictions_per_hour: Some(40),
                 expire_after_v1beta1: None,
             }),
             rebalance: Some("replace".into()).into(),
@@ -415,6 +488,22 @@ mod tests {
             adopts_karpenter_node_pools: vec!["general-v1".into()],
             min_values_policy: Some("BestEffort".into()),
             candidate_price_ratio: Some("1.5".into()),
+            replicas: None,
+            headroom: vec![HeadroomModel {
+                cpu: Some("1".into()),
+                memory: Some("2Gi".into()),
+                pods: Some(4),
+                schedule: Some("0 8 * * mon-fri".into()),
+                duration: Some("10h".into()),
+                ..Default::default()
+            }],
+            repair: Some(RepairModel {
+                policies: vec![RepairPolicyModel {
+                    condition_type: "Ready".into(),
+                    condition_status: "Unknown".into(),
+                    toleration_duration: "10m".into(),
+                }],
+            }),
             admitted_instance_types: Value::Null,
             timeouts: Value::Null,
         }

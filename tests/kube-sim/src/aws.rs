@@ -37,6 +37,19 @@ use crate::store::{DeleteOptions, Store, Write};
 /// KWOK's default selector: the Nodes it plays the kubelet for.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
+/// A test hook, set on a Node by a test (value `"true"`): its kubelet stops posting status,
+/// as a hung kubelet or a dead network would look. The bridge marks the Node
+/// `Ready=Unknown` with the unreachable taints and keeps it so, where it would otherwise
+/// report Ready again on its next poll; removing the annotation brings it back. On a real
+/// control plane the bridge takes KWOK's annotation off instead, and the node-lifecycle
+/// controller marks the Node Unknown after its grace period (no way back there).
+pub const KUBELET_STOPPED_ANNOTATION: &str = "kube-sim.joiner.dev/kubelet-stopped";
+
+/// Whether a test stopped this Node's kubelet ([`KUBELET_STOPPED_ANNOTATION`]).
+pub fn kubelet_stopped(node: &Value) -> bool {
+    node["metadata"]["annotations"][KUBELET_STOPPED_ANNOTATION] == "true"
+}
+
 /// Where the bridge registers Nodes.
 #[derive(Clone)]
 pub enum NodeSink {
@@ -76,13 +89,15 @@ impl NodeSink {
         }
     }
 
-    /// Marks a registered Node Ready (booted) or not (instance stopped or terminated).
+    /// Marks a registered Node Ready (booted) or not (instance stopped or terminated, or its
+    /// kubelet stopped by a test: [`KUBELET_STOPPED_ANNOTATION`]).
     async fn set_ready(&self, name: &str, ready: bool) -> anyhow::Result<()> {
         match self {
             NodeSink::Store(store) => {
                 let nodes_t = store.find_type("", "v1", "nodes").expect("nodes");
                 let _ = store.modify(&nodes_t, None, name, Write::Internal, |cur| {
                     let mut n = cur.clone();
+                    let ready = ready && !kubelet_stopped(cur);
                     if node_is_ready(cur) != ready {
                         mark_ready(&mut n, ready);
                     }
@@ -93,7 +108,19 @@ impl NodeSink {
             // KWOK reports Ready; a stopped instance is a kubelet that stopped posting:
             // take KWOK's annotation off and let the node-lifecycle controller notice.
             NodeSink::Api { client, kwok: true } => {
-                if !ready {
+                let stopped = || async {
+                    Self::nodes(client)
+                        .get_opt(name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|n| serde_json::to_value(n).ok())
+                        .is_some_and(|n| {
+                            kubelet_stopped(&n)
+                                && !n["metadata"]["annotations"][KWOK_NODE_ANNOTATION].is_null()
+                        })
+                };
+                if !ready || stopped().await {
                     let patch = json!({"metadata": {"annotations": {KWOK_NODE_ANNOTATION: null}}});
                     Self::nodes(client)
                         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -112,6 +139,7 @@ impl NodeSink {
                     .await
                     .with_context(|| format!("get Node {name}"))?;
                 let cur = serde_json::to_value(&cur)?;
+                let ready = ready && !kubelet_stopped(&cur);
                 if node_is_ready(&cur) == ready {
                     return Ok(());
                 }

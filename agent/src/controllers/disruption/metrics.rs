@@ -24,6 +24,13 @@ pub struct DisruptionMetrics {
     /// Disrupted nodes drained before their replacements were Initialized (the deadline
     /// less the pods' grace came first).
     pub replacement_failures: Counter<u64, AtomicU64>,
+    /// Node repair: nodes replaced, by nodepool and condition.
+    pub nodes_repaired: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Node repair: nodes past their toleration held back because too much of their pool
+    /// is unhealthy, by nodepool, in the last pass.
+    pub repair_held: Family<Labels, Gauge<i64, AtomicI64>>,
+    /// Pods consolidation evicted, by nodepool (what `consolidationEvictionsPerHour` caps).
+    pub consolidation_evictions: Family<Labels, Counter<u64, AtomicU64>>,
 }
 
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -50,6 +57,9 @@ impl DisruptionMetrics {
                 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
             ]),
             replacement_failures: Counter::default(),
+            nodes_repaired: Family::default(),
+            repair_held: Family::default(),
+            consolidation_evictions: Family::default(),
         }
     }
 
@@ -83,6 +93,21 @@ impl DisruptionMetrics {
             "disruption_replacement_failures",
             "Disrupted nodes drained before their replacements were Initialized",
             self.replacement_failures.clone(),
+        );
+        r.register(
+            "repair_nodes",
+            "Nodes replaced by node repair, by nodepool and condition",
+            self.nodes_repaired.clone(),
+        );
+        r.register(
+            "repair_held",
+            "Unhealthy nodes past their toleration not repaired because over 20 % of their NodePool is unhealthy, by nodepool",
+            self.repair_held.clone(),
+        );
+        r.register(
+            "disruption_consolidation_evictions",
+            "Pods evicted by consolidation decisions, by nodepool",
+            self.consolidation_evictions.clone(),
         );
     }
 

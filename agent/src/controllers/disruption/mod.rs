@@ -9,6 +9,11 @@
 //!
 //! NodeClaims without the drift hashes of [`crate::disruption::drift`] are stamped with
 //! today's hashes on first sight (the provisioner stamps them at launch).
+//!
+//! Each pass also scales static pools down to their `replicas` ([`static_pools`]), and
+//! keeps each pool's tally of consolidation evictions of the last hour, which
+//! `consolidationEvictionsPerHour` caps, in the NodePool's status so that it survives a
+//! change of leader.
 
 pub mod metrics;
 
@@ -33,6 +38,7 @@ use crate::controllers::{conditions, Context, TerminationReason};
 use crate::disruption::budgets::Reason;
 use crate::disruption::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
 use crate::disruption::drift::{self, DriftInput};
+use crate::disruption::{balanced, static_pools};
 use crate::labels;
 use crate::scheduler;
 use metrics::{labels as ml, DisruptionMetrics};
@@ -122,6 +128,24 @@ pub struct Disruption {
     pub config: Config,
     /// Per node: the pods seen last pass and when that set last changed.
     pod_sets: Mutex<HashMap<String, (u64, i64)>>,
+    /// Per pool: consolidation's evictions (time, pods) of the last hour; read from the
+    /// NodePool's status the first time the pool is seen.
+    evictions: Mutex<HashMap<String, Vec<(i64, u32)>>>,
+}
+
+/// The annotation Kubernetes' ReplicaSet controller reads, and Karpenter's EvictionCost.
+const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// `Balanced`'s cost of evicting these pods.
+fn eviction_cost(pods: &[&Arc<Pod>]) -> f64 {
+    balanced::pods_cost(pods.iter().map(|p| {
+        let deletion = p
+            .annotations()
+            .get(POD_DELETION_COST)
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        let priority = p.spec.as_ref().and_then(|s| s.priority);
+        balanced::eviction_cost(priority, deletion)
+    }))
 }
 
 impl Disruption {
@@ -131,6 +155,7 @@ impl Disruption {
             metrics,
             config: Config::default(),
             pod_sets: Mutex::new(HashMap::new()),
+            evictions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -150,7 +175,10 @@ impl Disruption {
         let mut pools = Vec::new();
         for (name, p) in &round.pools {
             match PoolPolicy::from_api(name, &p.spec) {
-                Ok(pp) => pools.push(pp),
+                Ok(mut pp) => {
+                    pp.evictions_last_hour = self.evictions_last_hour(p, now);
+                    pools.push(pp)
+                }
                 Err(e) => {
                     ctx.metrics.malformed("NodePool");
                     tracing::warn!(nodepool = %name, error = %e, "NodePool disruption settings cannot be read; its nodes are left alone");
@@ -267,6 +295,7 @@ impl Disruption {
                 do_not_disrupt: has_do_not_disrupt(&node.metadata)
                     || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
                 pdb_blocked: movable.iter().any(|p| pdb_blocks(&pdbs, p)),
+                eviction_cost: Some(eviction_cost(&movable)),
                 expire_after: claim
                     .spec
                     .expire_after
@@ -323,9 +352,151 @@ impl Disruption {
         }
     }
 
+    /// The pool's consolidation evictions of the last hour (seeded from its status).
+    fn evictions_last_hour(&self, pool: &crate::api::NodePool, now: i64) -> u32 {
+        let mut all = self.evictions.lock().unwrap_or_else(|p| p.into_inner());
+        let records = all.entry(pool.name_any()).or_insert_with(|| {
+            pool.status
+                .iter()
+                .flat_map(|s| s.consolidation_evictions.iter())
+                .filter_map(|r| {
+                    let t: jiff::Timestamp = r.time.parse().ok()?;
+                    Some((t.as_second(), r.pods))
+                })
+                .collect()
+        });
+        records.retain(|(t, _)| now - t < 3600);
+        records.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Adds a consolidation's evictions to its pools' tallies and writes them to status.
+    async fn record_evictions(&self, d: &Decision) {
+        let now = jiff::Timestamp::now();
+        let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
+        for n in &d.nodes {
+            let pods = self
+                .ctx
+                .state
+                .pods_on(&n.node)
+                .iter()
+                .filter(|p| reschedulable(p))
+                .count() as u32;
+            *per_pool.entry(n.nodepool.as_str()).or_default() += pods;
+        }
+        for (pool, pods) in per_pool {
+            self.metrics
+                .consolidation_evictions
+                .get_or_create(&ml(&[("nodepool", pool)]))
+                .inc_by(u64::from(pods));
+            let records: Vec<crate::api::node_pool::EvictionRecord> = {
+                let mut all = self.evictions.lock().unwrap_or_else(|p| p.into_inner());
+                let r = all.entry(pool.to_string()).or_default();
+                r.push((now.as_second(), pods));
+                r.retain(|(t, _)| now.as_second() - t < 3600);
+                r.iter()
+                    .map(|(t, n)| crate::api::node_pool::EvictionRecord {
+                        time: jiff::Timestamp::from_second(*t).unwrap_or(now).to_string(),
+                        pods: *n,
+                    })
+                    .collect()
+            };
+            let api: Api<crate::api::NodePool> = Api::all(self.ctx.client.clone());
+            let patch = serde_json::json!({"status": {"consolidationEvictions": records}});
+            if let Err(e) = api
+                .patch_status(pool, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                self.ctx
+                    .metrics
+                    .kube_error("nodepools/status patch (consolidation evictions)", &e);
+            }
+        }
+    }
+
+    /// Static pools over their `replicas` give up their surplus claims.
+    async fn scale_static_pools(&self) {
+        let ctx = &self.ctx;
+        for pool in ctx.state.node_pools.list() {
+            let Some(replicas) = pool.spec.replicas else {
+                continue;
+            };
+            if pool.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let name = pool.name_any();
+            let claims: Vec<Arc<NodeClaim>> = ctx
+                .state
+                .node_claims
+                .list()
+                .into_iter()
+                .filter(|c| c.labels().get(labels::JOINER_NODEPOOL) == Some(&name))
+                .collect();
+            let members: Vec<static_pools::Member> = claims
+                .iter()
+                .map(|c| {
+                    let node = ctx.state.node_for_claim(c);
+                    let pods: Vec<Arc<Pod>> = node
+                        .as_ref()
+                        .map(|n| ctx.state.pods_on(&n.name_any()))
+                        .unwrap_or_default();
+                    let movable: Vec<&Arc<Pod>> =
+                        pods.iter().filter(|p| reschedulable(p)).collect();
+                    static_pools::Member {
+                        nodeclaim: c.name_any(),
+                        launched: node.is_some(),
+                        pods: movable.len(),
+                        do_not_disrupt: node
+                            .as_ref()
+                            .is_some_and(|n| has_do_not_disrupt(&n.metadata))
+                            || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
+                        disrupting: disrupted::is_disrupted(c),
+                    }
+                })
+                .collect();
+            for claim_name in static_pools::surplus(replicas, &members) {
+                let Some(claim) = ctx.state.node_claims.get(&claim_name) else {
+                    continue;
+                };
+                let message = format!(
+                    "NodePool {name} keeps {replicas} node(s) (replicas) and has more; this one goes"
+                );
+                ctx.events
+                    .publish(
+                        &events::reference(claim.as_ref()),
+                        Type::Normal,
+                        "Disrupting",
+                        &format!("Overprovisioned: {message}"),
+                    )
+                    .await;
+                let mark = Mark {
+                    reason: TerminationReason::Overprovisioned,
+                    condition_reason: "Overprovisioned",
+                    message: &message,
+                    deadline: disrupted::voluntary_deadline(ctx, jiff::Timestamp::now()),
+                    replaced_by: None,
+                };
+                match disrupted::disrupt(ctx, &claim, mark).await {
+                    Ok(()) => {
+                        self.metrics
+                            .nodes_disrupted
+                            .get_or_create(&ml(&[
+                                ("reason", "Overprovisioned"),
+                                ("nodepool", &name),
+                            ]))
+                            .inc();
+                    }
+                    Err(e) => {
+                        tracing::warn!(nodeclaim = %claim_name, error = %e, "scaling a static NodePool down")
+                    }
+                }
+            }
+        }
+    }
+
     /// One pass: decide, then act. Returns the decisions taken.
     pub async fn pass(&self) -> Vec<Decision> {
         let started = Instant::now();
+        self.scale_static_pools().await;
         let (world, catalog) = self.world().await;
         let outcome = decide(&catalog, &world, &self.config);
         self.metrics
@@ -337,6 +508,14 @@ impl Disruption {
                 "do_not_disrupt"
             } else if b.why.contains("PodDisruptionBudget") {
                 "pdb"
+            } else if b.why.contains("evictions per hour") {
+                "eviction_cap"
+            } else if b.why.starts_with("Balanced") {
+                "balanced"
+            } else if b.why.contains("spot-to-spot") {
+                "spot_to_spot"
+            } else if b.why.contains("headroom") || b.why.contains("spare nodes") {
+                "headroom"
             } else if b.why.contains("budget") {
                 "budget"
             } else if b.why.contains("initialising") {
@@ -347,7 +526,10 @@ impl Disruption {
                 "unplaceable"
             };
             *blocked.entry(key).or_default() += 1;
-            if matches!(key, "do_not_disrupt" | "pdb" | "budget" | "unplaceable") {
+            if matches!(
+                key,
+                "do_not_disrupt" | "pdb" | "budget" | "unplaceable" | "eviction_cap"
+            ) {
                 if let Some(node) = self.ctx.state.nodes.find(|n| n.name_any() == b.node) {
                     self.ctx
                         .events
@@ -375,6 +557,10 @@ impl Disruption {
             "initialising",
             "consolidate_after",
             "unplaceable",
+            "eviction_cap",
+            "balanced",
+            "spot_to_spot",
+            "headroom",
         ] {
             self.metrics
                 .blocked
@@ -382,6 +568,9 @@ impl Disruption {
                 .set(blocked.get(key).copied().unwrap_or(0));
         }
         for d in &outcome.decisions {
+            if d.reason == Reason::Underutilized {
+                self.record_evictions(d).await;
+            }
             self.execute(d.clone(), &catalog).await;
         }
         outcome.decisions
@@ -415,6 +604,13 @@ impl Disruption {
         // A delete decision simulated the pods onto existing nodes: nothing to wait for.
         let none: &[String] = &[];
         let replaced_by = d.replacements.is_empty().then_some(none);
+        // Every node of the decision is marked before any drain starts: a pod evicted from
+        // the first would otherwise be scheduled onto the second, and evicted again.
+        for n in &d.nodes {
+            if let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) {
+                disrupted::taint_node(ctx, &claim).await;
+            }
+        }
         for n in &d.nodes {
             let Some(claim) = ctx.state.node_claims.get(&n.nodeclaim) else {
                 continue;

@@ -7,8 +7,14 @@
 //! are planned with the pending ones, so their replacements come from the same batch and
 //! the same NodeClaim path; the claims they land on are named on the disrupted claim for
 //! termination to wait for (see [`crate::controllers::termination::disrupted`]).
+//!
+//! Capacity no pod asks for comes from the same round and path ([`capacity`]): the
+//! missing replicas of static pools, and the headroom and spare nodes of pools that keep
+//! some. A pod bound anywhere may have taken a pool's headroom, so with headroom or
+//! replicas configured a binding also starts a (batched) round.
 
 pub mod batcher;
+pub mod capacity;
 pub mod fargate;
 pub mod input;
 pub mod nodeclaims;
@@ -29,7 +35,8 @@ use crate::controllers::operator::metrics::l;
 use crate::controllers::state::Change;
 use crate::controllers::termination::disrupted;
 use crate::controllers::Context;
-use crate::scheduler::{schedule, Target};
+use crate::scheduler::headroom;
+use crate::scheduler::{schedule, NewNodeClaim, Target};
 
 use batcher::{Batcher, Trigger};
 
@@ -62,6 +69,19 @@ pub async fn run(ctx: Arc<Context>) {
                     }
                     Some(_) => {}
                 },
+                // A pod bound to a node may have used up a pool's headroom.
+                Ok(Change::Pod {
+                    provisionable: false,
+                    node: Some(_),
+                    ..
+                }) if state
+                    .node_pools
+                    .list()
+                    .iter()
+                    .any(|p| !p.spec.headroom.is_empty() || p.spec.replicas.is_some()) =>
+                {
+                    k.notify_one()
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => k.notify_one(),
                 Err(_) => return,
@@ -93,7 +113,8 @@ pub async fn run(ctx: Arc<Context>) {
 /// One scheduling round. Returns the uids of the pods that were pending.
 pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collections::HashSet<String> {
     let started = Instant::now();
-    let r = input::build(ctx).await;
+    let mut r = input::build(ctx).await;
+    let static_pools = capacity::split_static(&mut r);
     let plan = schedule(&r.catalog, &r.input);
     ctx.metrics
         .scheduling_duration
@@ -101,6 +122,12 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
     ctx.metrics.scheduling_rounds.inc();
     ctx.metrics.pods_pending.set(r.pods.len() as i64);
     let uids = r.pods.iter().filter_map(|p| p.uid()).collect();
+    let caps = capacity::pools(ctx, &r, &plan);
+    if !caps.is_empty() {
+        let now = jiff::Timestamp::now().as_second();
+        let extra = headroom::extra_claims(&r.catalog, &r.input, &plan, &static_pools, &caps, now);
+        create_extra(ctx, &r, &extra).await;
+    }
     if r.input.pods.is_empty() {
         return uids;
     }
@@ -226,6 +253,55 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
             .await;
     }
     uids
+}
+
+/// Creates the claims no pod waits for (static replicas, headroom, spare nodes).
+async fn create_extra(ctx: &Context, r: &input::Round, extra: &[NewNodeClaim]) {
+    for claim in extra {
+        let Some(pool) = r.pools.get(&claim.nodepool) else {
+            continue;
+        };
+        let class = ctx
+            .state
+            .node_classes
+            .get(&pool.spec.template.spec.node_class_ref.name);
+        let obj = nodeclaims::build(claim, pool, class.as_deref());
+        let name = obj.name_any();
+        let why = if pool.spec.replicas.is_some() {
+            "static replicas"
+        } else {
+            "headroom"
+        };
+        match nodeclaims::create(ctx, &obj).await {
+            Ok(_) => {
+                ctx.metrics
+                    .nodeclaims_created
+                    .get_or_create(&l(&[("nodepool", &claim.nodepool)]))
+                    .inc();
+                tracing::info!(
+                    nodeclaim = %name,
+                    nodepool = %claim.nodepool,
+                    reason = why,
+                    candidates = claim.instance_types.len(),
+                    cheapest = claim.instance_types.first().map(|c| c.instance_type.as_str()).unwrap_or(""),
+                    "created NodeClaim"
+                );
+                ctx.events
+                    .publish(
+                        &events::reference(pool.as_ref()),
+                        Type::Normal,
+                        "Provisioned",
+                        &format!("NodeClaim {name} launched for the pool's {why}"),
+                    )
+                    .await;
+                ctx.claims.add(&name);
+            }
+            Err(e) => {
+                ctx.metrics.kube_error("nodeclaims create", &e);
+                tracing::warn!(nodeclaim = %name, error = %e, "creating NodeClaim failed; the next round retries");
+            }
+        }
+    }
 }
 
 /// Names on a disrupted claim the claims its pods were put on ([`REPLACED_BY`]), which

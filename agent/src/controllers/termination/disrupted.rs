@@ -222,8 +222,10 @@ async fn annotate(
 }
 
 /// Puts [`DISRUPTED_TAINT`] on the claim's node, if it has one and lacks it. A failure is
-/// counted and logged, not fatal: the drain still cordons before it evicts.
-async fn taint_node(ctx: &Context, claim: &NodeClaim) {
+/// counted and logged, not fatal: the drain still cordons before it evicts. A loop taking
+/// several nodes at once taints them all first, so that no pod evicted from the first lands
+/// on the second before it is marked (and is evicted twice).
+pub async fn taint_node(ctx: &Context, claim: &NodeClaim) {
     let Some(node_name) = claim.status.as_ref().and_then(|s| s.node_name.clone()) else {
         return;
     };

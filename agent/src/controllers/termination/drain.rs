@@ -75,6 +75,7 @@ pub async fn drain(
     node: &Node,
     respect_dnd: bool,
     grace_over: bool,
+    forceful: bool,
 ) -> Outcome {
     if let Err(e) = cordon(ctx, node).await {
         ctx.metrics.kube_error("nodes patch", &e);
@@ -90,7 +91,8 @@ pub async fn drain(
             reschedulable(p) || (p.metadata.deletion_timestamp.is_some() && !goes_with_node(p))
         })
         .collect();
-    if pods.is_empty() {
+    let abandoned = |p: &Pod| forceful && p.metadata.deletion_timestamp.is_some();
+    if pods.iter().all(|p| abandoned(p)) {
         return Outcome::Drained;
     }
     let mut wait = Duration::from_secs(30);
@@ -101,7 +103,11 @@ pub async fn drain(
         let uid = p.uid().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(ctx.eviction_client.clone(), &ns);
         if p.metadata.deletion_timestamp.is_some() {
-            wait = wait.min(Duration::from_secs(1));
+            // A forceful drain does not wait on a dead kubelet to confirm: the pod goes
+            // with the node (pod garbage collection removes it once the Node is gone).
+            if !forceful {
+                wait = wait.min(Duration::from_secs(1));
+            }
             continue;
         }
         if grace_over {

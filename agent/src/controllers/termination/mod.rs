@@ -46,6 +46,12 @@ pub enum TerminationReason {
     LaunchFailed,
     /// Its Node was deleted.
     NodeDeleted,
+    /// Node repair: unhealthy past its toleration. Forceful, as Karpenter's repair: no
+    /// replacement wait, no do-not-disrupt, pods deleted rather than evicted, and pods
+    /// already terminating on the dead node not waited for.
+    Unhealthy,
+    /// A static pool over its `replicas`.
+    Overprovisioned,
 }
 
 impl TerminationReason {
@@ -61,6 +67,8 @@ impl TerminationReason {
             TerminationReason::InstanceGone => "InstanceGone",
             TerminationReason::LaunchFailed => "LaunchFailed",
             TerminationReason::NodeDeleted => "NodeDeleted",
+            TerminationReason::Unhealthy => "Unhealthy",
+            TerminationReason::Overprovisioned => "Overprovisioned",
         }
     }
 
@@ -75,6 +83,8 @@ impl TerminationReason {
             "InstanceGone" => TerminationReason::InstanceGone,
             "LaunchFailed" => TerminationReason::LaunchFailed,
             "NodeDeleted" => TerminationReason::NodeDeleted,
+            "Unhealthy" => TerminationReason::Unhealthy,
+            "Overprovisioned" => TerminationReason::Overprovisioned,
             _ => TerminationReason::Deleted,
         }
     }
@@ -88,7 +98,13 @@ impl TerminationReason {
                 | TerminationReason::Underutilized
                 | TerminationReason::Drifted
                 | TerminationReason::NodeDeleted
+                | TerminationReason::Overprovisioned
         )
+    }
+
+    /// Terminated at once, whatever the pods: the node is not serving them anyway.
+    pub fn is_forceful(&self) -> bool {
+        matches!(self, TerminationReason::Unhealthy)
     }
 }
 
@@ -249,7 +265,9 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
             .map(String::as_str)
             .unwrap_or(""),
     );
-    let grace_over = grace_period(claim).is_some_and(|g| deleting_for(claim) >= g.as_secs_f64());
+    let forceful = reason.is_forceful();
+    let grace_over =
+        forceful || grace_period(claim).is_some_and(|g| deleting_for(claim) >= g.as_secs_f64());
     let respect_dnd = reason.is_voluntary() && !grace_over;
     let node = ctx.state.node_for_claim(claim);
     if let Some(node) = &node {
@@ -273,7 +291,7 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
                 Ok(go) => announce_drain(ctx, claim, node, go).await,
             }
         }
-        match drain::drain(ctx, claim, node, respect_dnd, grace_over).await {
+        match drain::drain(ctx, claim, node, respect_dnd, grace_over, forceful).await {
             drain::Outcome::Drained => {}
             drain::Outcome::Waiting(d) => return Some(d),
         }

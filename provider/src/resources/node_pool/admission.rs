@@ -170,8 +170,75 @@ fn price(t: &InstanceType, reqs: &Requirements, ct: CapacityType) -> Option<f64>
         .min_by(f64::total_cmp)
 }
 
+/// The cheapest admitted offering whose type holds `cpu_milli` and `memory_bytes` (its
+/// allocatable before DaemonSets): name, $/h, capacity type. The plan prices headroom and
+/// static replicas with it.
+pub fn cheapest_fitting(
+    catalog: &Catalog,
+    m: &NodePoolModel,
+    cpu_milli: i64,
+    memory_bytes: i64,
+) -> Option<(String, f64, CapacityType)> {
+    let (reqs, found, _) = admitted_types(catalog, m).ok()?;
+    found
+        .iter()
+        .filter(|t| {
+            t.allocatable.cpu_milli >= cpu_milli && t.allocatable.memory_bytes >= memory_bytes
+        })
+        .flat_map(|t| {
+            [CapacityType::Spot, CapacityType::OnDemand]
+                .into_iter()
+                .filter_map(|ct| price(t, &reqs, ct).map(|p| (t.name.clone(), p, ct)))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)))
+}
+
 /// Matches a (fully known) pool against the catalogue.
 pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty> {
+    let (reqs, found, min_values_shortfalls) = admitted_types(catalog, m)?;
+    let spot: Vec<f64> = found
+        .iter()
+        .filter_map(|t| price(t, &reqs, CapacityType::Spot))
+        .collect();
+    let od: Vec<f64> = found
+        .iter()
+        .filter_map(|t| price(t, &reqs, CapacityType::OnDemand))
+        .collect();
+    let min = |xs: &[f64]| xs.iter().copied().min_by(f64::total_cmp);
+    let max = |xs: &[f64]| xs.iter().copied().max_by(f64::total_cmp);
+    let mut ranked: Vec<(f64, &str)> = found
+        .iter()
+        .map(|t| (t.cheapest_price(&reqs).unwrap_or(f64::MAX), t.name.as_str()))
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    Ok(Admitted {
+        count: found.len(),
+        sample: ranked
+            .iter()
+            .take(SAMPLE)
+            .map(|(_, n)| n.to_string())
+            .collect(),
+        cheapest_spot: min(&spot),
+        dearest_spot: max(&spot),
+        cheapest_on_demand: min(&od),
+        dearest_on_demand: max(&od),
+        candidate_price_ratio: PriceRatio::of(m.candidate_price_ratio.as_deref())
+            .unwrap_or_default()
+            .to_string(),
+        min_values_shortfalls,
+    })
+}
+
+/// The pool's requirements, the types they admit and the `min_values` a `BestEffort` pool
+/// falls short of (warnings, not errors).
+type Admission<'c> = (
+    Requirements,
+    Vec<&'c InstanceType>,
+    Vec<(AttributePath, String)>,
+);
+
+/// The pool's requirements and the types they admit, or why none.
+fn admitted_types<'c>(catalog: &'c Catalog, m: &NodePoolModel) -> Result<Admission<'c>, Empty> {
     let steps = steps(m, &catalog.zones()).map_err(|e| Empty {
         path: AttributePath::new("requirement"),
         detail: e,
@@ -232,37 +299,7 @@ pub fn admitted(catalog: &Catalog, m: &NodePoolModel) -> Result<Admitted, Empty>
             }
         }
     }
-    let spot: Vec<f64> = found
-        .iter()
-        .filter_map(|t| price(t, &reqs, CapacityType::Spot))
-        .collect();
-    let od: Vec<f64> = found
-        .iter()
-        .filter_map(|t| price(t, &reqs, CapacityType::OnDemand))
-        .collect();
-    let min = |xs: &[f64]| xs.iter().copied().min_by(f64::total_cmp);
-    let max = |xs: &[f64]| xs.iter().copied().max_by(f64::total_cmp);
-    let mut ranked: Vec<(f64, &str)> = found
-        .iter()
-        .map(|t| (t.cheapest_price(&reqs).unwrap_or(f64::MAX), t.name.as_str()))
-        .collect();
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-    Ok(Admitted {
-        count: found.len(),
-        sample: ranked
-            .iter()
-            .take(SAMPLE)
-            .map(|(_, n)| n.to_string())
-            .collect(),
-        cheapest_spot: min(&spot),
-        dearest_spot: max(&spot),
-        cheapest_on_demand: min(&od),
-        dearest_on_demand: max(&od),
-        candidate_price_ratio: PriceRatio::of(m.candidate_price_ratio.as_deref())
-            .unwrap_or_default()
-            .to_string(),
-        min_values_shortfalls,
-    })
+    Ok((reqs, found, min_values_shortfalls))
 }
 
 #[cfg(test)]

@@ -321,6 +321,139 @@ pub fn describe(
     Impact { text: out, path }
 }
 
+/// The plan warning for the capacity fields of issue 21 where they change which nodes
+/// exist or how many pods consolidation may move: static `replicas` (how many nodes, at
+/// what price), `headroom` (what keeping the room costs at most) and the eviction cap.
+/// Needs no cluster (prices are the embedded catalogue's), so a new pool gets it too; an
+/// update gets it only when one of these fields changed. None when there is nothing to say.
+pub fn capacity_warning(
+    catalog: &joiner_agent::catalog::Catalog,
+    old: Option<&NodePoolModel>,
+    new: &NodePoolModel,
+) -> Option<Diagnostic> {
+    let (text, path) = capacity_impact(catalog, old, new)?;
+    Some(Diagnostic::warning_at(
+        path,
+        "Capacity this NodePool keeps whatever the pods",
+        text,
+    ))
+}
+
+fn cap_of(m: &NodePoolModel) -> Option<i64> {
+    m.disruption
+        .as_ref()
+        .and_then(|d| d.consolidation_evictions_per_hour)
+}
+
+/// The warning's text and the attribute it points at.
+pub fn capacity_impact(
+    catalog: &joiner_agent::catalog::Catalog,
+    old: Option<&NodePoolModel>,
+    new: &NodePoolModel,
+) -> Option<(String, AttributePath)> {
+    use super::admission::{cheapest_fitting, price_text};
+    let name = new.name.clone().unwrap_or_default();
+    let mut parts: Vec<String> = Vec::new();
+    let mut path: Option<AttributePath> = None;
+    let changed = |f: &dyn Fn(&NodePoolModel) -> String| old.is_none_or(|o| f(o) != f(new));
+    if let Some(n) = new
+        .replicas
+        .filter(|_| changed(&|m| format!("{:?}", m.replicas)))
+    {
+        let each = cheapest_fitting(catalog, new, 0, 0);
+        let mut t = format!("keeps {n} node(s) whatever the pods need (replicas)");
+        if let Some((ty, price, ct)) = each {
+            t.push_str(&format!(
+                ": at least ${}/h ({n} × {ty}, {}, the cheapest admitted offering)",
+                price_text(price * n as f64),
+                ct.as_str()
+            ));
+        }
+        match old.and_then(|o| o.replicas) {
+            Some(before) if before < n => t.push_str(&format!(
+                "; {before} -> {n}: {} node(s) launched",
+                n - before
+            )),
+            Some(before) if before > n => t.push_str(&format!(
+                "; {before} -> {n}: {} node(s) drained and removed, the least busy first (budgets do not pace it; PDBs hold)",
+                before - n
+            )),
+            _ => {}
+        }
+        parts.push(t);
+        path.get_or_insert_with(|| AttributePath::new("replicas"));
+    }
+    if !new.headroom.is_empty() && changed(&|m| format!("{:?}", m.headroom)) {
+        for (i, h) in new.headroom.iter().enumerate() {
+            let when = match (&h.schedule, &h.duration) {
+                (Some(s), Some(d)) => format!(" during {s} for {d} (UTC)"),
+                _ => String::new(),
+            };
+            let text = if let Some(n) = h.nodes {
+                let each = cheapest_fitting(catalog, new, 0, 0);
+                let cost = each
+                    .map(|(ty, p, ct)| {
+                        format!(
+                            ": ${}/h ({n} × {ty}, {}) while kept",
+                            price_text(p * n as f64),
+                            ct.as_str()
+                        )
+                    })
+                    .unwrap_or_default();
+                format!("keeps {n} spare node(s){when}{cost}")
+            } else {
+                let pods = h.pods.unwrap_or(1).max(1);
+                let cpu = h
+                    .cpu
+                    .as_deref()
+                    .and_then(|c| joiner_agent::resources::parse_cpu_milli(c).ok())
+                    .unwrap_or(0);
+                let mem = h
+                    .memory
+                    .as_deref()
+                    .and_then(|m| joiner_agent::resources::parse_bytes(m).ok())
+                    .unwrap_or(0);
+                let size = [
+                    h.cpu.as_deref().map(|c| format!("{c} CPU")),
+                    h.memory.clone(),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" / ");
+                let cost = cheapest_fitting(catalog, new, cpu * pods, mem * pods)
+                    .map(|(ty, p, ct)| {
+                        format!(
+                            ": at most ${}/h when no node has the room free (one {ty}, {}, the cheapest admitted type that holds it all)",
+                            price_text(p),
+                            ct.as_str()
+                        )
+                    })
+                    .unwrap_or_else(|| {
+                        "; no single admitted type holds it all, so it is kept on several nodes"
+                            .to_string()
+                    });
+                format!("keeps room for {pods} pod(s) of {size}{when}{cost}")
+            };
+            parts.push(format!("headroom[{i}] {text}"));
+        }
+        path.get_or_insert_with(|| AttributePath::new("headroom"));
+    }
+    if let Some(cap) = cap_of(new).filter(|_| changed(&|m| format!("{:?}", cap_of(m)))) {
+        parts.push(format!(
+            "consolidation evicts at most {cap} pod(s) an hour from it ({} a day); moves beyond that wait, and the saving they would bring waits with them",
+            cap * 24
+        ));
+        path.get_or_insert_with(|| {
+            AttributePath::root()
+                .attr("disruption")
+                .attr("consolidation_evictions_per_hour")
+        });
+    }
+    let path = path?;
+    Some((format!("NodePool {name} {}.", parts.join("; ")), path))
+}
+
 /// The preview of a NodePool update.
 pub async fn node_pool(ctx: &ProviderContext, old: &NodePoolModel, new: &NodePoolModel) -> Preview {
     let (Some(cluster), Some(pool)) = (new.cluster_name.as_deref(), new.name.as_deref()) else {
@@ -479,6 +612,70 @@ mod tests {
         assert_eq!(
             class_part("b", &spec, 0),
             "NodePool b: 0 live nodes become drifted; nothing to replace"
+        );
+    }
+
+    #[test]
+    fn capacity_fields_are_priced_on_create_and_when_they_change() {
+        use crate::model::node_pool::{DisruptionModel, HeadroomModel};
+        let cat = super::super::admission::catalog();
+        let mut m = NodePoolModel {
+            name: Some("warm".into()),
+            node_class: Some("d".into()),
+            requirements: vec![RequirementModel {
+                key: "karpenter.sh/capacity-type".into(),
+                operator: "In".into(),
+                values: vec!["on-demand".into()],
+                min_values: None,
+            }]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(capacity_impact(cat, None, &m), None, "nothing to say");
+        m.headroom = vec![HeadroomModel {
+            cpu: Some("1".into()),
+            memory: Some("2Gi".into()),
+            pods: Some(4),
+            ..Default::default()
+        }];
+        m.disruption = Some(DisruptionModel {
+            consolidation_evictions_per_hour: Some(30),
+            ..Default::default()
+        });
+        let (text, path) = capacity_impact(cat, None, &m).unwrap();
+        assert_eq!(path, AttributePath::new("headroom"));
+        assert!(
+            text.starts_with(
+                "NodePool warm headroom[0] keeps room for 4 pod(s) of 1 CPU / 2Gi: at most $"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("on-demand, the cheapest admitted type that holds it all"),
+            "{text}"
+        );
+        assert!(
+            text.contains("consolidation evicts at most 30 pod(s) an hour from it (720 a day)"),
+            "{text}"
+        );
+        // Unchanged on update: no warning.
+        assert_eq!(capacity_impact(cat, Some(&m.clone()), &m), None);
+        // Static replicas scaled down.
+        let mut s1 = m.clone();
+        s1.headroom.clear();
+        s1.disruption = None;
+        s1.replicas = Some(5);
+        let mut s2 = s1.clone();
+        s2.replicas = Some(2);
+        let (text, path) = capacity_impact(cat, Some(&s1), &s2).unwrap();
+        assert_eq!(path, AttributePath::new("replicas"));
+        assert!(
+            text.contains("keeps 2 node(s) whatever the pods need (replicas): at least $"),
+            "{text}"
+        );
+        assert!(
+            text.contains("5 -> 2: 3 node(s) drained and removed"),
+            "{text}"
         );
     }
 
