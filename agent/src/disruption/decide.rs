@@ -431,13 +431,12 @@ impl<'a> Sim<'a> {
     fn commit(
         &mut self,
         nodes: &[&Candidate],
-        plan: &scheduler::Plan,
-        pods: &[Pod],
-        real: usize,
+        moved: Moved<'_>,
         replacements: &[NewNodeClaim],
         now: i64,
         pools: &BTreeMap<&str, &PoolPolicy>,
     ) {
+        let Moved { plan, pods, real } = moved;
         for c in nodes {
             if let Some(i) = self.node_index.remove(&c.node.name) {
                 self.input.nodes[i].unschedulable = true;
@@ -607,7 +606,13 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
                             pods.len()
                         )
                     };
-                    sim.commit(&[c], &plan, &pods, real, &replacements, now, &pools);
+                    sim.commit(
+                        &[c],
+                        Moved::of(&plan, &pods, real),
+                        &replacements,
+                        now,
+                        &pools,
+                    );
                     taken.insert(c.node.name.clone());
                     out.decisions.push(Decision {
                         reason,
@@ -723,7 +728,8 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
             }
         }
         *room -= 1;
-        sim.commit(&[c], &scheduler::Plan::default(), &[], 0, &[], now, &pools);
+        let none = scheduler::Plan::default();
+        sim.commit(&[c], Moved::of(&none, &[], 0), &[], now, &pools);
         taken.insert(c.node.name.clone());
         empty_chosen.entry(c.nodepool.clone()).or_default().push(c);
     }
@@ -854,7 +860,13 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         }
         if let Some((n, d, plan, pods, real)) = best {
             let set = &prefix[..n];
-            sim.commit(set, &plan, &pods, real, &d.replacements, now, &pools);
+            sim.commit(
+                set,
+                Moved::of(&plan, &pods, real),
+                &d.replacements,
+                now,
+                &pools,
+            );
             sim.count_evictions(set);
             for c in set {
                 taken.insert(c.node.name.clone());
@@ -874,7 +886,13 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         }
         match judge.consolidation(&mut sim, &[c]) {
             Ok((d, plan, pods, real)) => {
-                sim.commit(&[c], &plan, &pods, real, &d.replacements, now, &pools);
+                sim.commit(
+                    &[c],
+                    Moved::of(&plan, &pods, real),
+                    &d.replacements,
+                    now,
+                    &pools,
+                );
                 sim.count_evictions(&[c]);
                 taken.insert(c.node.name.clone());
                 out.decisions.push(d);
@@ -1068,5 +1086,20 @@ impl Judge<'_> {
             message,
         };
         Ok((d, plan, pods, real))
+    }
+}
+
+/// Where a decision's pods went: the simulation's plan for them, the pods planned (the real
+/// ones first, `real` of them, then headroom placeholders).
+#[derive(Clone, Copy)]
+struct Moved<'a> {
+    plan: &'a scheduler::Plan,
+    pods: &'a [Pod],
+    real: usize,
+}
+
+impl<'a> Moved<'a> {
+    fn of(plan: &'a scheduler::Plan, pods: &'a [Pod], real: usize) -> Self {
+        Moved { plan, pods, real }
     }
 }

@@ -106,6 +106,10 @@ pub fn convert(
     if let Some(w) = spec.get("weight").and_then(Value::as_i64) {
         b.attr("weight", Expr::Int(w));
     }
+    // A static NodePool (Karpenter v1.8): same field, same meaning.
+    if let Some(r) = spec.get("replicas").and_then(Value::as_i64) {
+        b.attr("replicas", Expr::Int(r));
+    }
     let template_labels = string_map(template_meta.get("labels"));
     let (kept, refused): (Vec<_>, Vec<_>) = template_labels
         .into_iter()
@@ -218,7 +222,7 @@ pub fn convert(
             "consolidation",
             "kubeletConfiguration",
         ],
-        _ => &["template", "limits", "weight", "disruption"],
+        _ => &["template", "limits", "weight", "disruption", "replicas"],
     };
     for k in spec.as_mapping().into_iter().flat_map(|m| m.keys()) {
         if let Some(k) = k.as_str() {

@@ -182,3 +182,21 @@ fn bad_documents_name_the_document() {
     .unwrap();
     assert!(out.contains("# skipped: ConfigMap \"c\" (v1)"), "{out}");
 }
+
+#[test]
+fn a_static_balanced_pool_keeps_its_replicas_and_policy() {
+    let yaml = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: fixed}\n\
+                spec:\n  replicas: 3\n  disruption: {consolidationPolicy: Balanced}\n  \
+                template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}}\n";
+    let out = convert(yaml, "x", &Options::default()).unwrap();
+    let squeezed: String = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(squeezed.contains("replicas = 3"), "{out}");
+    assert!(
+        squeezed.contains("consolidation_policy = \"Balanced\""),
+        "{out}"
+    );
+    assert!(
+        !out.contains("spec.replicas has no joiner equivalent"),
+        "{out}"
+    );
+}

@@ -125,8 +125,9 @@ fn capacity_attributes_reach_the_cluster_and_are_priced_in_the_plan() {
             .clone()
     };
     let web = of("joiner_node_pool.web");
+    // Inside the first headroom block (Terraform cannot point at a block itself).
     assert!(
-        web.code.as_deref().unwrap_or("").contains("headroom {"),
+        web.code.as_deref().unwrap_or("").contains("cpu    = \"1\""),
         "{web}"
     );
     assert!(

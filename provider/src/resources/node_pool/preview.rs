@@ -437,7 +437,20 @@ pub fn capacity_impact(
             };
             parts.push(format!("headroom[{i}] {text}"));
         }
-        path.get_or_insert_with(|| AttributePath::new("headroom"));
+        // An attribute of the first block: Terraform (1.0.3 included) points a path that ends
+        // at a block, or at a list of blocks, at the resource's header instead.
+        if let Some(first) = new.headroom.first() {
+            let attr = if first.nodes.is_some() {
+                "nodes"
+            } else if first.cpu.is_some() {
+                "cpu"
+            } else if first.memory.is_some() {
+                "memory"
+            } else {
+                "pods"
+            };
+            path.get_or_insert_with(|| AttributePath::new("headroom").index(0).attr(attr));
+        }
     }
     if let Some(cap) = cap_of(new).filter(|_| changed(&|m| format!("{:?}", cap_of(m)))) {
         parts.push(format!(
@@ -643,7 +656,7 @@ mod tests {
             ..Default::default()
         });
         let (text, path) = capacity_impact(cat, None, &m).unwrap();
-        assert_eq!(path, AttributePath::new("headroom"));
+        assert_eq!(path, AttributePath::new("headroom").index(0).attr("cpu"));
         assert!(
             text.starts_with(
                 "NodePool warm headroom[0] keeps room for 4 pod(s) of 1 CPU / 2Gi: at most $"
