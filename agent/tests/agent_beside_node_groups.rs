@@ -18,7 +18,7 @@ use agent_support::{wait_for, Opts, World};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -79,7 +79,9 @@ async fn node_groups_are_left_alone_and_their_pods_move_as_they_shrink() {
         let log = log.clone();
         let nodes = nodes.clone();
         tokio::spawn(async move {
-            let mut stream = watcher(nodes, watcher::Config::default()).boxed();
+            let mut stream = watcher(nodes, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             while let Some(Ok(ev)) = stream.next().await {
                 let (node, deleted) = match ev {
                     watcher::Event::Apply(n) | watcher::Event::InitApply(n) => (n, false),

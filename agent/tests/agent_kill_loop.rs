@@ -41,7 +41,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -282,7 +282,7 @@ impl PodLedger {
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         let cfg = watcher::Config::default().labels(&format!("app={app}"));
         let pod_task = tokio::spawn(async move {
-            let mut events = watcher(pods, cfg).boxed();
+            let mut events = watcher(pods, cfg).default_backoff().boxed();
             let mut ready = Some(ptx);
             while let Some(ev) = events.next().await {
                 let Ok(ev) = ev else { continue };
@@ -312,7 +312,9 @@ impl PodLedger {
         let s = state.clone();
         let nodes: Api<Node> = Api::all(client);
         let node_task = tokio::spawn(async move {
-            let mut events = watcher(nodes, watcher::Config::default()).boxed();
+            let mut events = watcher(nodes, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             let mut ready = Some(ntx);
             while let Some(ev) = events.next().await {
                 let Ok(ev) = ev else { continue };

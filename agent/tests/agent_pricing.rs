@@ -31,7 +31,7 @@ use aws_sdk_ec2::types::{
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -359,7 +359,9 @@ impl ConditionLog {
         let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let api: Api<NodeClaim> = Api::all(client);
-            let mut ev = watcher(api, watcher::Config::default()).boxed();
+            let mut ev = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             let mut ready = Some(tx);
             while let Some(e) = ev.next().await {
                 let objs = match e {

@@ -16,7 +16,7 @@ use agent_support::{wait_for, World};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -116,7 +116,9 @@ impl PodDeletions {
         let selector = format!("app={app}");
         let task = tokio::spawn(async move {
             let api: Api<Pod> = Api::namespaced(client, "default");
-            let mut ev = watcher(api, watcher::Config::default().labels(&selector)).boxed();
+            let mut ev = watcher(api, watcher::Config::default().labels(&selector))
+                .default_backoff()
+                .boxed();
             let mut ready = Some(ready_tx);
             while let Some(e) = ev.next().await {
                 match e {

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -193,7 +193,9 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
     let c1 = client.clone();
     tokio::spawn(async move {
         let api: Api<NodeClaim> = Api::all(c1);
-        let mut s = watcher(api, watcher::Config::default()).boxed();
+        let mut s = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(Ok(ev)) = s.next().await {
             if let watcher::Event::Apply(c) | watcher::Event::InitApply(c) = ev {
                 let mut t = t1.lock().unwrap();
@@ -231,7 +233,9 @@ fn watch_timeline(client: kube::Client) -> Arc<Mutex<Timeline>> {
     let t2 = t.clone();
     tokio::spawn(async move {
         let api: Api<Node> = Api::all(client);
-        let mut s = watcher(api, watcher::Config::default()).boxed();
+        let mut s = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(Ok(ev)) = s.next().await {
             match ev {
                 watcher::Event::Apply(n) | watcher::Event::InitApply(n) if cordoned(&n) => {
@@ -331,7 +335,7 @@ impl ServingWatch {
         let cfg = watcher::Config::default().labels(&format!("app={app}"));
         let task = tokio::spawn(async move {
             let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
-            let mut events = watcher(api, cfg).boxed();
+            let mut events = watcher(api, cfg).default_backoff().boxed();
             let mut tx = Some(tx);
             while let Some(ev) = events.next().await {
                 let Ok(ev) = ev else { continue };

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 
 use joiner_agent::api::NodeClaim;
@@ -54,7 +54,9 @@ impl ClaimLog {
         let s = state.clone();
         let task = tokio::spawn(async move {
             let api: Api<NodeClaim> = Api::all(client);
-            let mut events = watcher(api, watcher::Config::default()).boxed();
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             let mut ready = Some(ready_tx);
             while let Some(ev) = events.next().await {
                 let Ok(ev) = ev else { continue };

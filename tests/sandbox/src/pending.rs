@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 
 #[derive(Default)]
@@ -65,7 +65,9 @@ impl PendingWatch {
         let api: Api<Pod> = Api::namespaced(client, namespace);
         let s = state.clone();
         let task = tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).boxed();
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
             let mut tx = Some(tx);
             let mut lists = 0;
             while let Some(ev) = events.next().await {
