@@ -11,6 +11,7 @@ use crate::resources::Resources;
 
 use super::bitset::Bitset;
 use super::input::{Input, NodePoolInput};
+use super::reserved::ResOffer;
 
 /// Zone indexes are bits of a u64: a region has far fewer than 64 zones.
 pub(crate) type ZoneMask = u64;
@@ -25,16 +26,6 @@ pub(crate) fn ct_bit(ct: CapacityType) -> u8 {
         CapacityType::OnDemand => CT_ON_DEMAND,
         CapacityType::Reserved => CT_RESERVED,
     }
-}
-
-/// One reserved offering a pool may launch into: the offering's index in its type's
-/// offerings, the reservation's index in the round's [`super::reserved::Ledger`], and the
-/// zone's bit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ResOffer {
-    pub offering: usize,
-    pub res: usize,
-    pub zone: usize,
 }
 
 pub(crate) struct Pool {

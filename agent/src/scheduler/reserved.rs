@@ -16,7 +16,14 @@ use std::collections::HashMap;
 
 use crate::catalog::Catalog;
 
-use super::pools::ResOffer;
+/// One reserved offering a pool may launch into: the offering's index in its type's
+/// offerings, the reservation's index in the round's [`Ledger`], and the zone's bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResOffer {
+    pub offering: usize,
+    pub res: usize,
+    pub zone: usize,
+}
 
 /// A claim's place in a reservation: the type it launches and the offering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
