@@ -22,6 +22,10 @@ use serde_json::json;
 
 use joiner_agent::api::{NodeClaim, NodePool};
 
+/// The agent's count of its disruption passes (every few seconds, work or not): the clock
+/// of the "nothing happens" windows below.
+const PASSES: &str = "joiner_disruption_pass_duration_seconds_count";
+
 fn logs() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "joiner_agent=info".into()))
@@ -149,6 +153,25 @@ impl Drop for PodDeletions {
 
 /// Claims (by name) untouched between two moments: same names, none deleting. Names are
 /// not reused and deletion is not undone, so this is a state, not a sample.
+/// The value of a metric's first sample (`name` is the full sample name), from the agent's
+/// `/metrics`.
+async fn metric(w: &World, addr: std::net::SocketAddr, name: &str) -> f64 {
+    let text = w.metrics(addr).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+}
+
+/// Waits until the agent has done `n` more of the work `name` counts. A "nothing happens" window measured in the agent's own passes, not
+/// in wall time: on a loaded machine a fixed sleep can hold no pass at all and prove nothing.
+async fn after_passes(w: &World, addr: std::net::SocketAddr, name: &str, n: f64) {
+    let start = metric(w, addr, name).await;
+    wait_for(name, Duration::from_secs(120), || async {
+        (metric(w, addr, name).await >= start + n).then_some(())
+    })
+    .await;
+}
+
 async fn claims_untouched(w: &World, pool: &str, before: &BTreeSet<String>) -> Result<(), String> {
     let now = claims_of(w, pool).await;
     let names: BTreeSet<String> = now.iter().map(|c| c.name_any()).collect();
@@ -218,7 +241,7 @@ async fn a_static_pool_keeps_its_replicas_and_never_launches_for_pods() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    after_passes(&w, agent.metrics, PASSES, 3.0).await;
     if let Err(e) = claims_untouched(&w, "fixed", &names).await {
         panic!("a static pool launched for a pending pod: {e}");
     }
@@ -322,7 +345,7 @@ async fn headroom_is_warm_room_a_burst_starts_on_at_once() {
         .collect();
     assert_eq!(claims.len(), 1);
     // Consolidation leaves the empty node alone: its room is the headroom.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    after_passes(&w, agent.metrics, PASSES, 3.0).await;
     if let Err(e) = claims_untouched(&w, "warm", &claims).await {
         panic!("consolidation took the headroom away: {e}");
     }
@@ -534,7 +557,7 @@ async fn the_eviction_cap_paces_consolidation() {
     .await;
     running(&w, "keep", 6).await;
     // A few more passes: nothing more moves within the hour.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    after_passes(&w, agent.metrics, PASSES, 3.0).await;
     assert_eq!(
         evictions.count(),
         3,
