@@ -92,3 +92,22 @@ fn build_next_to_test_executable(package: &str, bin_name: &str) -> PathBuf {
     );
     bin
 }
+
+/// A `provider "joiner"` block reaching a Kubernetes API server with a bearer token (the
+/// Kubernetes-half tests' kube-sim), in us-east-1.
+pub fn kubernetes_provider_block(host: &str, ca_pem: &str, token: &str) -> String {
+    format!(
+        r#"provider "joiner" {{
+  region = "us-east-1"
+  kubernetes {{
+    host                   = "{host}"
+    cluster_ca_certificate = <<-PEM
+{}
+PEM
+    token = "{token}"
+  }}
+}}
+"#,
+        ca_pem.trim_end()
+    )
+}

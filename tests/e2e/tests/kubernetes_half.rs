@@ -27,22 +27,7 @@ const AGENT_DIGEST: &str =
     "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn provider_block(sim: &kube_sim::KubeSim) -> String {
-    format!(
-        r#"provider "joiner" {{
-  region = "us-east-1"
-  kubernetes {{
-    host                   = "{}"
-    cluster_ca_certificate = <<-PEM
-{}
-PEM
-    token = "{}"
-  }}
-}}
-"#,
-        sim.url(),
-        sim.ca_pem().trim_end(),
-        sim.token()
-    )
+    joiner_e2e::kubernetes_provider_block(&sim.url(), sim.ca_pem(), sim.token())
 }
 
 fn config(

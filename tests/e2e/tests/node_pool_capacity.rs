@@ -14,22 +14,7 @@ const CLUSTER: &str = "capacity";
 const CAPACITY: &str = "Capacity this NodePool keeps whatever the pods";
 
 fn provider_block(sim: &kube_sim::KubeSim) -> String {
-    format!(
-        r#"provider "joiner" {{
-  region = "us-east-1"
-  kubernetes {{
-    host                   = "{}"
-    cluster_ca_certificate = <<-PEM
-{}
-PEM
-    token = "{}"
-  }}
-}}
-"#,
-        sim.url(),
-        sim.ca_pem().trim_end(),
-        sim.token()
-    )
+    joiner_e2e::kubernetes_provider_block(&sim.url(), sim.ca_pem(), sim.token())
 }
 
 fn config(sim: &kube_sim::KubeSim, replicas: Option<u32>, cap: u32) -> String {

@@ -11,22 +11,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 const CLUSTER: &str = "pricing";
 
 fn provider_block(sim: &kube_sim::KubeSim) -> String {
-    format!(
-        r#"provider "joiner" {{
-  region = "us-east-1"
-  kubernetes {{
-    host                   = "{}"
-    cluster_ca_certificate = <<-PEM
-{}
-PEM
-    token = "{}"
-  }}
-}}
-"#,
-        sim.url(),
-        sim.ca_pem().trim_end(),
-        sim.token()
-    )
+    joiner_e2e::kubernetes_provider_block(&sim.url(), sim.ca_pem(), sim.token())
 }
 
 /// A class selecting reservations, a pool with launch policies and an overlay; `ratio`,
