@@ -10,14 +10,17 @@ mkdir -p "$tools/bin" "$tools/cache"
 # built from Go), or one half of them: go-terraform (OpenTofu, current Terraform) or
 # go-cluster (the Kubernetes control plane, KWOK, etcd). scripts/test builds them in the
 # background while it compiles and runs the tests that do not need them.
+# go-karpenter (never part of all or go: only scripts/bench-perf-suite needs it, and CI's
+# time is precious) builds Karpenter's controller with its KWOK cloud provider.
 part=all
 case "${1:-}" in
   --base) part=base ;;
   --go) part=go ;;
   --go-terraform) part=go-terraform ;;
   --go-cluster) part=go-cluster ;;
+  --go-karpenter) part=go-karpenter ;;
   "") ;;
-  *) echo "usage: $0 [--base|--go|--go-terraform|--go-cluster]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--base|--go|--go-terraform|--go-cluster|--go-karpenter]" >&2; exit 2 ;;
 esac
 want() { # want go-terraform|go-cluster: whether this run installs that half
   case "$part" in all|go) return 0 ;; "$1") return 0 ;; *) return 1 ;; esac
@@ -132,10 +135,12 @@ go_tools() {
     bins+=("$1"); shift
   done
   local mod="$root/tools/go/$name"
+  # A tool measured against ours is built optimised (go_tools_gcflags, set by its caller).
+  local gcflags=${go_tools_gcflags-$go_gcflags}
   local key
   # Local replacement modules (tools/go/NAME/stubs) are part of what is built, and so are the
   # flags (a stamped version that changes must rebuild).
-  key=$( (cat "$mod/go.mod" "$mod/go.sum" $(find "$mod/stubs" -type f 2>/dev/null | sort); echo "$go_gcflags $ldflags") | sha256sum | cut -c1-16)
+  key=$( (cat "$mod/go.mod" "$mod/go.sum" $(find "$mod/stubs" -type f 2>/dev/null | sort); echo "$gcflags $ldflags") | sha256sum | cut -c1-16)
   local dir="$cache/$name-$key"
   local have=1 b
   for b in "${bins[@]}"; do [ -x "$dir/${b%%:*}" ] || have=0; done
@@ -149,7 +154,7 @@ go_tools() {
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
     # `tool` builds every tool the go.mod declares; nice keeps the machine usable meanwhile.
     (cd "$mod" && env "${go_env[@]}" nice -n 19 "$go_bin" build -trimpath \
-      -gcflags "$go_gcflags" -ldflags "$ldflags" -o "$dir.tmp/" tool)
+      -gcflags "$gcflags" -ldflags "$ldflags" -o "$dir.tmp/" tool)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
     echo "install-tools: built ${bins[*]} in $((SECONDS - t0))s" >&2
   fi
@@ -214,6 +219,26 @@ if want go-cluster && [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
   fi
   ln -sfn "$etcd_dir/usr/bin/etcd" "$tools/bin/etcd"
   summary+=("etcd $ETCD_DEB_VERSION")
+fi
+
+# Karpenter's controller with its KWOK cloud provider (sigs.k8s.io/karpenter/kwok, pinned in
+# tools/go/karpenter), for scripts/bench-perf-suite: it runs beside joiner on the real control
+# plane + KWOK. Linked as karpenter-kwok (KWOK's own binary is `kwok`). Built optimised, unlike
+# the tools above: its CPU is what the suite measures, and joiner's side is a release build.
+# Its CRDs (karpenter.sh NodePool/NodeClaim/NodeOverlay, the KWOKNodeClass) and the instance
+# types its provider embeds are copied from the module next to the binary, since the module
+# cache is thrown away.
+if [ "$part" = go-karpenter ]; then
+  go_tools_gcflags="" go_tools karpenter kwok:karpenter-kwok
+  if [ -n "${built_dir:-}" ] && [ ! -f "$built_dir/karpenter/instance_types.json" ]; then
+    [ -n "$go_bin" ] || go_bin=$(find_go)
+    karp_src=$(cd "$root/tools/go/karpenter" && env "${go_env[@]}" "$go_bin" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+    rm -rf "$built_dir/karpenter.tmp" && mkdir -p "$built_dir/karpenter.tmp/crds"
+    cp "$karp_src"/kwok/charts/crds/*.yaml "$karp_src"/kwok/apis/crds/*.yaml "$built_dir/karpenter.tmp/crds/"
+    cp "$karp_src/kwok/cloudprovider/instance_types.json" "$built_dir/karpenter.tmp/"
+    chmod -R u+w "$built_dir/karpenter.tmp"
+    rm -rf "$built_dir/karpenter" && mv "$built_dir/karpenter.tmp" "$built_dir/karpenter"
+  fi
 fi
 
 go_scratch_clean

@@ -426,6 +426,7 @@ async fn eks_token_authenticates_on_the_real_control_plane() {
             scheduler: false,
             kwok: false,
             token_webhook: Some(webhook),
+            ..Default::default()
         })
     })
     .join()

@@ -16,6 +16,7 @@
 pub mod allocatable;
 pub mod daemonsets;
 pub mod instance_types;
+pub mod kwok;
 pub mod max_pods;
 pub mod overlay;
 pub mod prices;
@@ -160,8 +161,14 @@ impl InstanceType {
                 .any(|f| family == *f || (f.len() == 3 && family.starts_with(f)))
     }
 
-    /// Allocatable under different kubelet settings (a NodeClass's overrides).
+    /// Allocatable under different kubelet settings (a NodeClass's overrides). Without
+    /// overrides it is the type's own figure, as the scheduler's pools take it: a catalogue
+    /// whose nodes are not EKS's (the KWOK world's, [`kwok`]) states its allocatable there,
+    /// and recomputing it with EKS's reservations would plan against nodes that do not exist.
     pub fn allocatable_with(&self, settings: &KubeletSettings) -> Resources {
+        if *settings == KubeletSettings::default() {
+            return self.allocatable.clone();
+        }
         let max_pods = self
             .record
             .max_pods

@@ -20,6 +20,7 @@ pub mod fargate_profiles;
 pub mod fleet;
 pub mod ice_cache;
 pub mod instances;
+pub mod kwok;
 pub mod launch_template;
 pub mod records;
 pub mod sqs;
@@ -151,7 +152,8 @@ impl CloudError {
     }
 }
 
-/// The agent's cloud. Implemented for EC2 by `ec2::Ec2Cloud`.
+/// The agent's cloud. Implemented for EC2 by `ec2::Ec2Cloud`, and for a cluster whose
+/// kubelets KWOK plays by `kwok::KwokCloud` (benchmarks beside Karpenter's KWOK provider).
 #[async_trait::async_trait]
 pub trait Cloud: Send + Sync + 'static {
     /// The catalogue the scheduler sees for this NodeClass: offerings only in the zones of

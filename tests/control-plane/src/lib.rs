@@ -128,6 +128,11 @@ pub struct Options {
     /// authenticators do not know, as EKS's API server has for its `k8s-aws-v1.` tokens:
     /// the local world's is `<emulator>/joiner-local/eks/<region>/<cluster>/authenticate`.
     pub token_webhook: Option<String>,
+    /// Client-side rate limit of kube-controller-manager and kube-scheduler (queries per
+    /// second; the burst is twice it). Their defaults (20 and 50) make the ReplicaSet
+    /// controller and the binding loop, not the controller under test, what a scale-out of
+    /// thousands of pods waits for; benchmarks raise it.
+    pub client_qps: Option<u32>,
 }
 
 impl Default for Options {
@@ -137,6 +142,7 @@ impl Default for Options {
             scheduler: true,
             kwok: true,
             token_webhook: None,
+            client_qps: None,
         }
     }
 }
@@ -304,20 +310,34 @@ impl ControlPlane {
                     format!("--cluster-signing-key-file={}", s(&pki.ca_key)),
                     "--use-service-account-credentials=false".into(),
                     "--profiling=false".into(),
-                ],
+                ]
+                .into_iter()
+                .chain(qps_args(opts.client_qps))
+                .collect::<Vec<_>>(),
                 &d,
             )?);
         }
         if opts.scheduler {
+            // The client's rate limit is a field of the scheduler's configuration file only.
+            let args = match opts.client_qps {
+                None => vec![
+                    format!("--kubeconfig={}", s(&kubeconfig)),
+                    "--leader-elect=false".into(),
+                    "--profiling=false".into(),
+                ],
+                Some(q) => {
+                    let config = d.join("kube-scheduler.yaml");
+                    std::fs::write(&config, scheduler_config_yaml(&kubeconfig, q))?;
+                    vec![format!("--config={}", s(&config))]
+                }
+            };
             cp.components.push(Component::spawn(
                 "kube-scheduler",
                 &binaries.scheduler,
-                &[
-                    format!("--kubeconfig={}", s(&kubeconfig)),
-                    "--leader-elect=false".into(),
-                    "--secure-port=0".into(),
-                    "--profiling=false".into(),
-                ],
+                &args
+                    .into_iter()
+                    .chain(["--secure-port=0".to_string()])
+                    .collect::<Vec<_>>(),
                 &d,
             )?);
         }
@@ -382,6 +402,16 @@ impl ControlPlane {
     pub fn log(&self, component: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{component}.log")))
             .unwrap_or_default()
+    }
+
+    /// A component's process id (`etcd`, `kube-apiserver`, `kube-controller-manager`,
+    /// `kube-scheduler`, `kwok`), for benchmarks that read its CPU and memory in /proc.
+    pub fn pid(&self, component: &str) -> Option<u32> {
+        std::fs::read_to_string(self.dir.path().join(format!("{component}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// Runs kubectl against this control plane; its stdout, or an error with its stderr.
@@ -481,6 +511,17 @@ impl Drop for ControlPlane {
     }
 }
 
+/// `--kube-api-qps`/`--kube-api-burst` for kube-controller-manager's client, when asked for.
+fn qps_args(qps: Option<u32>) -> Vec<String> {
+    qps.map(|q| {
+        vec![
+            format!("--kube-api-qps={q}"),
+            format!("--kube-api-burst={}", q * 2),
+        ]
+    })
+    .unwrap_or_default()
+}
+
 /// The last `lines` lines of a log, without the flag dump components print at start.
 /// `--config=` for each lifecycle stage file install-tools.sh put next to the real kwok
 /// binary (`<cache>/kwok-<key>/stages/`): node initialise and heartbeat, pod ready,
@@ -532,6 +573,25 @@ contexts:
     user: admin
 current-context: joiner-control-plane
 "
+    )
+}
+
+/// kube-scheduler's configuration with its client's rate limit raised (no leader
+/// election, no profiling, as the flags say without it).
+fn scheduler_config_yaml(kubeconfig: &Path, qps: u32) -> String {
+    format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {}
+  qps: {qps}
+  burst: {}
+leaderElection:
+  leaderElect: false
+enableProfiling: false
+",
+        kubeconfig.display(),
+        qps * 2
     )
 }
 

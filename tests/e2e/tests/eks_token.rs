@@ -326,6 +326,7 @@ fn apply_with_the_eks_token_on_the_real_control_plane() {
             scheduler: false,
             kwok: false,
             token_webhook: Some(hook),
+            ..Default::default()
         })
     })
     .join()

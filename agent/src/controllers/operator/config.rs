@@ -7,6 +7,16 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+/// Where capacity comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloudKind {
+    /// EC2 (CreateFleet), the product.
+    Ec2,
+    /// Nodes created directly for KWOK to play, with Karpenter's KWOK instance types: the
+    /// world `scripts/bench-perf-suite` measures joiner and Karpenter in (`cloud::kwok`).
+    Kwok,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Json,
@@ -18,6 +28,9 @@ pub enum LogFormat {
 pub struct Config {
     #[arg(long, env = "JOINER_CLUSTER_NAME")]
     pub cluster_name: String,
+    /// `kwok` launches KWOK-managed Nodes instead of EC2 instances (benchmarks only).
+    #[arg(long, env = "JOINER_CLOUD", value_enum, default_value = "ec2")]
+    pub cloud: CloudKind,
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
     /// The interruption queue; interruption handling is off without it.
