@@ -61,7 +61,12 @@ impl Batcher {
     /// Waits for the next batch to close. `kicked` is set by the caller's own signals
     /// (a NodeClaim deleted) through [`Batcher::kick`].
     pub async fn next(&mut self, kick: &tokio::sync::Notify) -> Trigger {
-        // Wait for a batch to open.
+        // Wait for a batch to open. The re-check is due `resync` after the wait began, not
+        // after the last change: KWOK or kubelet heartbeats and status updates arrive every
+        // second in a busy cluster, and a timer re-armed by each of them never fired, so
+        // pods that kube-scheduler could not place where the round planned them (on a node
+        // it filled with other pods) were never looked at again.
+        let resync_at = tokio::time::Instant::now() + self.resync;
         let first = loop {
             tokio::select! {
                 c = self.rx.recv() => {
@@ -69,7 +74,7 @@ impl Batcher {
                     if let Some(t) = self.classify(c) { break t; }
                 }
                 _ = kick.notified() => break Trigger::Kick,
-                _ = tokio::time::sleep(self.resync) => return Trigger::Resync,
+                _ = tokio::time::sleep_until(resync_at) => return Trigger::Resync,
             }
         };
         let opened = Instant::now();
@@ -93,5 +98,48 @@ impl Batcher {
                 _ = kick.notified() => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Changes that open no batch (a Node heartbeat, a bound pod) keep arriving every
+    /// second; the re-check still comes when it is due.
+    #[tokio::test(start_paused = true)]
+    async fn the_recheck_comes_on_time_while_unrelated_changes_keep_arriving() {
+        let (tx, rx) = broadcast::channel(64);
+        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
+        let noise = tokio::spawn(async move {
+            loop {
+                let _ = tx.send(Change::Node("kwok-a".into()));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let kick = tokio::sync::Notify::new();
+        let t = tokio::time::timeout(Duration::from_secs(120), b.next(&kick)).await;
+        noise.abort();
+        assert_eq!(t.ok(), Some(Trigger::Resync), "no re-check within 120 s");
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    /// A pod already seen pending does not open a batch again by a status rewrite.
+    #[tokio::test(start_paused = true)]
+    async fn a_seen_pod_opens_no_batch_but_a_new_one_does() {
+        let (tx, rx) = broadcast::channel(64);
+        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
+        b.seen.insert("p1".into());
+        let pod = |uid: &str| Change::Pod {
+            uid: uid.into(),
+            provisionable: true,
+            node: None,
+        };
+        tx.send(pod("p1")).unwrap();
+        tx.send(pod("p2")).unwrap();
+        let t = b.next(&tokio::sync::Notify::new()).await;
+        assert!(matches!(t, Trigger::Pods { .. }), "{t:?}");
+        assert!(b.seen.contains("p2"));
     }
 }
