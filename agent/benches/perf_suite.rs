@@ -303,6 +303,31 @@ fn fmt_time(t: Option<Duration>) -> String {
     }
 }
 
+fn row_line(r: &Row) -> String {
+    let _ = r.pods;
+    let other = if r.other_disruptions > 0 {
+        format!(" (+{} otherwise)", r.other_disruptions)
+    } else {
+        String::new()
+    };
+    format!(
+        "| {} | {} | {} | {:.0} MB | {:.0} MB | {:.2} cores | {} | ${:.2} | {}{} | {} | {} / {} |",
+        r.scenario,
+        r.kind.name(),
+        fmt_time(r.time),
+        r.usage.p95_rss_mb,
+        r.usage.peak_rss_mb,
+        r.usage.avg_cores,
+        r.nodes,
+        r.cost,
+        r.evicted,
+        other,
+        r.load,
+        r.limit.design,
+        r.limit.v1_13,
+    )
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -377,6 +402,11 @@ async fn run() {
                     "SCENARIOS: unknown scenario {other:?} (basic, hostname-spread-xl, drift, self-anti-affinity)"
                 ),
             };
+            // Each row also goes to stderr as soon as it is measured: a run cut short
+            // still leaves its figures.
+            for r in &got {
+                eprintln!("perf-suite: row {}", row_line(r));
+            }
             rows.extend(got);
             drop(r);
         }
@@ -393,27 +423,6 @@ async fn run() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
-        let other = if r.other_disruptions > 0 {
-            format!(" (+{} otherwise)", r.other_disruptions)
-        } else {
-            String::new()
-        };
-        println!(
-            "| {} | {} | {} | {:.0} MB | {:.0} MB | {:.2} cores | {} | ${:.2} | {}{} | {} | {} / {} |",
-            r.scenario,
-            r.kind.name(),
-            fmt_time(r.time),
-            r.usage.p95_rss_mb,
-            r.usage.peak_rss_mb,
-            r.usage.avg_cores,
-            r.nodes,
-            r.cost,
-            r.evicted,
-            other,
-            r.load,
-            r.limit.design,
-            r.limit.v1_13,
-        );
-        let _ = r.pods;
+        println!("{}", row_line(r));
     }
 }

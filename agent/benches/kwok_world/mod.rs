@@ -27,7 +27,7 @@ use joiner_control_plane::{ControlPlane, Options};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
@@ -725,7 +725,9 @@ impl Observer {
         let s = state.clone();
         let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
         tokio::spawn(async move {
-            let mut w = std::pin::pin!(watcher(pods, watcher::Config::default().any_semantic()));
+            let mut w = std::pin::pin!(
+                watcher(pods, watcher::Config::default().any_semantic()).default_backoff()
+            );
             while let Some(ev) = w.next().await {
                 let Ok(ev) = ev else {
                     continue;
@@ -761,7 +763,9 @@ impl Observer {
         let s = state.clone();
         let nodes: Api<Node> = Api::all(client.clone());
         tokio::spawn(async move {
-            let mut w = std::pin::pin!(watcher(nodes, watcher::Config::default().any_semantic()));
+            let mut w = std::pin::pin!(
+                watcher(nodes, watcher::Config::default().any_semantic()).default_backoff()
+            );
             while let Some(ev) = w.next().await {
                 let Ok(ev) = ev else {
                     continue;
