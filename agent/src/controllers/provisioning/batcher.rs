@@ -2,7 +2,7 @@
 //! pod and closes after `idle` without another one, or `max` after it opened. A Deployment
 //! scaled from 4 to 100 thus becomes one scheduling round, not 96.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -25,8 +25,13 @@ pub struct Batcher {
     idle: Duration,
     max: Duration,
     resync: Duration,
-    /// Pending pods already seen, so a status rewrite of the same pod is not a new arrival.
-    pub seen: HashSet<String>,
+    /// Pending pods already planned for, by uid, with the resourceVersion the round saw.
+    /// A replay of that version (a watch relisting) is not a new arrival; a rewrite is:
+    /// kube-scheduler rewrites a pending pod's status when a new attempt fails for a new
+    /// reason, typically because the node the round planned for it was filled with other
+    /// pods. Karpenter re-triggers on every such update; without it such a pod waited for
+    /// the periodic re-check (30 s), which was most of joiner's scale-out time.
+    pub seen: HashMap<String, String>,
 }
 
 impl Batcher {
@@ -36,7 +41,7 @@ impl Batcher {
             idle,
             max,
             resync: (max * 3).max(Duration::from_secs(10)),
-            seen: HashSet::new(),
+            seen: HashMap::new(),
         }
     }
 
@@ -45,10 +50,13 @@ impl Batcher {
         match c {
             Ok(Change::Pod {
                 uid,
+                version,
                 provisionable: true,
                 ..
-            }) => self.seen.insert(uid).then(|| Trigger::Pods {
-                last_seen: Instant::now(),
+            }) => (self.seen.insert(uid, version.clone()).as_ref() != Some(&version)).then(|| {
+                Trigger::Pods {
+                    last_seen: Instant::now(),
+                }
             }),
             Ok(Change::NodePool(_)) | Ok(Change::NodeClass(_)) | Ok(Change::NodeOverlay(_)) => {
                 Some(Trigger::Kick)
@@ -125,21 +133,52 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(30));
     }
 
-    /// A pod already seen pending does not open a batch again by a status rewrite.
-    #[tokio::test(start_paused = true)]
-    async fn a_seen_pod_opens_no_batch_but_a_new_one_does() {
-        let (tx, rx) = broadcast::channel(64);
-        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
-        b.seen.insert("p1".into());
-        let pod = |uid: &str| Change::Pod {
+    fn pod(uid: &str, version: &str) -> Change {
+        Change::Pod {
             uid: uid.into(),
+            version: version.into(),
             provisionable: true,
             node: None,
-        };
-        tx.send(pod("p1")).unwrap();
-        tx.send(pod("p2")).unwrap();
+        }
+    }
+
+    /// A relist replays a planned pod at the version the round saw: no batch. A new pod
+    /// opens one.
+    #[tokio::test(start_paused = true)]
+    async fn a_replayed_pod_opens_no_batch_but_a_new_one_does() {
+        let (tx, rx) = broadcast::channel(64);
+        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
+        b.seen.insert("p1".into(), "7".into());
+        tx.send(pod("p1", "7")).unwrap();
+        let kick = tokio::sync::Notify::new();
+        let started = tokio::time::Instant::now();
+        let t = tokio::time::timeout(Duration::from_secs(5), b.next(&kick)).await;
+        assert!(t.is_err(), "a replay opened a batch: {t:?}");
+        tx.send(pod("p2", "9")).unwrap();
+        let t = b.next(&kick).await;
+        assert!(matches!(t, Trigger::Pods { .. }), "{t:?}");
+        assert_eq!(b.seen.get("p2").map(String::as_str), Some("9"));
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "waited for the re-check"
+        );
+    }
+
+    /// kube-scheduler rewrote a planned pod (it tried again and failed): a batch opens at
+    /// once, not at the 30 s re-check.
+    #[tokio::test(start_paused = true)]
+    async fn a_rewritten_pod_opens_a_batch() {
+        let (tx, rx) = broadcast::channel(64);
+        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
+        b.seen.insert("p1".into(), "7".into());
+        tx.send(pod("p1", "8")).unwrap();
+        let started = tokio::time::Instant::now();
         let t = b.next(&tokio::sync::Notify::new()).await;
         assert!(matches!(t, Trigger::Pods { .. }), "{t:?}");
-        assert!(b.seen.contains("p2"));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "more than one idle period"
+        );
+        assert_eq!(b.seen.get("p1").map(String::as_str), Some("8"));
     }
 }

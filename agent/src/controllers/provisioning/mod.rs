@@ -101,17 +101,17 @@ pub async fn run(ctx: Arc<Context>) {
             Trigger::Pods { last_seen } => Some(last_seen),
             _ => None,
         };
-        let pending_uids = round(&ctx, last_seen).await;
-        // Forget pods that are no longer pending, so they trigger again if they come back.
-        batcher.seen.retain(|u| pending_uids.contains(u));
-        for u in pending_uids {
-            batcher.seen.insert(u);
-        }
+        // The pods the round planned, at the versions it saw; pods no longer pending are
+        // forgotten, so they trigger again if they come back.
+        batcher.seen = round(&ctx, last_seen).await;
     }
 }
 
-/// One scheduling round. Returns the uids of the pods that were pending.
-pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collections::HashSet<String> {
+/// One scheduling round. Returns the pods that were pending: uid to resourceVersion.
+pub async fn round(
+    ctx: &Context,
+    last_seen: Option<Instant>,
+) -> std::collections::HashMap<String, String> {
     let started = Instant::now();
     let mut r = input::build(ctx).await;
     let static_pools = capacity::split_static(&mut r);
@@ -121,7 +121,11 @@ pub async fn round(ctx: &Context, last_seen: Option<Instant>) -> std::collection
         .observe(started.elapsed().as_secs_f64());
     ctx.metrics.scheduling_rounds.inc();
     ctx.metrics.pods_pending.set(r.pods.len() as i64);
-    let uids = r.pods.iter().filter_map(|p| p.uid()).collect();
+    let uids = r
+        .pods
+        .iter()
+        .filter_map(|p| Some((p.uid()?, p.resource_version().unwrap_or_default())))
+        .collect();
     let caps = capacity::pools(ctx, &r, &plan);
     if !caps.is_empty() {
         let now = jiff::Timestamp::now().as_second();

@@ -30,9 +30,11 @@ use crate::labels;
 /// What changed. Controllers treat a lagged receiver as "anything may have changed".
 #[derive(Debug, Clone)]
 pub enum Change {
-    /// A pod changed. `provisionable` when it now waits for capacity the agent may launch.
+    /// A pod changed. `provisionable` when it now waits for capacity the agent may launch;
+    /// `version` is its resourceVersion, so a rewrite can be told from a relist's replay.
     Pod {
         uid: String,
+        version: String,
         provisionable: bool,
         node: Option<String>,
     },
@@ -205,6 +207,7 @@ impl ClusterState {
                         Ok(p) => {
                             let _ = tx.send(Change::Pod {
                                 uid: p.uid().unwrap_or_default(),
+                                version: p.resource_version().unwrap_or_default(),
                                 provisionable: classify(&p) == PodClass::Provisionable,
                                 node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
                             });
