@@ -50,6 +50,15 @@ fn fmt_cpu(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, wall: 
     )
 }
 
+/// A field of one of the agent's JSON log lines: tracing's JSON format puts the fields at
+/// the top level (`--log-format json`), or under `fields` (its default nesting).
+fn field<'a>(line: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    match line.get("fields").and_then(|f| f.get(key)) {
+        Some(v) => v,
+        None => &line[key],
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -140,7 +149,7 @@ async fn run() {
         let rounds = log_lines(&ctrl.log, "scheduling round");
         let biggest = rounds
             .iter()
-            .max_by_key(|r| r["fields"]["pending"].as_u64().unwrap_or(0));
+            .max_by_key(|r| field(r, "pending").as_u64().unwrap_or(0));
         let claims = log_lines(&ctrl.log, "created NodeClaim").len();
         let (n1, c1) = obs.with(|s| (s.live_nodes(), s.cost()));
         println!(
@@ -153,10 +162,12 @@ async fn run() {
             t_sync.as_secs_f64()
         );
         if let Some(b) = biggest {
-            let f = &b["fields"];
             println!(
                 "largest provisioning round: {} pending pods planned in {} ms → {} new NodeClaims ({} rounds in all)",
-                f["pending"], f["took_ms"], f["new_claims"], rounds.len()
+                field(b, "pending"),
+                field(b, "took_ms"),
+                field(b, "new_claims"),
+                rounds.len()
             );
         }
         println!(

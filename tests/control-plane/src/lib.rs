@@ -133,6 +133,12 @@ pub struct Options {
     /// controller and the binding loop, not the controller under test, what a scale-out of
     /// thousands of pods waits for; benchmarks raise it.
     pub client_qps: Option<u32>,
+    /// kube-controller-manager's `--node-monitor-grace-period`, in seconds (its default is
+    /// 50). KWOK heartbeats each Node by a status patch every 20–45 s; with a thousand
+    /// Nodes on two cores those fall behind, the node lifecycle controller marks the Nodes
+    /// Unknown and their pods NotReady, and KWOK never makes the pods Ready again (its
+    /// pod stage has already run). Benchmarks at that size lengthen it.
+    pub node_monitor_grace_secs: Option<u32>,
 }
 
 impl Default for Options {
@@ -143,6 +149,7 @@ impl Default for Options {
             kwok: true,
             token_webhook: None,
             client_qps: None,
+            node_monitor_grace_secs: None,
         }
     }
 }
@@ -313,6 +320,10 @@ impl ControlPlane {
                 ]
                 .into_iter()
                 .chain(qps_args(opts.client_qps))
+                .chain(
+                    opts.node_monitor_grace_secs
+                        .map(|g| format!("--node-monitor-grace-period={g}s")),
+                )
                 .collect::<Vec<_>>(),
                 &d,
             )?);
