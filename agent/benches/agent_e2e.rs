@@ -207,39 +207,8 @@ async fn run() {
         scale_cpu
     );
 
-    // Steady state: nothing pending; measure the agent's CPU over 20 s.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let t0 = cpu_ticks(pid).unwrap_or(0);
-    let wall = Instant::now();
-    for _ in 0..80 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        if let Some(kb) = proc_status(pid, "VmRSS:") {
-            rss_samples.push(kb);
-        }
-    }
-    let t1 = cpu_ticks(pid).unwrap_or(0);
-    let cores_used = (t1 - t0) as f64 / USER_HZ / wall.elapsed().as_secs_f64();
-    let hwm = proc_status(pid, "VmHWM:").unwrap_or(0);
-    let rss = proc_status(pid, "VmRSS:").unwrap_or(0);
-    rss_samples.sort_unstable();
-    let p95 = rss_samples
-        .get((rss_samples.len() * 95 / 100).min(rss_samples.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or(0);
-    println!(
-        "agent_e2e agent process with {} pods on {} nodes: peak RSS {:.1} MB, P95 RSS {:.1} MB over {} samples (scale-out and steady), RSS now {:.1} MB, steady CPU {:.4} core over 20 s  [nproc={cores}]",
-        w.pods("seed").await.len() + w.pods("perf").await.len(),
-        w.nodes().await.len(),
-        hwm as f64 / 1024.0,
-        p95 as f64 / 1024.0,
-        rss_samples.len(),
-        rss as f64 / 1024.0,
-        cores_used
-    );
-
-    // Reaction time from the agent's own histogram.
+    // The agent's metrics address is in its command line: read it back from /proc.
     let addr = {
-        // The agent's metrics address is in its command line: read it back from /proc.
         let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let parts: Vec<&str> = cmdline.split('\0').collect();
         parts
@@ -248,6 +217,67 @@ async fn run() {
             .and_then(|i| parts.get(i + 1))
             .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
     };
+    // What the agent did in a window: disruption passes (count, seconds) and scheduling rounds.
+    let work = |m: &str| {
+        let (pass_s, passes) = histogram(m, "joiner_disruption_pass_duration_seconds");
+        let rounds = m
+            .lines()
+            .find(|l| l.starts_with("joiner_scheduling_rounds_total"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        (pass_s, passes, rounds)
+    };
+    // CPU in two windows of 20 s: just after the scale-out (pods turning Running, nodes
+    // initialising, consolidation timers running), and once quiet, 60 s later, with the
+    // agent's own account of its disruption passes and scheduling rounds beside it.
+    for (label, wait) in [("after the scale-out", 5u64), ("quiet, 60 s later", 60)] {
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        let m0 = match addr {
+            Some(a) => work(&w.metrics(a).await),
+            None => (0.0, 0.0, 0.0),
+        };
+        let t0 = cpu_ticks(pid).unwrap_or(0);
+        let wall = Instant::now();
+        for _ in 0..80 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if let Some(kb) = proc_status(pid, "VmRSS:") {
+                rss_samples.push(kb);
+            }
+        }
+        let t1 = cpu_ticks(pid).unwrap_or(0);
+        let secs = wall.elapsed().as_secs_f64();
+        let cores_used = (t1 - t0) as f64 / USER_HZ / secs;
+        let m1 = match addr {
+            Some(a) => work(&w.metrics(a).await),
+            None => (0.0, 0.0, 0.0),
+        };
+        let passes = m1.1 - m0.1;
+        println!(
+            "agent_e2e steady CPU {label}: {cores_used:.4} core over {secs:.0} s; in it {passes:.0} disruption passes of {:.1} ms each ({:.4} core of wall time) and {:.0} scheduling rounds  [nproc={cores}]",
+            1000.0 * (m1.0 - m0.0) / passes.max(1.0),
+            (m1.0 - m0.0) / secs,
+            m1.2 - m0.2,
+        );
+    }
+    let hwm = proc_status(pid, "VmHWM:").unwrap_or(0);
+    let rss = proc_status(pid, "VmRSS:").unwrap_or(0);
+    rss_samples.sort_unstable();
+    let p95 = rss_samples
+        .get((rss_samples.len() * 95 / 100).min(rss_samples.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0);
+    println!(
+        "agent_e2e agent process with {} pods on {} nodes: peak RSS {:.1} MB, P95 RSS {:.1} MB over {} samples (scale-out and steady), RSS now {:.1} MB  [nproc={cores}]",
+        w.pods("seed").await.len() + w.pods("perf").await.len(),
+        w.nodes().await.len(),
+        hwm as f64 / 1024.0,
+        p95 as f64 / 1024.0,
+        rss_samples.len(),
+        rss as f64 / 1024.0,
+    );
+
+    // Reaction time from the agent's own histogram.
     if let Some(addr) = addr {
         let m = w.metrics(addr).await;
         let (sum, count) = histogram(&m, "joiner_reaction_seconds");
