@@ -117,8 +117,7 @@ mod tests {
     /// second; the re-check still comes when it is due.
     #[tokio::test(start_paused = true)]
     async fn the_recheck_comes_on_time_while_unrelated_changes_keep_arriving() {
-        let (tx, rx) = broadcast::channel(64);
-        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
+        let (tx, mut b) = batcher();
         let noise = tokio::spawn(async move {
             loop {
                 let _ = tx.send(Change::Node("kwok-a".into()));
@@ -131,6 +130,22 @@ mod tests {
         noise.abort();
         assert_eq!(t.ok(), Some(Trigger::Resync), "no re-check within 120 s");
         assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    /// A batcher with 1 s / 10 s windows (so a 30 s re-check) and its change sender.
+    fn batcher() -> (broadcast::Sender<Change>, Batcher) {
+        let (tx, rx) = broadcast::channel(64);
+        (
+            tx,
+            Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10)),
+        )
+    }
+
+    /// A batcher that planned pod `p1` at version 7.
+    fn planned_p1() -> (broadcast::Sender<Change>, Batcher) {
+        let (tx, mut b) = batcher();
+        b.seen.insert("p1".into(), "7".into());
+        (tx, b)
     }
 
     fn pod(uid: &str, version: &str) -> Change {
@@ -146,9 +161,7 @@ mod tests {
     /// opens one.
     #[tokio::test(start_paused = true)]
     async fn a_replayed_pod_opens_no_batch_but_a_new_one_does() {
-        let (tx, rx) = broadcast::channel(64);
-        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
-        b.seen.insert("p1".into(), "7".into());
+        let (tx, mut b) = planned_p1();
         tx.send(pod("p1", "7")).unwrap();
         let kick = tokio::sync::Notify::new();
         let started = tokio::time::Instant::now();
@@ -168,9 +181,7 @@ mod tests {
     /// once, not at the 30 s re-check.
     #[tokio::test(start_paused = true)]
     async fn a_rewritten_pod_opens_a_batch() {
-        let (tx, rx) = broadcast::channel(64);
-        let mut b = Batcher::new(rx, Duration::from_secs(1), Duration::from_secs(10));
-        b.seen.insert("p1".into(), "7".into());
+        let (tx, mut b) = planned_p1();
         tx.send(pod("p1", "8")).unwrap();
         let started = tokio::time::Instant::now();
         let t = b.next(&tokio::sync::Notify::new()).await;
