@@ -217,16 +217,23 @@ async fn run() {
             .and_then(|i| parts.get(i + 1))
             .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
     };
-    // What the agent did in a window: disruption passes (count, seconds) and scheduling rounds.
+    // What the agent did in a window: disruption passes (seconds, count, how many skipped)
+    // and scheduling rounds.
     let work = |m: &str| {
         let (pass_s, passes) = histogram(m, "joiner_disruption_pass_duration_seconds");
-        let rounds = m
-            .lines()
-            .find(|l| l.starts_with("joiner_scheduling_rounds_total"))
-            .and_then(|l| l.split_whitespace().last())
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        (pass_s, passes, rounds)
+        let counter = |name: &str| {
+            m.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().last())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (
+            pass_s,
+            passes,
+            counter("joiner_scheduling_rounds_total"),
+            counter("joiner_disruption_passes_skipped_total"),
+        )
     };
     // CPU in two windows of 20 s: just after the scale-out (pods turning Running, nodes
     // initialising, consolidation timers running), and once quiet, 60 s later, with the
@@ -235,7 +242,7 @@ async fn run() {
         tokio::time::sleep(Duration::from_secs(wait)).await;
         let m0 = match addr {
             Some(a) => work(&w.metrics(a).await),
-            None => (0.0, 0.0, 0.0),
+            None => (0.0, 0.0, 0.0, 0.0),
         };
         let t0 = cpu_ticks(pid).unwrap_or(0);
         let wall = Instant::now();
@@ -250,11 +257,12 @@ async fn run() {
         let cores_used = (t1 - t0) as f64 / USER_HZ / secs;
         let m1 = match addr {
             Some(a) => work(&w.metrics(a).await),
-            None => (0.0, 0.0, 0.0),
+            None => (0.0, 0.0, 0.0, 0.0),
         };
         let passes = m1.1 - m0.1;
         println!(
-            "agent_e2e steady CPU {label}: {cores_used:.4} core over {secs:.0} s; in it {passes:.0} disruption passes of {:.1} ms each ({:.4} core of wall time) and {:.0} scheduling rounds  [nproc={cores}]",
+            "agent_e2e steady CPU {label}: {cores_used:.4} core over {secs:.0} s; in it {passes:.0} disruption passes ({:.0} skipped, the world unchanged) of {:.1} ms each ({:.4} core of wall time) and {:.0} scheduling rounds  [nproc={cores}]",
+            m1.3 - m0.3,
             1000.0 * (m1.0 - m0.0) / passes.max(1.0),
             (m1.0 - m0.0) / secs,
             m1.2 - m0.2,

@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use joiner_agent::api::node_pool::Budget;
 use joiner_agent::catalog::{CapacityType, Catalog};
 use joiner_agent::disruption::decide::{decide, Candidate, Config, Policy, PoolPolicy, World};
-use joiner_agent::disruption::{Budgets, Reason};
+use joiner_agent::disruption::{quiet, Budgets, Reason};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Requirement, Requirements};
 use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
 use joiner_agent::workloads::{karpenter_catalog, node_pool};
+use proptest::prelude::*;
 
 const MI: i64 = 1 << 20;
 const NOW: i64 = 1_795_392_000 + 12 * 3600; // Monday 2026-11-23 12:00 UTC
@@ -956,4 +957,103 @@ fn seed_scale_in_ends_with_the_nodes_four_pods_need() {
     // 21 empty nodes go; the 4 single-pod nodes fold into one small node.
     assert_eq!(removed, 25, "{out:#?}");
     assert_eq!(added, 1);
+}
+
+/// The disruption loop skips passes over an unchanged world until `quiet::recheck_at`
+/// (issue 22's steady CPU). Here the clock is what moves: an empty node quiet for less
+/// than consolidateAfter is kept until exactly its recheck second, and goes at it.
+#[test]
+fn a_quiet_world_is_rechecked_when_consolidate_after_ends() {
+    let cat = catalog();
+    let mut n = node(&cat, "e", 3, CapacityType::OnDemand, vec![]);
+    n.last_pod_change = NOW - 10;
+    let mut w = world(&cat, vec![n], policy(&[budget("100%")]), &["on-demand"]);
+    assert!(decide(&cat, &w, &Config::default()).decisions.is_empty());
+    let at = quiet::recheck_at(&w).expect("consolidateAfter ends");
+    assert_eq!(at, NOW + 20, "30 s after the pods last changed");
+    w.now = at - 1;
+    assert!(decide(&cat, &w, &Config::default()).decisions.is_empty());
+    w.now = at;
+    assert_eq!(decide(&cat, &w, &Config::default()).decisions.len(), 1);
+
+    // A changed world has another fingerprint; the same world built again has the same.
+    let again = world(
+        &cat,
+        w.candidates.clone(),
+        policy(&[budget("100%")]),
+        &["on-demand"],
+    );
+    assert_eq!(
+        quiet::fingerprint(&w, &cat),
+        quiet::fingerprint(&again, &cat),
+        "the clock is not part of it"
+    );
+    let mut busier = again.clone();
+    busier.candidates[0].pods.push(pod("p", 100, 100));
+    assert_ne!(
+        quiet::fingerprint(&w, &cat),
+        quiet::fingerprint(&busier, &cat)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Skipping is sound: whenever decide finds nothing, it finds nothing at any second
+    /// before `recheck_at`, whatever the nodes' ages, pod changes, expiry, consolidateAfter
+    /// and a budget window that closes the pool for part of every few minutes.
+    #[test]
+    fn nothing_to_decide_stays_so_until_the_recheck(
+        nodes in proptest::collection::vec(
+            (0usize..3, 0i64..900, 0i64..900, proptest::option::of(60u64..1_800)),
+            1..5,
+        ),
+        after in proptest::option::of(0u64..400),
+        window in proptest::option::of((1u32..10, 1u64..400)),
+        offset in 0i64..3_600,
+    ) {
+        let cat = catalog();
+        let now = NOW + offset;
+        let candidates: Vec<Candidate> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &(pods, age, quiet_for, expire))| {
+                let pods = (0..pods).map(|j| pod(&format!("p{i}-{j}"), 250, 256)).collect();
+                let mut c = node(&cat, &format!("n{i}"), 3, CapacityType::OnDemand, pods);
+                c.created = now - age;
+                c.last_pod_change = now - quiet_for.min(age);
+                c.expire_after = expire;
+                c
+            })
+            .collect();
+        let mut budgets = vec![budget("100%")];
+        if let Some((every, secs)) = window {
+            budgets.push(Budget {
+                nodes: "0".into(),
+                schedule: Some(format!("*/{every} * * * *")),
+                duration: Some(format!("{secs}s")),
+                reasons: vec![],
+            });
+        }
+        let mut pool = policy(&budgets);
+        pool.consolidate_after = after;
+        let mut w = world(&cat, candidates, pool, &["on-demand"]);
+        w.now = now;
+        if !decide(&cat, &w, &Config::default()).decisions.is_empty() {
+            return Ok(());
+        }
+        let until = quiet::recheck_at(&w).unwrap_or(now + quiet::MAX_QUIET_SECS);
+        for t in [now + 1, now + (until - now) / 2, until - 1] {
+            if t <= now || t >= until {
+                continue;
+            }
+            w.now = t;
+            let out = decide(&cat, &w, &Config::default());
+            prop_assert!(
+                out.decisions.is_empty(),
+                "quiet at {now}, recheck at {until}, but at {t}: {:?}",
+                out.decisions
+            );
+        }
+    }
 }

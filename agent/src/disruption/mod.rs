@@ -6,6 +6,7 @@
 //! - [`drift`]: the hashes stamped on NodeClaims and the drift checks.
 //! - [`decide`]: one pass's decisions, simulated with the scheduler; [`balanced`], the
 //!   `Balanced` policy's score.
+//! - [`quiet`]: when a pass may be skipped (nothing changed since one that decided nothing).
 //! - [`repair`]: which unhealthy nodes to replace (node repair).
 //! - [`static_pools`]: which nodes a static pool over its `replicas` gives up.
 //!
@@ -18,6 +19,7 @@ pub mod budgets;
 pub mod cron;
 pub mod decide;
 pub mod drift;
+pub mod quiet;
 pub mod repair;
 pub mod static_pools;
 

@@ -20,7 +20,10 @@ pub struct DisruptionMetrics {
     pub blocked: Family<Labels, Gauge<i64, AtomicI64>>,
     /// USD per hour saved by decisions (micro-dollars, so the counter stays an integer).
     pub saving_micro_usd_per_hour: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Every pass, skipped ones included (see `passes_skipped`).
     pub pass_duration: Histogram,
+    /// Passes skipped because the world was the same as in a pass that decided nothing.
+    pub passes_skipped: Counter<u64, AtomicU64>,
     /// Disrupted nodes drained before their replacements were Initialized (the deadline
     /// less the pods' grace came first).
     pub replacement_failures: Counter<u64, AtomicU64>,
@@ -56,6 +59,7 @@ impl DisruptionMetrics {
             pass_duration: Histogram::new([
                 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
             ]),
+            passes_skipped: Counter::default(),
             replacement_failures: Counter::default(),
             nodes_repaired: Family::default(),
             repair_held: Family::default(),
@@ -86,8 +90,13 @@ impl DisruptionMetrics {
         );
         r.register(
             "disruption_pass_duration_seconds",
-            "Duration of one disruption pass (state, simulation, decisions)",
+            "Duration of one disruption pass (state, simulation, decisions), skipped passes included",
             self.pass_duration.clone(),
+        );
+        r.register(
+            "disruption_passes_skipped",
+            "Disruption passes skipped: the cluster was as a pass that decided nothing left it, and no time rule had flipped",
+            self.passes_skipped.clone(),
         );
         r.register(
             "disruption_replacement_failures",

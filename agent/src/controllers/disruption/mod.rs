@@ -38,6 +38,7 @@ use crate::controllers::{conditions, Context, TerminationReason};
 use crate::disruption::budgets::Reason;
 use crate::disruption::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
 use crate::disruption::drift::{self, DriftInput};
+use crate::disruption::quiet::{self, Quiet};
 use crate::disruption::{balanced, static_pools};
 use crate::labels;
 use crate::scheduler;
@@ -131,6 +132,8 @@ pub struct Disruption {
     /// Per pool: consolidation's evictions (time, pods) of the last hour; read from the
     /// NodePool's status the first time the pool is seen.
     evictions: Mutex<HashMap<String, Vec<(i64, u32)>>>,
+    /// The last pass that decided nothing, which later passes over the same world skip.
+    quiet: Mutex<Quiet>,
 }
 
 /// The annotation Kubernetes' ReplicaSet controller reads, and Karpenter's EvictionCost.
@@ -156,6 +159,7 @@ impl Disruption {
             config: Config::default(),
             pod_sets: Mutex::new(HashMap::new()),
             evictions: Mutex::new(HashMap::new()),
+            quiet: Mutex::new(Quiet::default()),
         }
     }
 
@@ -190,7 +194,11 @@ impl Disruption {
         let mut candidates = Vec::new();
         let mut to_stamp = Vec::new();
         let mut seen_nodes = HashSet::new();
-        for claim in ctx.state.node_claims.list() {
+        let mut pods_by_node = ctx.state.pods_by_node();
+        // Claims in name order, like everything else in the world (see `quiet`).
+        let mut claims = ctx.state.node_claims.list();
+        claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for claim in claims {
             let Some(node) = ctx.state.node_for_claim(&claim) else {
                 continue;
             };
@@ -215,7 +223,7 @@ impl Disruption {
                 to_stamp.push((claim.clone(), pool.clone(), c.clone()));
             }
             seen_nodes.insert(node_name.clone());
-            let pods_k8s: Vec<Arc<Pod>> = ctx.state.pods_on(&node_name);
+            let pods_k8s: Vec<Arc<Pod>> = pods_by_node.remove(&node_name).unwrap_or_default();
             let movable: Vec<&Arc<Pod>> = pods_k8s.iter().filter(|p| reschedulable(p)).collect();
             let pods: Vec<scheduler::Pod> = movable
                 .iter()
@@ -312,9 +320,11 @@ impl Disruption {
         for (claim, pool, class) in to_stamp {
             self.stamp_if_missing(&claim, &pool, Some(&class)).await;
         }
+        let mut other_nodes: Vec<scheduler::Node> = nodes_by_name.into_values().collect();
+        other_nodes.sort_by(|a, b| a.name.cmp(&b.name));
         let world = World {
             candidates,
-            other_nodes: nodes_by_name.into_values().collect(),
+            other_nodes,
             in_flight: std::mem::take(&mut sched.in_flight),
             pools,
             sched,
@@ -493,12 +503,24 @@ impl Disruption {
         }
     }
 
-    /// One pass: decide, then act. Returns the decisions taken.
+    /// One pass: decide, then act. Returns the decisions taken. A pass over the same world
+    /// as a pass that decided nothing, before any of decide's time rules flips, is skipped
+    /// (see [`quiet`]): its answer is known.
     pub async fn pass(&self) -> Vec<Decision> {
         let started = Instant::now();
         self.scale_static_pools().await;
         let (world, catalog) = self.world().await;
+        let fingerprint = quiet::fingerprint(&world, &catalog);
+        let lock = || self.quiet.lock().unwrap_or_else(|p| p.into_inner());
+        if lock().holds(fingerprint, world.now) {
+            self.metrics.passes_skipped.inc();
+            self.metrics
+                .pass_duration
+                .observe(started.elapsed().as_secs_f64());
+            return Vec::new();
+        }
         let outcome = decide(&catalog, &world, &self.config);
+        lock().record(&world, fingerprint, !outcome.decisions.is_empty());
         self.metrics
             .pass_duration
             .observe(started.elapsed().as_secs_f64());

@@ -226,7 +226,7 @@ pub async fn build(ctx: &Context) -> Round {
         .ice_cache_size
         .set(input.unavailable.0.len() as i64);
 
-    for ds in state.daemonsets.state() {
+    for ds in in_name_order(state.daemonsets.state()) {
         match daemonset(&ds) {
             Ok(d) => input.daemonsets.push(d),
             Err(e) => {
@@ -235,7 +235,7 @@ pub async fn build(ctx: &Context) -> Round {
             }
         }
     }
-    for (name, class) in &classes {
+    for (name, class) in in_key_order(&classes) {
         input.node_classes.push(NodeClassInput {
             name: name.clone(),
             kubelet: class.spec.kubelet_settings(),
@@ -263,7 +263,7 @@ pub async fn build(ctx: &Context) -> Round {
     let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
     let fargate_profiles = ctx.fargate.profiles(ctx).await;
     let mut held_for_fargate = std::collections::HashSet::new();
-    for p in state.pods.state() {
+    for p in in_name_order(state.pods.state()) {
         match classify(&p) {
             PodClass::Provisionable if ctx.fargate.holds(ctx, &fargate_profiles, &p).await => {
                 *ignored.entry("fargate-profile").or_default() += 1;
@@ -332,7 +332,7 @@ pub async fn build(ctx: &Context) -> Round {
     // Nodes, and which claims have one.
     let mut usage: HashMap<String, Resources> = HashMap::new();
     let mut claims_with_node: BTreeSet<String> = BTreeSet::new();
-    for n in state.nodes.state() {
+    for n in in_name_order(state.nodes.state()) {
         let node: &K8sNode = &n;
         let claim = state.claim_for_node(node);
         if let Some(c) = &claim {
@@ -403,7 +403,7 @@ pub async fn build(ctx: &Context) -> Round {
     }
 
     // In-flight claims: launched or launching, no Node yet.
-    for c in state.node_claims.list() {
+    for c in in_name_order(state.node_claims.list()) {
         let name = c.name_any();
         if is_disrupted(&c) || claims_with_node.contains(&name) {
             continue;
@@ -463,7 +463,7 @@ pub async fn build(ctx: &Context) -> Round {
     }
 
     // NodePools, each kept in its NodeClass's zones.
-    for (name, p) in &pools {
+    for (name, p) in in_key_order(&pools) {
         let u = usage.get(name).cloned().unwrap_or_default();
         match NodePoolInput::from_api(name, &p.spec, u) {
             Ok(mut pi) => {
@@ -510,6 +510,26 @@ pub async fn build(ctx: &Context) -> Round {
         disrupted,
         pools,
     }
+}
+
+/// The objects in namespace/name order. The stores hand them out in hash order, which
+/// changes as they fill; the round's input is built in this order instead, so that the same
+/// cluster always gives the same input (and the same plan), and the disruption loop can
+/// tell an unchanged cluster from its fingerprint.
+fn in_name_order<K: kube::Resource>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
+    objects.sort_by(|a, b| {
+        let (a, b) = (a.meta(), b.meta());
+        (a.namespace.as_deref(), a.name.as_deref())
+            .cmp(&(b.namespace.as_deref(), b.name.as_deref()))
+    });
+    objects
+}
+
+/// A map's entries in key order (see [`in_name_order`]).
+fn in_key_order<V>(map: &HashMap<String, V>) -> Vec<(&String, &V)> {
+    let mut entries: Vec<(&String, &V)> = map.iter().collect();
+    entries.sort_by_key(|(k, _)| *k);
+    entries
 }
 
 /// Per capacity reservation, the live NodeClaims planned into it whose instance is not

@@ -363,7 +363,10 @@ impl ClusterState {
             .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
     }
 
-    /// Non-terminal pods bound to each node.
+    /// Non-terminal pods bound to each node, each node's in namespace/name order: one pass
+    /// over the store for every node (asking [`Self::pods_on`] per node is a pass per
+    /// node), and an order that is the same from call to call, so what is built from it
+    /// (the disruption pass's world) compares equal when the cluster did not change.
     pub fn pods_by_node(&self) -> HashMap<String, Vec<Arc<Pod>>> {
         let mut out: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
         for p in self.pods.state() {
@@ -375,6 +378,12 @@ impl ClusterState {
                 continue;
             }
             out.entry(node).or_default().push(p);
+        }
+        for pods in out.values_mut() {
+            pods.sort_by(|a, b| {
+                (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+                    .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+            });
         }
         out
     }
