@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -142,9 +142,35 @@ pub fn classify(p: &Pod) -> PodClass {
     }
 }
 
-/// Drops what no controller reads: managed fields, most annotations, container statuses.
+/// Drops what no controller reads: managed fields, most annotations, container statuses,
+/// and of the spec everything but what scheduling, draining and disruption read. The
+/// store holds every pod of the cluster for the agent's life, so what a pod keeps here is
+/// paid once per pod: a container's image, command, env, probes and mounts, and the pod's
+/// volumes, are most of a real pod's size and nothing the agent looks at (its scheduler
+/// reads requests, not volumes). The pods are never written back from the store.
 pub fn trim_pod(p: &mut Pod) {
     p.metadata.managed_fields = None;
+    if let Some(spec) = p.spec.as_mut() {
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            *c = Container {
+                name: std::mem::take(&mut c.name),
+                resources: c.resources.take(),
+                restart_policy: c.restart_policy.take(),
+                ..Default::default()
+            };
+        }
+        spec.ephemeral_containers = None;
+        spec.volumes = None;
+        spec.security_context = None;
+        spec.dns_config = None;
+        spec.host_aliases = None;
+        spec.image_pull_secrets = None;
+        spec.readiness_gates = None;
+    }
     if let Some(a) = p.metadata.annotations.as_mut() {
         a.retain(|k, _| {
             labels::is_do_not_disrupt(k)
@@ -159,6 +185,8 @@ pub fn trim_pod(p: &mut Pod) {
         s.pod_ips = None;
         s.host_ips = None;
         s.resource_claim_statuses = None;
+        s.message = None;
+        s.nominated_node_name = None;
         if let Some(cs) = s.conditions.as_mut() {
             cs.retain(|c| c.type_ == "PodScheduled" || c.type_ == "Ready");
         }
@@ -400,5 +428,80 @@ impl ClusterState {
                     )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pod as a real cluster stores it: admission's service-account volume, env,
+    /// probes, an init container and a sidecar.
+    fn rich_pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "u1",
+                "labels": {"app": "web"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true", "checksum/config": "abc"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "r", "controller": true}]},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/arch": "amd64"},
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}},
+                "priority": 1000,
+                "terminationGracePeriodSeconds": 45,
+                "volumes": [{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}],
+                "initContainers": [
+                    {"name": "migrate", "image": "shop/migrate:1", "command": ["/migrate"], "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                    {"name": "proxy", "image": "envoy:1", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+                ],
+                "containers": [{"name": "web", "image": "shop/web:1",
+                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                    "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}},
+                    "volumeMounts": [{"name": "kube-api-access", "mountPath": "/var/run/secrets"}],
+                    "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}}]
+            },
+            "status": {"phase": "Pending", "message": "waiting", "nominatedNodeName": "n1",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+                               {"type": "Initialized", "status": "True"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_trimmed_pod_reads_the_same_to_every_controller_and_is_smaller() {
+        let pod = rich_pod();
+        let mut trimmed = pod.clone();
+        trim_pod(&mut trimmed);
+        assert_eq!(
+            crate::scheduler::convert::pod(&trimmed),
+            crate::scheduler::convert::pod(&pod),
+            "the scheduler's view"
+        );
+        assert_eq!(classify(&trimmed), classify(&pod));
+        assert_eq!(reschedulable(&trimmed), reschedulable(&pod));
+        assert_eq!(goes_with_node(&trimmed), goes_with_node(&pod));
+        assert!(crate::controllers::termination::pod_has_do_not_disrupt(
+            &trimmed
+        ));
+        let spec = trimmed.spec.as_ref().unwrap();
+        assert_eq!(spec.termination_grace_period_seconds, Some(45));
+        assert_eq!(spec.priority, Some(1000));
+        assert!(spec.volumes.is_none());
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
+            assert!(c.image.is_none() && c.env.is_none() && c.command.is_none());
+            assert!(c.readiness_probe.is_none() && c.volume_mounts.is_none());
+        }
+        let size = |p: &Pod| serde_json::to_vec(p).unwrap().len();
+        assert!(
+            size(&trimmed) < size(&pod),
+            "{} bytes trimmed of {}",
+            size(&trimmed),
+            size(&pod)
+        );
     }
 }
