@@ -122,7 +122,11 @@ impl Queue {
             set.spawn(async move {
                 loop {
                     let key = q.next().await;
-                    let again = f(key.clone()).await;
+                    // Boxed: a worker waits far more than it works, and awaited in
+                    // place the work's future (a reconcile with its AWS and Kubernetes
+                    // calls, tens of kB) would sit in every idle worker's frame. Boxed,
+                    // it exists only while a key is worked (issue 22's memory).
+                    let again = Box::pin(f(key.clone())).await;
                     q.done(&key);
                     if let Some(d) = again {
                         q.add_after(&key, d);
