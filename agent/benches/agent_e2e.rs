@@ -12,14 +12,11 @@
 //! The agent runs as a real `joiner-agent run` process with default batch windows
 //! (1 s idle / 10 s max). `cargo bench -p joiner-agent --bench agent_e2e`.
 
-#[path = "../tests/agent_support/mod.rs"]
-mod agent_support;
-
 use std::time::{Duration, Instant};
 
-use agent_support::{wait_for, Opts, World};
 use joiner_agent::catalog::CapacityType;
 use joiner_agent::cloud::Cloud;
+use joiner_agent_world::{wait_for, Opts, World};
 use kube::api::Api;
 use kube::ResourceExt;
 

@@ -1,4 +1,4 @@
-//! Consolidation churn over one simulated day (issue 21, item 12): evictions per day and
+//! Consolidation churn over one simulated day: evictions per day and
 //! dollars paid, for joiner's policies and for a model of Karpenter's, through the same
 //! pure core the agent runs (`scheduler::schedule` for provisioning and for the pods a
 //! decision moves, `disruption::decide` for consolidation).

@@ -1,5 +1,5 @@
 //! joiner at cluster scale: the agent with its KWOK cloud on a real control plane + KWOK
-//! (`kwok_world`), `JOINER_BENCH_NODES` nodes of 16 vCPUs each holding
+//! (`joiner_agent_world::kwok`), `JOINER_BENCH_NODES` nodes of 16 vCPUs each holding
 //! `JOINER_BENCH_PODS_PER_NODE` pods of 1500m/1Gi (default 100 nodes × 10 pods: a short
 //! run). Printed, never asserted:
 //!
@@ -20,14 +20,11 @@
 //! `cargo bench -p joiner-agent --bench kwok_scale`; `JOINER_BENCH_NODES=1000` and up for
 //! the scale figures (docs/performance.md).
 
-#[path = "kwok_world/mod.rs"]
-mod kwok_world;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use joiner_agent::catalog::kwok;
-use kwok_world::*;
+use joiner_agent_world::kwok::*;
 use serde_json::json;
 
 fn fmt_cpu(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>, wall: f64) -> String {

@@ -1,7 +1,7 @@
 //! Karpenter's e2e performance suite (`test/suites/performance` of sigs.k8s.io/karpenter,
 //! the version pinned in tools/go/karpenter), run for Karpenter's KWOK controller and for
 //! joiner's agent with its KWOK cloud, one after the other on the same machine in the same
-//! run, each on a fresh real control plane + KWOK (`kwok_world`). Figures are printed, never
+//! run, each on a fresh real control plane + KWOK (`joiner_agent_world::kwok`). Figures are printed, never
 //! asserted; Karpenter's own limits stand beside them.
 //!
 //! Scenarios (the suite's pod shapes: small 900m/3100Mi, large 3500m/28Gi, pause images,
@@ -24,13 +24,10 @@
 //! quick look), `JOINER_PERF_QUIET=120` (s), `JOINER_PERF_DRIFT_SETTLE=30` (s),
 //! `JOINER_PERF_CLIENT_QPS=200`. `scripts/bench-perf-suite` runs it.
 
-#[path = "kwok_world/mod.rs"]
-mod kwok_world;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kwok_world::*;
+use joiner_agent_world::kwok::*;
 
 /// Karpenter's limits for a phase: design.md §5's figures and the assertions of the pinned
 /// v1.13.0 suite (whose memory is the Go heap in use, not RSS, and whose CPU is the peak of

@@ -33,10 +33,8 @@ mod workspace;
 
 pub use aws::Aws;
 pub use diagnostics::Diagnostic;
-pub use joiner_test_support::{terraform_bin, MotoServer};
-pub use provider::{
-    agent_bin, kubernetes_provider_block, provider_bin, PROVIDER_ADDRESS, PROVIDER_SOURCE,
-};
+pub use joiner_test_support::{agent_bin, provider_bin, terraform_bin, MotoServer};
+pub use provider::{kubernetes_provider_block, PROVIDER_ADDRESS, PROVIDER_SOURCE};
 pub use reattach::DebugProvider;
 pub use run::Run;
 pub use state::{Plan, State};

@@ -1,7 +1,7 @@
 //! Reattach mode: the provider runs on its own (`--debug`) and Terraform connects to it
 //! through `TF_REATTACH_PROVIDERS`, the way debuggers and long-lived test servers do.
 
-use crate::provider::provider_bin;
+use joiner_test_support::provider_bin;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;

@@ -1,10 +1,11 @@
 //! A Terraform working directory wired to the provider under test and one emulator.
 
 use crate::diagnostics::Diagnostic;
-use crate::provider::{provider_bin, BINARY_NAME, PROVIDER_SOURCE};
+use crate::provider::{BINARY_NAME, PROVIDER_SOURCE};
 use crate::reattach::DebugProvider;
 use crate::run::{run, Run};
 use crate::state::{diff_values, Plan, State};
+use joiner_test_support::provider_bin;
 use joiner_test_support::{terraform_bin, MotoServer};
 use serde_json::Value;
 use std::path::Path;

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod binaries;
+pub use binaries::{agent_bin, provider_bin, workspace_bin};
+
 /// The workspace root, found from this crate's manifest directory (`tests/support`).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

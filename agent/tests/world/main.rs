@@ -1,0 +1,23 @@
+//! The agent doing its job in the test world (`joiner-agent-world`): a cluster (kube-sim, or
+//! the real control plane in the `real_control_plane` modules), the AWS emulator under
+//! enforced IAM, and the agent in process or as processes. One module per area.
+
+mod adoption;
+mod beside_node_groups;
+mod capacity;
+mod catalog_parity;
+mod cloud_ec2;
+mod disruption;
+mod ec2_fixture;
+mod fargate;
+mod iam;
+mod ice;
+mod interruption;
+mod interruption_queue;
+mod kwok_cloud;
+mod labels;
+mod lifecycle;
+mod nodeclass;
+mod pricing;
+mod process;
+mod provisioning;

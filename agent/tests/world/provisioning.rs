@@ -1,0 +1,324 @@
+//! The main loop end to end, through kube-sim's real API and moto's real EC2 API: pending
+//! pods → NodeClaims → CreateFleet → Nodes (kube-sim's bridge registers moto instances) →
+//! pods Running; then scale to zero with the claims deleted → drained, instances
+//! terminated, Nodes gone, nothing orphaned.
+//!
+//! The same body runs on the real control plane (kube-scheduler binding the pods, KWOK
+//! playing the kubelets of the bridged Nodes): `#[ignore]`d, asked for with `--ignored`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use joiner_agent::api::NodeClaim;
+use joiner_agent::catalog::CapacityType;
+use joiner_agent::cloud::Cloud;
+use joiner_agent_world::{wait_for, Opts, Target, World};
+use kube::api::{Api, DeleteParams};
+use kube::ResourceExt;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_scale_out_4_to_100_then_scale_to_zero() {
+    seed_scale_out(Target::Sim).await
+}
+
+async fn seed_scale_out(target: Target) {
+    let w = World::start(Opts::on(target)).await;
+    let started = w.began;
+    let on = w.target_name();
+    eprintln!("[{on}] world up in {:.1}s", started.elapsed().as_secs_f64());
+    w.node_class("default").await;
+    w.node_pool("default", World::general_pool_spec("default"))
+        .await;
+    // Karpenter's default batch windows (1 s idle, 10 s at most) rather than the tests'
+    // 300 ms: the 96 pods of the scale-out then form one round even on a loaded machine,
+    // which is what makes the fleet the scheduler's one-shot plan (asserted below).
+    let agent = w.agent(&["--batch-idle", "1s", "--batch-max", "10s"]).await;
+
+    w.deployment("seed", 4, "250m", "512Mi").await;
+    wait_for("4 seed pods Running", Duration::from_secs(90), || async {
+        (w.running("seed").await == 4).then_some(())
+    })
+    .await;
+
+    eprintln!(
+        "[{on}] 4 pods Running at {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    w.scale("seed", 100).await;
+    let scaled = std::time::Instant::now();
+    wait_for(
+        "100 seed pods Running",
+        Duration::from_secs(240),
+        || async { (w.running("seed").await == 100).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "[{on}] 4 -> 100 pods Running in {:.1}s",
+        scaled.elapsed().as_secs_f64()
+    );
+
+    // Every instance belongs to a claim, every claim has exactly one instance, and every
+    // claim went Launched -> Registered with its Node. On the real control plane the fleet
+    // is built in more rounds and consolidation may still be removing a node when the last
+    // pod runs, or a claim launched for pods kube-scheduler then placed elsewhere may still
+    // be registering: wait for the fleet to settle (no claim terminating, each registered
+    // with one instance).
+    let count_by_claim = |instances: &[(String, String, BTreeMap<String, String>)]| {
+        instances
+            .iter()
+            .fold(BTreeMap::<String, usize>::new(), |mut m, (_, _, tags)| {
+                *m.entry(
+                    tags.get("joiner.dev/nodeclaim")
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+                .or_default() += 1;
+                m
+            })
+    };
+    // Past the deadline the assertions below say what is wrong with the last snapshot.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (claims, instances) = loop {
+        let claims = w.claims().await;
+        let instances = w.live_instances().await;
+        let by_claim = count_by_claim(&instances);
+        let steady = instances.len() == claims.len()
+            && claims.iter().all(|c| {
+                c.metadata.deletion_timestamp.is_none()
+                    && by_claim.get(&c.name_any()) == Some(&1)
+                    && c.status.as_ref().is_some_and(|s| {
+                        s.conditions
+                            .iter()
+                            .any(|k| k.type_ == "Registered" && k.status == "True")
+                    })
+            });
+        if steady || std::time::Instant::now() >= deadline {
+            break (claims, instances);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let by_claim = count_by_claim(&instances);
+    let claim_names: Vec<String> = claims.iter().map(|c| c.name_any()).collect();
+    assert_eq!(
+        instances.len(),
+        claims.len(),
+        "one instance per claim: {by_claim:?} vs {claim_names:?}"
+    );
+    for c in &claims {
+        assert_eq!(
+            by_claim.get(&c.name_any()),
+            Some(&1),
+            "claim {} has one instance",
+            c.name_any()
+        );
+        let st = c.status.as_ref().expect("claim status");
+        let conds: Vec<(&str, &str)> = st
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str()))
+            .collect();
+        assert!(
+            conds.contains(&("Launched", "True")) && conds.contains(&("Registered", "True")),
+            "{conds:?}"
+        );
+        assert!(st
+            .provider_id
+            .as_deref()
+            .is_some_and(|p| p.starts_with("aws:///us-east-1")));
+        assert!(c.name_any().starts_with("default-") && c.name_any().len() == "default-".len() + 5);
+        assert_eq!(
+            c.labels().get("karpenter.sh/nodepool").map(String::as_str),
+            Some("default")
+        );
+    }
+    let nodes = w.nodes().await;
+    let ours: Vec<_> = nodes
+        .iter()
+        .filter(|n| n.labels().contains_key("joiner.dev/nodeclaim"))
+        .collect();
+    assert_eq!(
+        ours.len(),
+        claims.len(),
+        "each claim's Node registered and was labelled"
+    );
+    for n in &ours {
+        assert!(n.finalizers().iter().any(|f| f == "joiner.dev/termination"));
+        assert_eq!(
+            n.labels().get("karpenter.sh/nodepool").map(String::as_str),
+            Some("default")
+        );
+    }
+
+    // $/h against the scheduler's one-shot plan for the same 100 pods, and the lower bound.
+    let cloud = w.cloud().await;
+    let nc: joiner_agent::api::NodeClass = Api::all(w.client.clone()).get("default").await.unwrap();
+    let catalog = cloud.catalog(&nc).await.expect("catalogue");
+    let price_of = |c: &NodeClaim| {
+        let l = c.labels();
+        let it = catalog
+            .get(l.get("node.kubernetes.io/instance-type").unwrap())
+            .unwrap();
+        let ct = CapacityType::parse(l.get("karpenter.sh/capacity-type").unwrap()).unwrap();
+        let zone = l.get("topology.kubernetes.io/zone").unwrap();
+        it.offerings
+            .iter()
+            .find(|o| o.capacity_type == ct && &o.zone == zone)
+            .map(|o| o.price)
+            .unwrap()
+    };
+    let actual: f64 = claims.iter().map(price_of).sum();
+    let pods = joiner_agent::workloads::seed_pods(100);
+    let pool = joiner_agent::scheduler::NodePoolInput::from_api(
+        "default",
+        &serde_json::from_value(World::general_pool_spec("default")).unwrap(),
+        Default::default(),
+    )
+    .unwrap();
+    let plan = joiner_agent::scheduler::schedule(
+        &catalog,
+        &joiner_agent::scheduler::Input {
+            pods: pods.clone(),
+            node_pools: vec![pool.clone()],
+            ..Default::default()
+        },
+    );
+    let planned: f64 = plan
+        .new_claims
+        .iter()
+        .map(|c| c.instance_types[0].price)
+        .sum();
+    let bound = joiner_agent::workloads::lower_bound(&catalog, &pool, &pods);
+    let types = |it: &mut dyn Iterator<Item = String>| {
+        let mut v: Vec<String> = it.collect();
+        v.sort();
+        v.join(" ")
+    };
+    println!(
+        "[{on}] seed 4->100: {} nodes, ${actual:.4}/h [{}]; one-shot plan {} nodes ${planned:.4}/h [{}]; lower bound ${bound:.4}/h",
+        claims.len(),
+        types(&mut claims.iter().map(|c| format!(
+            "{}/{}",
+            c.labels().get("node.kubernetes.io/instance-type").cloned().unwrap_or_default(),
+            c.labels().get("karpenter.sh/capacity-type").cloned().unwrap_or_default()
+        ))),
+        plan.new_claims.len(),
+        types(&mut plan.new_claims.iter().map(|c| format!(
+            "{}/{:?}",
+            c.instance_types[0].instance_type, c.instance_types[0].capacity_type
+        ))),
+    );
+    match target {
+        // kube-sim creates the 96 pods at once and marks them unschedulable in one pass: the
+        // agent plans them in one round (after the 4 of the first), and the fleet is the
+        // scheduler's one-shot plan for all 100, node for node.
+        Target::Sim => {
+            let launched: Vec<String> = claims
+                .iter()
+                .map(|c| {
+                    let l = c.labels();
+                    format!(
+                        "{}/{}",
+                        l.get("node.kubernetes.io/instance-type")
+                            .cloned()
+                            .unwrap_or_default(),
+                        l.get("karpenter.sh/capacity-type")
+                            .cloned()
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            let planned_types: Vec<String> = plan
+                .new_claims
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}/{}",
+                        c.instance_types[0].instance_type,
+                        c.instance_types[0].capacity_type.as_str()
+                    )
+                })
+                .collect();
+            let (mut launched, mut planned_types) = (launched, planned_types);
+            launched.sort();
+            planned_types.sort();
+            assert_eq!(launched, planned_types, "nodes vs the one-shot plan");
+            assert!(
+                (actual - planned).abs() < 1e-6,
+                "actual ${actual}/h vs the one-shot plan ${planned}/h"
+            );
+        }
+        // On the real control plane the ReplicaSet controller creates the pods in bursts
+        // and kube-scheduler marks them one by one, so the agent plans them in more rounds
+        // (each the scheduler's plan for its pods on the capacity already in flight) and
+        // consolidation may then replace an underused node: the fleet is within a node's
+        // worth per round of the one-shot plan, not equal to it (docs/kube-sim.md).
+        Target::ControlPlane => assert!(
+            actual <= planned * 1.25 + 0.05,
+            "actual ${actual}/h vs planned ${planned}/h"
+        ),
+    }
+
+    let metrics = w.metrics(agent.metrics).await;
+    assert!(
+        metrics.contains("joiner_nodeclaims_launched_total{"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("joiner_scheduling_duration_seconds_bucket"));
+
+    // Scale to zero and delete the claims: drained, terminated, gone, nothing orphaned.
+    w.scale("seed", 0).await;
+    let emptied = std::time::Instant::now();
+    let api: Api<NodeClaim> = Api::all(w.client.clone());
+    for c in &claims {
+        // Consolidation may have removed a node of a rounds-built fleet already (on the
+        // real control plane pods arrive in the Deployment controller's slow-start batches,
+        // so the fleet is built in more rounds than on kube-sim).
+        match api.delete(&c.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => panic!("delete claim {}: {e}", c.name_any()),
+        }
+    }
+    wait_for(
+        "claims, nodes and instances gone",
+        Duration::from_secs(120),
+        || async {
+            let claims = w.claims().await.len();
+            let nodes = w
+                .nodes()
+                .await
+                .iter()
+                .filter(|n| n.labels().contains_key("joiner.dev/nodeclaim"))
+                .count();
+            let live = w.live_instances().await.len();
+            (claims == 0 && nodes == 0 && live == 0).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "[{on}] scale to 0 + claims deleted -> nothing left in {:.1}s",
+        emptied.elapsed().as_secs_f64()
+    );
+    let metrics = w.metrics(agent.metrics).await;
+    assert!(
+        metrics.contains("joiner_nodeclaims_terminated_total{"),
+        "{metrics}"
+    );
+    agent.stop().await.expect("graceful stop");
+    eprintln!(
+        "[{on}] seed scale-out 4 -> 100 -> 0 done in {:.1}s (world start included)",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// What runs only on the real control plane (kube-apiserver, kube-scheduler, KWOK): `#[ignore]`d
+/// in the main pass, selected by this module's path after `scripts/test` has built it.
+mod real_control_plane {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "the real control plane only: scripts/test runs it (`-- --ignored real_control_plane::`) once `scripts/install-tools.sh --go-cluster` has built it"]
+    async fn seed_scale_out_4_to_100_then_scale_to_zero() {
+        seed_scale_out(Target::ControlPlane).await
+    }
+}
