@@ -112,6 +112,9 @@ if [ "${JOINER_GO_CACHES:-throwaway}" != keep ]; then
   go_env=(GOCACHE="$go_scratch/build" GOMODCACHE="$go_scratch/mod" GOFLAGS="${GOFLAGS:-} -mod=readonly -modcacherw")
 fi
 go_scratch_clean() {
+  # Only a run that builds Go tools owns the scratch caches: a `--base` run beside a running
+  # Go build (scripts/sandbox during scripts/test) once deleted its module cache mid-build.
+  [ "$part" != base ] || return 0
   if [ "${JOINER_GO_CACHES:-throwaway}" != keep ] && [ -d "$go_scratch" ]; then
     chmod -R u+w "$go_scratch" 2>/dev/null || true
     rm -rf "$go_scratch"
