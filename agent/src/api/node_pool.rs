@@ -33,7 +33,7 @@ pub struct NodePoolSpec {
     /// Pools are tried from the highest weight down (1–100); pools without a weight come last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
-    // Launch policies (issue 21): how a claim's candidate list is cut. See `launch_policy`.
+    // Launch policies: how a claim's candidate list is cut. See `launch_policy`.
     /// What a launch does when a requirement's `minValues` cannot be met: `Strict` (the
     /// default) plans nothing on this pool; `BestEffort` launches with the values it has and
     /// marks the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed: "true"`. Karpenter's
@@ -47,7 +47,7 @@ pub struct NodePoolSpec {
     /// `minValues` are exempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_price_ratio: Option<String>,
-    // Issue 21's capacity fields (static replicas, headroom, repair), kept together.
+    // The capacity fields (static replicas, headroom, repair), kept together.
     /// Static capacity (Karpenter v1.8 `spec.replicas`): the pool keeps exactly this many
     /// nodes whatever the pods need, and never launches for pending pods. Only
     /// `limits.nodes` applies; `weight` and `headroom` may not be set; consolidation is off

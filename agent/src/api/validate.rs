@@ -191,7 +191,7 @@ pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutil
 /// Condition statuses a repair policy may name.
 const CONDITION_STATUSES: &[&str] = &["True", "False", "Unknown"];
 
-/// Issue 21's capacity fields: static `replicas`, `headroom`, `repair`.
+/// The capacity fields: static `replicas`, `headroom`, `repair`.
 fn capacity(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
     if let Some(r) = spec.replicas {
         let p = format!("{path}.replicas");

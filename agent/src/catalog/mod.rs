@@ -272,7 +272,7 @@ pub struct CatalogOptions {
 /// The types are shared: a clone of a catalogue is a vector of reference counts, not a copy
 /// of some 1,300 types with their labels and offerings (about 2 MB). The cloud hands out the
 /// same catalogue to every scheduling round and every launch, and 64 concurrent launches
-/// each holding their own copy were most of the agent's memory (issue 22).
+/// each holding their own copy were most of the agent's memory (docs/performance.md).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     pub types: Vec<Arc<InstanceType>>,

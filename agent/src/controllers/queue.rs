@@ -125,7 +125,7 @@ impl Queue {
                     // Boxed: a worker waits far more than it works, and awaited in
                     // place the work's future (a reconcile with its AWS and Kubernetes
                     // calls, tens of kB) would sit in every idle worker's frame. Boxed,
-                    // it exists only while a key is worked (issue 22's memory).
+                    // it exists only while a key is worked.
                     let again = Box::pin(f(key.clone())).await;
                     q.done(&key);
                     if let Some(d) = again {

@@ -23,7 +23,7 @@
 //! (for consolidation) nodes whose pods changed less than `consolidateAfter` ago or that
 //! are younger than it. Budgets are checked per NodePool and reason.
 //!
-//! Issue 21 added, per pool (each a field of [`PoolPolicy`]):
+//! Per pool (each a field of [`PoolPolicy`]):
 //! - `Balanced` ([`super::balanced`]): a move must save at least half as large a share of
 //!   the pool's cost as the share of its disruption it causes;
 //! - as Karpenter v1.14, a node under its `consolidateAfter` (pods arrived or left
@@ -101,7 +101,7 @@ pub struct PoolPolicy {
     /// Seconds; None for `Never` (no consolidation at all).
     pub consolidate_after: Option<u64>,
     pub budgets: Budgets,
-    /// Issue 21's per-pool settings.
+    /// Spot→Spot replacement, when the pool opts in (Karpenter's feature gate).
     pub spot_to_spot: bool,
     /// Most pods consolidation may evict in any hour; None: no cap.
     pub evictions_per_hour: Option<u32>,

@@ -1,6 +1,6 @@
 //! The converter on every manifest in `provider/tests/karpenter-manifests/`: the output is
 //! compared with the `.tf` beside it (`UPDATE_GOLDEN=1` rewrites them; review the diff), and
-//! the conversions that matter are asserted one by one. `tests/e2e/tests/convert.rs` plans
+//! the conversions that matter are asserted one by one. `tests/e2e/tests/e2e/convert.rs` plans
 //! the same output with the real Terraform CLI.
 
 use super::{convert, Options};

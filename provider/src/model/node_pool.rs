@@ -40,7 +40,7 @@ model! {
         /// Launch policies (`spec.minValuesPolicy`, `spec.candidatePriceRatio`).
         pub min_values_policy: Option<String>,
         pub candidate_price_ratio: Option<String>,
-        /// Issue 21: static capacity, warm capacity and node repair.
+        /// Static capacity, warm capacity (headroom) and node repair.
         pub replicas: Option<i64>,
         pub headroom: Vec<HeadroomModel> => "headroom",
         pub repair: Option<RepairModel>,

@@ -431,7 +431,7 @@ fn preflight(a: &Args) -> Result<()> {
     }
     if !procs::help_mentions(&a.agent, &["run"], "--cluster-name") {
         bail!(
-            "missing piece: `joiner-agent run` (issue 8, the agent's controllers): `{} run --help` does not offer --cluster-name",
+            "missing piece: `joiner-agent run` (the agent's controllers): `{} run --help` does not offer --cluster-name",
             a.agent.display()
         );
     }
@@ -660,7 +660,7 @@ async fn diagnose_apply(log: &str, client: &Client, w: &World) -> String {
             || log.contains(&format!("Invalid resource type \"{r}\""))
         {
             out.push(format!(
-                "missing piece: the provider does not serve `{r}` yet (issue 10, the provider's Kubernetes half)"
+                "missing piece: the provider does not serve `{r}` yet (the provider's Kubernetes half)"
             ));
         }
     }

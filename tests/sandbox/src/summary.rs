@@ -57,7 +57,7 @@ pub struct IamFigures {
 }
 
 impl IamFigures {
-    /// The one-line account the sandbox prints and the README quotes.
+    /// The one-line account the sandbox prints and docs/performance.md quotes.
     pub fn line(&self) -> String {
         format!(
             "IAM enforced: agent (IRSA, {}) {} calls, {} refused, after {} AssumeRoleWithWebIdentity ({} refused); provider (deployer policy) {} calls, {} refused",
@@ -96,7 +96,7 @@ fn pct(v: Option<f64>) -> String {
 }
 
 impl Figures {
-    /// A Markdown table, so it can be pasted into the README as is.
+    /// A Markdown table, so it can be pasted into docs/performance.md as is.
     pub fn table(&self) -> String {
         let mut rows: Vec<(String, String)> = vec![
             (

@@ -5,7 +5,7 @@
 //! NodePool, and holding the termination finalizer from birth so no instance is ever
 //! launched for a claim the agent could lose track of.
 //!
-//! This is the only place NodeClaims are created (`agent/tests/one_creation_path.rs` checks
+//! This is the only place NodeClaims are created (`agent/tests/logic/one_creation_path.rs` checks
 //! it): interruption and disruption disrupt claims, and provisioning replaces their pods.
 //! Adoption ([`crate::controllers::adoption`]) creates claims here too, for capacity that
 //! already runs (Karpenter's nodes): [`adopted`] records a node, it launches nothing.

@@ -55,7 +55,7 @@ pub struct ClusterState {
     pub node_pools: Arc<CrdStore<NodePool>>,
     pub node_classes: Arc<CrdStore<NodeClass>>,
     pub node_claims: Arc<CrdStore<NodeClaim>>,
-    /// Price and capacity overlays on the catalogue (issue 21).
+    /// Price and capacity overlays on the catalogue (NodeOverlays).
     pub node_overlays: Arc<CrdStore<NodeOverlay>>,
     changes: broadcast::Sender<Change>,
 }

@@ -321,7 +321,7 @@ pub fn describe(
     Impact { text: out, path }
 }
 
-/// The plan warning for the capacity fields of issue 21 where they change which nodes
+/// The plan warning for the capacity fields where they change which nodes
 /// exist or how many pods consolidation may move: static `replicas` (how many nodes, at
 /// what price), `headroom` (what keeping the room costs at most) and the eviction cap.
 /// Needs no cluster (prices are the embedded catalogue's), so a new pool gets it too; an
