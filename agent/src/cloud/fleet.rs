@@ -273,7 +273,9 @@ impl Ec2Cloud {
                 },
                 _ => None,
             };
-            let mut templates = self.ensure_templates(request, &amis, reservation).await?;
+            let mut templates = self
+                .ensure_templates(request, &amis, capacity, reservation)
+                .await?;
             loop {
                 let arch_of = |t: &str| -> Option<String> {
                     let archs = arch.get(t)?;
@@ -310,7 +312,9 @@ impl Ec2Cloud {
                         for t in &templates {
                             self.forget_template(&t.id);
                         }
-                        templates = self.ensure_templates(request, &amis, reservation).await?;
+                        templates = self
+                            .ensure_templates(request, &amis, capacity, reservation)
+                            .await?;
                     }
                     Err(e) => return Err(e),
                 }

@@ -6,6 +6,17 @@
 //! new version that in-flight launches might pick up half-way. Templates are tagged with the
 //! cluster, the NodeClass and a hash of the NodeClass spec; pruning deletes those whose
 //! NodeClass is gone or whose spec has changed since.
+//!
+//! Spot launches get templates of their own. A launch authorized as `ec2:RunInstances` on a
+//! `spot-instances-request` needs that request tagged for the cluster (the agent's policy
+//! grants launches only on tagged objects), and only a launch template can tag it: EC2
+//! Fleet's own TagSpecifications take the fleet, instances and volumes. But a template
+//! that tags a resource type the launched instance does not have fails the launch (EC2 API
+//! reference, `LaunchTemplateTagSpecificationRequest`: "If the instance does not include
+//! the resource type that you specify, the instance launch fails"), and an on-demand or
+//! reserved instance has no Spot request. So a template used for Spot tags the Spot
+//! request and is never used for another capacity type, as Karpenter keys its templates
+//! by capacity type.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -32,6 +43,7 @@ use super::{CloudError, LaunchRequest, ReservedLaunch, TAG_CLUSTER, TAG_NODECLAS
 use crate::api::node_class::{BlockDevice, BlockDeviceMapping, MetadataOptions};
 use crate::api::NodeClass;
 use crate::catalog::reservations::ReservationKind;
+use crate::catalog::CapacityType;
 
 /// Tag with the hash of the NodeClass spec a template was made from.
 pub const TAG_NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
@@ -70,6 +82,10 @@ struct TemplateInputs<'a> {
     /// rule; otherwise drift and the reservation's count would disagree with EC2's).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     no_open_reservations: bool,
+    /// A Spot launch's template: it also tags the Spot request (see the module docs). Left
+    /// out of the hash otherwise, so on-demand and reserved templates keep their names.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    spot: bool,
 }
 
 fn short_hash(bytes: &[u8]) -> String {
@@ -147,12 +163,14 @@ fn tag(k: &str, v: &str) -> Tag {
 }
 
 impl Ec2Cloud {
-    /// The launch templates for a NodeClaim, one per architecture its AMIs cover; created
-    /// when missing. `reservation`: the templates of a launch into that reservation.
+    /// The launch templates for a NodeClaim's launch as `capacity`, one per architecture its
+    /// AMIs cover; created when missing. `reservation`: the templates of a launch into that
+    /// reservation. Spot has templates of its own (see the module docs).
     pub(crate) async fn ensure_templates(
         &self,
         request: &LaunchRequest,
         amis: &ResolvedAmis,
+        capacity: CapacityType,
         reservation: Option<&ReservedLaunch>,
     ) -> Result<Vec<TemplateRef>, CloudError> {
         let nc = &request.node_class;
@@ -205,6 +223,7 @@ impl Ec2Cloud {
                 reservation,
                 no_open_reservations: reservation.is_none()
                     && !nc.spec.capacity_reservation_selector_terms.is_empty(),
+                spot: capacity == CapacityType::Spot,
             };
             let hash = short_hash(
                 serde_json::to_string(&inputs)
@@ -369,15 +388,20 @@ impl Ec2Cloud {
                 tags.push(tag(k, v));
             }
         }
-        // The network interface a launch creates cannot be tagged through CreateFleet; the
-        // agent's policy only lets it create tagged ones, so the template tags it.
-        data = data.tag_specifications(
+        // The network interface and the Spot request a launch creates cannot be tagged
+        // through CreateFleet; the agent's policy only lets it create tagged ones, so the
+        // template tags them (the Spot request only in a Spot template: see the module docs).
+        let launched = |kind: ResourceType| {
             LaunchTemplateTagSpecificationRequest::builder()
-                .resource_type(ResourceType::NetworkInterface)
+                .resource_type(kind)
                 .tags(tag(TAG_CLUSTER, &self.options.cluster_name))
                 .tags(tag(TAG_NODECLASS, inputs.node_class))
-                .build(),
-        );
+                .build()
+        };
+        data = data.tag_specifications(launched(ResourceType::NetworkInterface));
+        if inputs.spot {
+            data = data.tag_specifications(launched(ResourceType::SpotInstancesRequest));
+        }
         let created = self
             .ec2
             .create_launch_template()

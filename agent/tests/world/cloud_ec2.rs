@@ -257,6 +257,26 @@ async fn request(
 const BOTH: [CapacityType; 2] = [CapacityType::Spot, CapacityType::OnDemand];
 const TYPES: [&str; 4] = ["c5.large", "m5.large", "c5a.large", "m6i.large"];
 
+/// The resource types a launch template tags at launch (the emulator also lists the
+/// template's own tags, under `launch-template`, in its data).
+async fn template_tag_kinds(w: &World, template_id: &str) -> BTreeSet<String> {
+    let versions = w
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(template_id)
+        .send()
+        .await
+        .unwrap();
+    versions.launch_template_versions()[0]
+        .launch_template_data()
+        .unwrap()
+        .tag_specifications()
+        .iter()
+        .filter_map(|t| t.resource_type().map(|r| r.as_str().to_string()))
+        .filter(|kind| kind != "launch-template")
+        .collect()
+}
+
 /// Instances in the emulator carrying the NodeClaim tag, whatever their state.
 async fn tagged(w: &World, claim: &str) -> Vec<aws_sdk_ec2::types::Instance> {
     let out = w
@@ -480,6 +500,16 @@ async fn launch_tags_the_instance_and_uses_a_hardened_template() {
         .tags()
         .iter()
         .any(|t| t.key() == Some(TAG_CLUSTER) && t.value() == Some(CLUSTER)));
+    // A Spot launch is authorized on its Spot request too, which only the template can tag.
+    let spot_tags = data
+        .tag_specifications()
+        .iter()
+        .find(|t| t.resource_type().map(|r| r.as_str()) == Some("spot-instances-request"))
+        .expect("a Spot launch's template tags the Spot request");
+    assert!(spot_tags
+        .tags()
+        .iter()
+        .any(|t| t.key() == Some(TAG_CLUSTER) && t.value() == Some(CLUSTER)));
     let ud = base64::engine::general_purpose::STANDARD
         .decode(data.user_data().unwrap())
         .unwrap();
@@ -590,6 +620,24 @@ async fn all_spot_gone_falls_back_to_on_demand() {
         fleets[1].param("ClientToken")
     );
     assert_eq!(w.cloud.unavailable().0.len(), TYPES.len() * 2);
+    // Each capacity type launches from templates of its own: only the Spot one tags the
+    // Spot request, since EC2 fails a launch whose template tags a resource type the
+    // instance does not have, and an on-demand instance has no Spot request.
+    let template = |i: usize| {
+        fleets[i]
+            .param("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateId")
+            .expect("a launch template")
+            .to_string()
+    };
+    assert_ne!(template(0), template(1));
+    assert_eq!(
+        template_tag_kinds(&w, &template(0)).await,
+        BTreeSet::from(["network-interface".into(), "spot-instances-request".into()])
+    );
+    assert_eq!(
+        template_tag_kinds(&w, &template(1)).await,
+        BTreeSet::from(["network-interface".into()])
+    );
     let i = w
         .cloud
         .instance_for("general-od001")

@@ -30,6 +30,12 @@ async fn the_rendered_policy_allows_every_call_of_a_provisioning_round_trip() {
     let agent = w.agent(&[]).await;
     w.deployment("app", 2, "500m", "512Mi").await;
     wait_for("2 pods Running", Duration::from_secs(90), || async {
+        // A refused launch never ends in a timeout: it names what was refused.
+        let refused = w.iam_refused();
+        assert!(
+            refused.is_empty(),
+            "refused while provisioning: {refused:?}"
+        );
         (w.running("app").await == 2).then_some(())
     })
     .await;
@@ -66,6 +72,8 @@ async fn the_rendered_policy_allows_every_call_of_a_provisioning_round_trip() {
     );
     for needed in [
         "ec2:CreateFleet",
+        // Each launch of an instant fleet is authorized as RunInstances too.
+        "ec2:RunInstances",
         "ec2:CreateLaunchTemplate",
         "ec2:CreateTags",
         "ec2:TerminateInstances",

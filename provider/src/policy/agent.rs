@@ -7,21 +7,31 @@
 //! name is the *value*, unlike `kubernetes.io/cluster/<name>`: the name then appears once
 //! per condition instead of once per key and per condition, which is what keeps the policy
 //! far below IAM's size quota even for a 100-character cluster name (terraform-aws-eks's
-//! Karpenter policy overflows the 6,144-character managed-policy quota in that case,
-//! issues #3181/#3512/#3692).
+//! Karpenter policy overflows the 6,144-character managed-policy quota in that case).
 //!
-//! The agent launches only with CreateFleet (never RunInstances), reads prices from its
+//! The agent launches only with CreateFleet of type `instant`, reads prices from its
 //! embedded table (never the Price List API) and is given the queue's URL (never
-//! GetQueueUrl), so none of those is granted: the agent's end-to-end tests run under
-//! enforced IAM with this policy and list every action they use.
+//! GetQueueUrl), so neither of the last two is granted: the agent's end-to-end tests run
+//! under enforced IAM with this policy and list every action they use.
 //!
-//! What CreateFleet touches, and how each can be scoped:
-//! - created by the call (instance, volume, network-interface, spot-instances-request,
-//!   fleet): must be tagged at creation → `aws:RequestTag`;
-//! - the launch template used by the call: created earlier by the agent → `aws:ResourceTag`;
-//! - existing objects the call only references (image, snapshot, subnet, security group,
-//!   the capacity reservation a `reserved` launch targets): AMIs and their snapshots belong
-//!   to other accounts and subnets, security groups and reservations may be shared from
+//! An instant fleet launches in the caller's own security context: it needs no
+//! service-linked role (the EC2 Fleet user guide, "EC2 Fleet prerequisites"), and the
+//! Service Authorization Reference says CreateFleet's resource-level permissions "do not
+//! include the resources specified in a launch template", which are authorized under
+//! `ec2:RunInstances`. So every launch grant below names both actions, as Karpenter's
+//! controller policy does, and tags applied at launch are allowed under both
+//! `ec2:CreateAction`s. Without `ec2:RunInstances` every launch fails on AWS: CreateFleet
+//! answers with an `UnauthorizedOperation` error per override and no instance.
+//!
+//! What a launch touches, and how each can be scoped:
+//! - created by it (instance, volume, network-interface, spot-instances-request, fleet):
+//!   must be tagged at creation → `aws:RequestTag`. The fleet, instances and volumes are
+//!   tagged by the CreateFleet request, network interfaces and Spot requests by the launch
+//!   template (CreateFleet's TagSpecifications cannot name them);
+//! - the launch template used: created earlier by the agent → `aws:ResourceTag`;
+//! - existing objects it only references (image, snapshot, subnet, security group, the
+//!   capacity reservation a `reserved` launch targets): AMIs and their snapshots belong to
+//!   other accounts and subnets, security groups and reservations may be shared from
 //!   another account, so they cannot carry our tag. They are limited to the cluster's
 //!   region instead.
 
@@ -72,7 +82,8 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         "launch-template",
     ]
     .map(|k| ec2(a, k));
-    let launch = ["ec2:CreateFleet"];
+    // An instant fleet is authorized as both (see the module docs).
+    let launch = ["ec2:RunInstances", "ec2:CreateFleet"];
 
     let statements = vec![
         // Objects created by a launch, and launch templates, must be tagged for this cluster.
@@ -80,7 +91,9 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .actions(launch.into_iter().chain(["ec2:CreateLaunchTemplate"]))
             .resources(created.clone())
             .condition("StringEquals", &request_tag, [cluster_name]),
-        // Tags may be written only as part of those create calls (tag-on-create)...
+        // Tags may be written only as part of those create calls (tag-on-create): the
+        // fleet call's own under CreateFleet, and what each launch applies from the template
+        // (network interfaces, Spot requests) under RunInstances...
         Statement::allow("TagOnCreate")
             .actions(["ec2:CreateTags"])
             .resources(created)
@@ -88,7 +101,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             .condition(
                 "StringEquals",
                 "ec2:CreateAction",
-                ["CreateFleet", "CreateLaunchTemplate"],
+                ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
             ),
         // ...or to name this cluster's instances, never to change the cluster tag itself.
         Statement::allow("TagOwnNodes")
@@ -324,7 +337,35 @@ mod tests {
         let t = statement(&doc, "TagOnCreate");
         assert_eq!(
             t["Condition"]["StringEquals"]["ec2:CreateAction"],
-            serde_json::json!(["CreateFleet", "CreateLaunchTemplate"])
+            serde_json::json!(["RunInstances", "CreateFleet", "CreateLaunchTemplate"])
+        );
+        assert!(resources.contains(&Value::from(
+            "arn:aws:ec2:eu-west-1:123456789012:spot-instances-request/*"
+        )));
+    }
+
+    /// An instant fleet's launches are authorized as `ec2:RunInstances` for the caller, on
+    /// the template and everything it names: each launch grant carries both actions.
+    #[test]
+    fn every_launch_grant_is_also_a_run_instances_grant() {
+        let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
+        let mut launch_grants = Vec::new();
+        for st in doc["Statement"].as_array().unwrap() {
+            let actions = match &st["Action"] {
+                Value::String(a) => vec![a.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            let fleet = actions.contains(&"ec2:CreateFleet");
+            let run = actions.contains(&"ec2:RunInstances");
+            assert_eq!(fleet, run, "{st}");
+            if run {
+                launch_grants.push(st["Sid"].as_str().unwrap());
+            }
+        }
+        assert_eq!(
+            launch_grants,
+            ["CreateTagged", "LaunchFromOwnTemplates", "LaunchInputs"]
         );
     }
 

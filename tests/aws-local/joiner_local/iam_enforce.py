@@ -16,7 +16,8 @@ IAM's own rules:
 - each action evaluated on the resources AWS authorizes it on, with the condition context
   AWS builds (see `_resources`): the instances, volumes, fleets... a CreateFleet creates,
   with `aws:RequestTag/*` from its TagSpecifications, and the tag-on-create `ec2:CreateTags`
-  with `ec2:CreateAction`; the launch template it uses with its `aws:ResourceTag/*`;
+  with `ec2:CreateAction`; the launch template it uses with its `aws:ResourceTag/*`; each
+  launch of an instant fleet as `ec2:RunInstances` for the caller (`_create_fleet_checks`);
   `iam:PassRole` on the role of the instance profile a launch passes; the SQS queue, the EKS
   cluster, the SSM parameter, the IAM role, ...
 - STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
@@ -35,7 +36,8 @@ except the queue's TLS-only Deny (the local world speaks plain HTTP).
 Refusals answer as the service does: EC2 `UnauthorizedOperation`, query protocols (IAM,
 STS, SQS query) `AccessDenied`, JSON protocols `AccessDeniedException`, all HTTP 403, with
 the message "User: <arn> is not authorized to perform: <action> on resource: <arn> because
-no identity-based policy allows the <action> action".
+no identity-based policy allows the <action> action". A launch of an instant fleet is not a
+call: its refusal is an `UnauthorizedOperation` entry in the fleet's `Errors[]` (HTTP 200).
 
 Every decision (principal, action, resource, allowed, the statement that decided) is kept
 and served at `GET /moto-api/joiner-local/iam/decisions[?principal=ARN-or-substring]
@@ -394,6 +396,8 @@ class Call:
         except Exception:  # noqa: BLE001 - a request without a query string
             self.qs = {}
         self.body: dict[str, Any] = {}
+        # An instant CreateFleet's launches, one per override (`_create_fleet_checks`).
+        self.launches: list[FleetLaunch] = []
         try:
             raw = resp.body.decode() if isinstance(resp.body, bytes) else resp.body
             if raw and raw.lstrip().startswith("{"):
@@ -517,74 +521,204 @@ def _template_data(template: Any, version: str | None) -> dict[str, Any]:
         return {}
 
 
-def _launch_checks(call: Call, templates: list[tuple[Any, str | None]], subnets: list[str]) -> list[Check]:
-    """What RunInstances/CreateFleet are authorized on (ec2 action = call.op)."""
-    action = f"ec2:{call.op}"
-    # Tags a launch template specifies for the resources a launch creates are part of the
-    # request, as if the call carried them (the call's own TagSpecifications win).
-    specs: dict[str, dict[str, str]] = {}
-    for template, version in templates:
-        if template is None:
-            continue
-        for spec in _as_list(_template_data(template, version).get("TagSpecifications")):
-            if isinstance(spec, dict) and spec.get("ResourceType") != "launch-template":
-                tags = {t.get("Key"): t.get("Value", "") for t in _as_list(spec.get("Tags")) if isinstance(t, dict)}
-                specs.setdefault(spec.get("ResourceType", ""), {}).update(tags)
-    for rtype, tags in _tag_specs(call).items():
-        specs.setdefault(rtype, {}).update(tags)
+def _template_tag_specs(data: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The tags a launch template's data specifies for what a launch creates, by kind."""
+    out: dict[str, dict[str, str]] = {}
+    for spec in _as_list(data.get("TagSpecifications")):
+        if isinstance(spec, dict) and spec.get("ResourceType") != "launch-template":
+            tags = {t.get("Key"): t.get("Value", "") for t in _as_list(spec.get("Tags")) if isinstance(t, dict)}
+            out.setdefault(spec.get("ResourceType", ""), {}).update(tags)
+    return out
+
+
+def _create_checks(call: Call, action: str, kind: str, tags: dict[str, str], tagged: dict[str, str], create_action: str) -> list[Check]:
+    """`action` on a kind the call creates, with `tags` as the request's tags; and, when the
+    call applies `tagged` to it, the tag-on-create `ec2:CreateTags` with `ec2:CreateAction`."""
+    ctx = _tag_ctx("aws:RequestTag", tags)
+    ctx["aws:TagKeys"] = sorted(tags)
+    arn = call.arn("ec2", f"{kind}/*")
+    checks: list[Check] = [(action, arn, ctx)]
+    if tagged:
+        tag_ctx = _tag_ctx("aws:RequestTag", tagged)
+        tag_ctx["aws:TagKeys"] = sorted(tagged)
+        tag_ctx["ec2:CreateAction"] = [create_action]
+        checks.append(("ec2:CreateTags", arn, tag_ctx))
+    return checks
+
+
+def _template_inputs_checks(call: Call, action: str, data: dict[str, Any], image: str | None, subnets: list[str]) -> list[Check]:
+    """`action` on what a launch uses: its image, subnets, the template's security groups and
+    the capacity reservation it targets; `iam:PassRole` on the role of the profile it names."""
     checks: list[Check] = []
-    created = ["instance", "volume", "network-interface"]
-    if call.op == "CreateFleet":
-        # An EC2 Fleet's Spot capacity is requested by the fleet itself: no
-        # spot-instances-request is authorized (its TagSpecifications cannot name one).
-        created += ["fleet"]
-    elif (call.param("InstanceMarketOptions.MarketType") or "").lower() == "spot":
-        created += ["spot-instances-request"]
-    for kind in created:
-        tags = specs.get(kind, {})
-        ctx = _tag_ctx("aws:RequestTag", tags)
-        ctx["aws:TagKeys"] = sorted(tags)
-        arn = call.arn("ec2", f"{kind}/*")
-        checks.append((action, arn, ctx))
-        if tags:
-            tag_ctx = dict(ctx)
-            tag_ctx["ec2:CreateAction"] = [call.op]
-            checks.append(("ec2:CreateTags", arn, tag_ctx))
-    sgs: set[str] = set()
-    images: set[str] = set()
-    profiles: set[str] = set()
-    reservations: set[str] = set()
-    for template, version in templates:
-        if template is None:
-            continue
-        checks.append((action, call.arn("ec2", f"launch-template/{template.id}"), _resource_tags_ctx(_ec2_tags(call, template.id), "ec2")))
-        data = _template_data(template, version)
-        # A launch into a capacity reservation is authorized on the reservation too.
-        target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
-        if target.get("CapacityReservationId"):
-            reservations.add(target["CapacityReservationId"])
-        if data.get("ImageId"):
-            images.add(data["ImageId"])
-        for key in ("SecurityGroupId", "SecurityGroupIds"):
-            sgs.update(_as_list(data.get(key)))
-        for ni in _as_list(data.get("NetworkInterface")) + _as_list(data.get("NetworkInterfaces")):
-            if isinstance(ni, dict):
-                sgs.update(_as_list(ni.get("SecurityGroupId")) + _as_list(ni.get("Groups")))
-        prof = data.get("IamInstanceProfile") or {}
-        if isinstance(prof, dict) and (prof.get("Name") or prof.get("Arn")):
-            profiles.add(prof.get("Name") or prof["Arn"].rsplit("/", 1)[-1])
-    for image in sorted(images):
+    image = image or data.get("ImageId")
+    if image:
         checks.append((action, call.arn("ec2", f"image/{image}", account=""), {}))
+    nis = [ni for ni in _as_list(data.get("NetworkInterface")) + _as_list(data.get("NetworkInterfaces")) if isinstance(ni, dict)]
+    if not subnets:
+        subnets = [ni["SubnetId"] for ni in nis if ni.get("SubnetId")]
     for subnet in sorted(set(subnets)):
         checks.append((action, call.arn("ec2", f"subnet/{subnet}"), {}))
-    for sg in sorted(s for s in sgs if isinstance(s, str)):
+    sgs: set[str] = set()
+    for key in ("SecurityGroupId", "SecurityGroupIds"):
+        sgs.update(s for s in _as_list(data.get(key)) if isinstance(s, str))
+    for ni in nis:
+        sgs.update(s for s in _as_list(ni.get("SecurityGroupId")) + _as_list(ni.get("Groups")) if isinstance(s, str))
+    for sg in sorted(sgs):
         checks.append((action, call.arn("ec2", f"security-group/{sg}"), {}))
-    for rid in sorted(reservations):
+    # A launch into a capacity reservation is authorized on the reservation too.
+    target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+    rid = target.get("CapacityReservationId")
+    if rid:
         owner = getattr(_ec2_backend(call), "_joiner_capacity_reservations", {}).get(rid)
         account = owner.owner_id if owner is not None else call.account
         checks.append((action, call.arn("ec2", f"capacity-reservation/{rid}", account=account), {}))
-    for profile in sorted(profiles):
-        checks.extend(_pass_role_checks(call, profile))
+    prof = data.get("IamInstanceProfile") or {}
+    if isinstance(prof, dict) and (prof.get("Name") or prof.get("Arn")):
+        checks.extend(_pass_role_checks(call, prof.get("Name") or prof["Arn"].rsplit("/", 1)[-1]))
+    return checks
+
+
+def _template_check(call: Call, action: str, template: Any) -> Check:
+    return (action, call.arn("ec2", f"launch-template/{template.id}"), _resource_tags_ctx(_ec2_tags(call, template.id), "ec2"))
+
+
+def _run_instances_checks(call: Call) -> list[Check]:
+    """What RunInstances is authorized on: every kind it creates (a Spot request too when
+    the market is Spot), with the call's and the template's tags as request tags and their
+    tag-on-create under `ec2:CreateAction = RunInstances`; the template; what it uses."""
+    action = "ec2:RunInstances"
+    template, data = None, {}
+    tid, tname = call.param("LaunchTemplate.LaunchTemplateId"), call.param("LaunchTemplate.LaunchTemplateName")
+    if tid or tname:
+        template = _launch_template(call, tid, tname)
+        if template is not None:
+            data = _template_data(template, call.param("LaunchTemplate.Version"))
+    specs = _template_tag_specs(data)
+    for rtype, tags in _tag_specs(call).items():
+        specs.setdefault(rtype, {}).update(tags)
+    kinds = ["instance", "volume", "network-interface"]
+    if (call.param("InstanceMarketOptions.MarketType") or "").lower() == "spot":
+        kinds.append("spot-instances-request")
+    checks: list[Check] = []
+    for kind in kinds:
+        checks += _create_checks(call, action, kind, specs.get(kind, {}), specs.get(kind, {}), "RunInstances")
+    if template is not None:
+        checks.append(_template_check(call, action, template))
+    subnets = [s for s in [call.param("SubnetId")] if s]
+    checks += _template_inputs_checks(call, action, data, call.param("ImageId"), subnets)
+    if call.param("IamInstanceProfile.Name"):
+        checks.extend(_pass_role_checks(call, call.param("IamInstanceProfile.Name") or ""))
+    return checks
+
+
+class FleetLaunch:
+    """One override of an instant fleet: where it is (as CreateFleet's `Errors[]` name it)
+    and what the launch from it is authorized on."""
+
+    def __init__(self, index: tuple[int, int], where: dict[str, Any], checks: list[Check]) -> None:
+        self.index, self.where, self.checks = index, where, checks
+
+
+def _fleet_configs(call: Call) -> list[dict[str, Any]]:
+    """LaunchTemplateConfigs as parsed for the emulator (the list it launches from)."""
+    params = getattr(call.resp, "params", None)
+    if isinstance(params, dict) and isinstance(params.get("LaunchTemplateConfigs"), list):
+        return params["LaunchTemplateConfigs"]
+    out = []
+    for _, cfg in sorted(call.indexed("LaunchTemplateConfigs").items()):
+        spec = {k.split(".", 1)[1]: v for k, v in cfg.items() if k.startswith("LaunchTemplateSpecification.")}
+        overrides: dict[int, dict[str, str]] = {}
+        for k, v in cfg.items():
+            m = re.match(r"Overrides\.(\d+)\.(.+)$", k)
+            if m:
+                overrides.setdefault(int(m.group(1)), {})[m.group(2)] = v
+        out.append({"LaunchTemplateSpecification": spec, "Overrides": [o for _, o in sorted(overrides.items())]})
+    return out
+
+
+def _fleet_is_spot(call: Call) -> bool:
+    default = (call.param("TargetCapacitySpecification.DefaultTargetCapacityType") or "").lower()
+    try:
+        spot_units = float(call.param("TargetCapacitySpecification.SpotTargetCapacity") or 0)
+    except ValueError:
+        spot_units = 0
+    return default == "spot" or spot_units > 0
+
+
+def _create_fleet_checks(call: Call) -> list[Check]:
+    """CreateFleet, as AWS authorizes it.
+
+    The call itself is `ec2:CreateFleet`, on the resource types the Service Authorization
+    Reference gives that action (fleet, instance, volume, launch-template, subnet, image):
+    the fleet, instances and volumes with the call's own TagSpecifications as request tags
+    (tag-on-create under `ec2:CreateAction = CreateFleet`), the launch templates, and the
+    subnets and images its overrides name. A refusal there refuses the call (HTTP 403).
+
+    The SAR's CreateFleet entry also says its resource-level permissions "do not include
+    the resources specified in a launch template": those are authorized under
+    `ec2:RunInstances`. An instant fleet launches in the caller's own security context (the
+    EC2 Fleet user guide, "EC2 Fleet prerequisites": an instant fleet needs no
+    service-linked role, which maintain and request fleets launch with), so each launch is
+    authorized as `ec2:RunInstances` for the caller on what it creates (instance, volume,
+    network-interface, and spot-instances-request when the target capacity is Spot) and on
+    what it uses (the template, its image, the override's subnet, the template's security
+    groups, its capacity reservation), plus `iam:PassRole` for the instance profile. Tags the
+    template specifies for those kinds are applied by RunInstances, so their tag-on-create
+    is checked under `ec2:CreateAction = RunInstances`. Those checks are kept per override on
+    `call.launches`; `authorize` turns refused overrides into the fleet's `Errors[]`.
+
+    A maintain or request fleet launches later, with EC2 Fleet's service-linked role, so only
+    the call itself is checked for it; so is a dry run.
+    """
+    call_specs = _tag_specs(call)
+    checks: list[Check] = []
+    for kind in ("fleet", "instance", "volume"):
+        tags = call_specs.get(kind, {})
+        checks += _create_checks(call, "ec2:CreateFleet", kind, tags, tags, "CreateFleet")
+    instant = (call.param("Type") or "maintain") == "instant"
+    dry_run = (call.param("DryRun") or "").lower() == "true"
+    spot = _fleet_is_spot(call)
+    launches: list[FleetLaunch] = []
+    seen_templates: set[str] = set()
+    override_inputs: list[Check] = []
+    for i, cfg in enumerate(_fleet_configs(call)):
+        spec = dict(cfg.get("LaunchTemplateSpecification") or {})
+        template = _launch_template(call, spec.get("LaunchTemplateId"), spec.get("LaunchTemplateName"))
+        if template is None:
+            continue
+        if template.id not in seen_templates:
+            seen_templates.add(template.id)
+            checks.append(_template_check(call, "ec2:CreateFleet", template))
+        data = _template_data(template, spec.get("Version"))
+        tmpl_specs = _template_tag_specs(data)
+        kinds = ["instance", "volume", "network-interface"] + (["spot-instances-request"] if spot else [])
+        for j, ov in enumerate(cfg.get("Overrides") or [{}]):
+            ov = ov if isinstance(ov, dict) else {}
+            subnets = [ov["SubnetId"]] if ov.get("SubnetId") else []
+            for s in subnets:
+                override_inputs.append(("ec2:CreateFleet", call.arn("ec2", f"subnet/{s}"), {}))
+            if ov.get("ImageId"):
+                override_inputs.append(("ec2:CreateFleet", call.arn("ec2", f"image/{ov['ImageId']}", account=""), {}))
+            if not instant or dry_run:
+                continue
+            run: list[Check] = []
+            for kind in kinds:
+                tags = {**tmpl_specs.get(kind, {}), **call_specs.get(kind, {})}
+                run += _create_checks(call, "ec2:RunInstances", kind, tags, tmpl_specs.get(kind, {}), "RunInstances")
+            run.append(_template_check(call, "ec2:RunInstances", template))
+            run += _template_inputs_checks(call, "ec2:RunInstances", data, ov.get("ImageId"), subnets)
+            # As the answer's Instances[] name it: the template's ID and resolved version.
+            version = str(spec.get("Version") or "$Default")
+            if version == "$Latest":
+                version = str(template.latest_version_number)
+            elif version == "$Default":
+                version = str(template.default_version_number)
+            where = {"LaunchTemplateSpecification": {**spec, "LaunchTemplateId": template.id, "Version": version}, "Overrides": ov}
+            launches.append(FleetLaunch((i, j), where, run))
+    for check in override_inputs:
+        if check not in checks:
+            checks.append(check)
+    call.launches = launches
     return checks
 
 
@@ -611,37 +745,9 @@ def _ec2_checks(call: Call) -> list[Check] | None:
     if op.startswith("Describe"):
         return [(f"ec2:{op}", "*", {})]
     if op == "CreateFleet":
-        configs = call.indexed("LaunchTemplateConfigs")
-        templates, subnets = [], []
-        for cfg in configs.values():
-            templates.append(
-                (
-                    _launch_template(
-                        call,
-                        cfg.get("LaunchTemplateSpecification.LaunchTemplateId"),
-                        cfg.get("LaunchTemplateSpecification.LaunchTemplateName"),
-                    ),
-                    cfg.get("LaunchTemplateSpecification.Version"),
-                )
-            )
-            subnets += [v for k, v in cfg.items() if re.match(r"Overrides\.\d+\.SubnetId$", k)]
-        return _launch_checks(call, templates, subnets)
+        return _create_fleet_checks(call)
     if op == "RunInstances":
-        templates = []
-        if call.param("LaunchTemplate.LaunchTemplateId") or call.param("LaunchTemplate.LaunchTemplateName"):
-            templates.append(
-                (
-                    _launch_template(call, call.param("LaunchTemplate.LaunchTemplateId"), call.param("LaunchTemplate.LaunchTemplateName")),
-                    call.param("LaunchTemplate.Version"),
-                )
-            )
-        subnets = [s for s in [call.param("SubnetId")] if s]
-        checks = _launch_checks(call, templates, subnets)
-        if call.param("ImageId"):
-            checks.append(("ec2:RunInstances", call.arn("ec2", f"image/{call.param('ImageId')}", account=""), {}))
-        if call.param("IamInstanceProfile.Name"):
-            checks.extend(_pass_role_checks(call, call.param("IamInstanceProfile.Name") or ""))
-        return checks
+        return _run_instances_checks(call)
     if op == "CreateLaunchTemplate":
         tags = _tag_specs(call).get("launch-template", {})
         ctx = _tag_ctx("aws:RequestTag", tags)
@@ -1220,8 +1326,8 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
     policies = principal.policies()
     base_ctx = _global_ctx(call, principal)
     app = _app_of(resp.headers)
-    identity_decision = "allow"
-    for action, arn, extra in checks:
+
+    def decide(action: str, arn: str, extra: dict[str, list[str]]) -> tuple[str, str | None]:
         ctx = dict(base_ctx)
         ctx.update(extra)
         decision, by = evaluate(policies, action, arn, ctx)
@@ -1238,27 +1344,118 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
                 "modelled": modelled,
             }
         )
+        return decision, by
+
+    def message(action: str, arn: str, decision: str, by: str | None) -> str:
+        why = (
+            f"with an explicit deny in an identity-based policy: {by}"
+            if decision == "deny"
+            else f"because no identity-based policy allows the {action} action"
+        )
+        return f"User: {principal.arn} is not authorized to perform: {action} on resource: {arn} {why}"
+
+    def ec2_message(action: str, arn: str, decision: str, by: str | None) -> str:
+        encoded = base64.b64encode(json.dumps({"allowed": False, "action": action, "resource": arn}).encode()).decode()
+        return (
+            f"You are not authorized to perform this operation. {message(action, arn, decision, by)}. "
+            f"Encoded authorization failure message: {encoded}"
+        )
+
+    identity_decision = "allow"
+    for action, arn, extra in checks:
+        decision, by = decide(action, arn, extra)
         if decision != "allow":
             identity_decision = decision
             if op == "AssumeRole":
                 break
-            why = (
-                f"with an explicit deny in an identity-based policy: {by}"
-                if decision == "deny"
-                else f"because no identity-based policy allows the {action} action"
-            )
-            message = f"User: {principal.arn} is not authorized to perform: {action} on resource: {arn} {why}"
             if service == "ec2":
-                encoded = base64.b64encode(json.dumps({"allowed": False, "action": action, "resource": arn}).encode()).decode()
-                raise _refuse(
-                    resp,
-                    "ec2",
-                    "UnauthorizedOperation",
-                    f"You are not authorized to perform this operation. {message}. Encoded authorization failure message: {encoded}",
-                )
-            raise _refuse(resp, service, "AccessDenied", message)
+                raise _refuse(resp, "ec2", "UnauthorizedOperation", ec2_message(action, arn, decision, by))
+            raise _refuse(resp, service, "AccessDenied", message(action, arn, decision, by))
     if op == "AssumeRole":
         _check_assume_role(call, principal, identity_decision)
+    if call.launches:
+        _authorize_fleet_launches(resp, call, decide, ec2_message)
+
+
+# Instance lifecycles as CreateFleet's Errors[] name them, by the fleet's default target type.
+_FLEET_LIFECYCLE = {
+    "spot": "spot",
+    "capacity-block": "capacity-block",
+    "reserved-capacity": "interruptible-capacity-reservation",
+}
+
+RESPONSE_FLEET_REFUSALS = "_joiner_fleet_refusals"
+
+
+def _authorize_fleet_launches(resp: Any, call: Call, decide: Any, ec2_message: Any) -> None:
+    """An instant fleet's launches, each authorized as `ec2:RunInstances` (see
+    `_create_fleet_checks`). A refused launch does not refuse the call: CreateFleet answers
+    HTTP 200 with an `Errors[]` entry for that override (ErrorCode `UnauthorizedOperation`,
+    the message the call would have had) and launches nothing from it, which is how an
+    instant fleet reports what it could not launch (the `Errors` member of CreateFleet's
+    answer, botocore's EC2 model: "Supported only for fleets of type instant").
+    Each distinct check is decided (and recorded) once per call."""
+    decided: dict[str, tuple[str, str | None]] = {}
+    default = (call.param("TargetCapacitySpecification.DefaultTargetCapacityType") or "on-demand").lower()
+    lifecycle = "spot" if _fleet_is_spot(call) else _FLEET_LIFECYCLE.get(default, "on-demand")
+    errors: list[dict[str, Any]] = []
+    refused: set[tuple[int, int]] = set()
+    for launch in call.launches:
+        for action, arn, extra in launch.checks:
+            key = json.dumps([action, arn, extra], sort_keys=True)
+            if key not in decided:
+                decided[key] = decide(action, arn, extra)
+            decision, by = decided[key]
+            if decision != "allow":
+                refused.add(launch.index)
+                errors.append(
+                    {
+                        "LaunchTemplateAndOverrides": launch.where,
+                        "Lifecycle": lifecycle,
+                        "ErrorCode": "UnauthorizedOperation",
+                        "ErrorMessage": ec2_message(action, arn, decision, by),
+                    }
+                )
+                break
+    if refused:
+        setattr(resp, RESPONSE_FLEET_REFUSALS, {"errors": errors, "refused": refused})
+
+
+def _create_fleet_answer(self: Any, original: Any) -> Any:
+    """CreateFleet with the refused launches left out and reported in `Errors[]`."""
+    from moto.core.responses import ActionResult
+
+    refusals = getattr(self, RESPONSE_FLEET_REFUSALS, None)
+    if not refusals:
+        return original(self)
+    setattr(self, RESPONSE_FLEET_REFUSALS, None)
+    refused = refusals["refused"]
+    params = self.params
+    configs = params.get("LaunchTemplateConfigs") or []
+    requested_configs = configs
+    requested_target = params.get("TargetCapacitySpecification") or {}
+    kept = []
+    for i, cfg in enumerate(configs):
+        overrides = [ov for j, ov in enumerate(cfg.get("Overrides") or [{}]) if (i, j) not in refused]
+        if overrides:
+            kept.append({**cfg, "Overrides": overrides})
+    params["LaunchTemplateConfigs"] = kept
+    if not kept:
+        # Nothing may be launched: the fleet is made, with nothing to launch.
+        params["TargetCapacitySpecification"] = {"TotalTargetCapacity": 0, "DefaultTargetCapacityType": "on-demand"}
+    try:
+        out = original(self)
+    finally:
+        params["LaunchTemplateConfigs"] = requested_configs
+        params["TargetCapacitySpecification"] = requested_target
+    result = dict(out.result) if isinstance(out.result, dict) else {}
+    fleet = self.ec2_backend.get_fleet(result.get("FleetId"))
+    if fleet is not None:
+        fleet.launch_template_configs = requested_configs
+        fleet.target_capacity_specification = requested_target
+    result["Errors"] = refusals["errors"] + list(result.get("Errors") or [])
+    result.setdefault("Instances", [])
+    return ActionResult(result)
 
 
 def _decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
@@ -1302,6 +1499,15 @@ def install() -> None:
         return original_call(self, environ, start_response)
 
     DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
+    from moto.ec2.responses import EC2Response
+
+    # Installed last (`EXTENSIONS`), so this wraps the other extensions' CreateFleet.
+    original_create_fleet = EC2Response.create_fleet
+
+    def create_fleet(self: Any) -> Any:
+        return _create_fleet_answer(self, original_create_fleet)
+
+    EC2Response.create_fleet = create_fleet  # type: ignore[method-assign]
     api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = _decisions_endpoint
     original_reset = MotoAPIBackend.reset
 

@@ -570,3 +570,402 @@ fn public_ami_parameters_are_served_and_form_bodies_are_verified_as_signed() {
         )
         .expect("a signed form body with %20 verifies");
 }
+
+/// The cluster, templates and fleets of the instant-fleet test.
+const FLEET_CLUSTER: &str = "fleet";
+
+/// What an instant fleet needs, made by the admin: a subnet and an image for the overrides,
+/// and two launch templates tagged for the cluster as the agent tags its own (a security
+/// group, the network interface tagged at launch); the Spot one also tags the Spot request.
+struct FleetInputs {
+    subnet: String,
+    image: String,
+    on_demand_template: String,
+    spot_template: String,
+}
+
+fn cluster_tag(value: &str) -> aws_sdk_ec2::types::Tag {
+    aws_sdk_ec2::types::Tag::builder()
+        .key("joiner.dev/cluster")
+        .value(value)
+        .build()
+}
+
+fn fleet_inputs(admin: &Aws) -> FleetInputs {
+    use aws_sdk_ec2::types::{
+        Filter, LaunchTemplateTagSpecificationRequest, RequestLaunchTemplateData, ResourceType,
+        TagSpecification,
+    };
+    let ec2 = ec2(admin);
+    let subnet = admin
+        .block_on(ec2.describe_subnets().send())
+        .expect("ec2:DescribeSubnets")
+        .subnets()[0]
+        .subnet_id()
+        .unwrap()
+        .to_string();
+    let image = admin
+        .block_on(ec2.describe_images().owners("amazon").send())
+        .expect("ec2:DescribeImages")
+        .images()[0]
+        .image_id()
+        .unwrap()
+        .to_string();
+    let group = admin
+        .block_on(
+            ec2.describe_security_groups()
+                .filters(
+                    Filter::builder()
+                        .name("group-name")
+                        .values("default")
+                        .build(),
+                )
+                .send(),
+        )
+        .expect("ec2:DescribeSecurityGroups")
+        .security_groups()[0]
+        .group_id()
+        .unwrap()
+        .to_string();
+    let template = |name: &str, kinds: &[ResourceType]| {
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(&image)
+            .security_group_ids(&group);
+        for kind in kinds {
+            data = data.tag_specifications(
+                LaunchTemplateTagSpecificationRequest::builder()
+                    .resource_type(kind.clone())
+                    .tags(cluster_tag(FLEET_CLUSTER))
+                    .build(),
+            );
+        }
+        admin
+            .block_on(
+                ec2.create_launch_template()
+                    .launch_template_name(name)
+                    .launch_template_data(data.build())
+                    .tag_specifications(
+                        TagSpecification::builder()
+                            .resource_type(ResourceType::LaunchTemplate)
+                            .tags(cluster_tag(FLEET_CLUSTER))
+                            .build(),
+                    )
+                    .send(),
+            )
+            .expect("ec2:CreateLaunchTemplate")
+            .launch_template()
+            .and_then(|t| t.launch_template_id())
+            .unwrap()
+            .to_string()
+    };
+    FleetInputs {
+        on_demand_template: template("on-demand", &[ResourceType::NetworkInterface]),
+        spot_template: template(
+            "spot",
+            &[
+                ResourceType::NetworkInterface,
+                ResourceType::SpotInstancesRequest,
+            ],
+        ),
+        subnet,
+        image,
+    }
+}
+
+type FleetAnswer = Result<
+    aws_sdk_ec2::operation::create_fleet::CreateFleetOutput,
+    Box<aws_sdk_ec2::error::SdkError<aws_sdk_ec2::operation::create_fleet::CreateFleetError>>,
+>;
+
+/// An instant fleet of one instance from `template`, with two overrides, its instances,
+/// volumes and itself tagged for `cluster` as the agent tags them.
+fn instant_fleet(
+    aws: &Aws,
+    inputs: &FleetInputs,
+    template: &str,
+    spot: bool,
+    cluster: &str,
+) -> FleetAnswer {
+    use aws_sdk_ec2::types::{
+        DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
+        FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
+        InstanceType, ResourceType, TagSpecification, TargetCapacitySpecificationRequest,
+    };
+    let overrides = [InstanceType::M5Large, InstanceType::C5Large].map(|t| {
+        FleetLaunchTemplateOverridesRequest::builder()
+            .instance_type(t)
+            .subnet_id(&inputs.subnet)
+            .image_id(&inputs.image)
+            .build()
+    });
+    let mut req = ec2(aws)
+        .create_fleet()
+        .r#type(FleetType::Instant)
+        .launch_template_configs(
+            FleetLaunchTemplateConfigRequest::builder()
+                .launch_template_specification(
+                    FleetLaunchTemplateSpecificationRequest::builder()
+                        .launch_template_id(template)
+                        .version("$Latest")
+                        .build(),
+                )
+                .set_overrides(Some(overrides.to_vec()))
+                .build(),
+        )
+        .target_capacity_specification(
+            TargetCapacitySpecificationRequest::builder()
+                .total_target_capacity(1)
+                .default_target_capacity_type(if spot {
+                    DefaultTargetCapacityType::Spot
+                } else {
+                    DefaultTargetCapacityType::OnDemand
+                })
+                .build(),
+        );
+    for kind in [
+        ResourceType::Instance,
+        ResourceType::Volume,
+        ResourceType::Fleet,
+    ] {
+        req = req.tag_specifications(
+            TagSpecification::builder()
+                .resource_type(kind)
+                .tags(cluster_tag(cluster))
+                .build(),
+        );
+    }
+    aws.block_on(req.send()).map_err(Box::new)
+}
+
+/// The error messages of a fleet that launched nothing: one per override.
+fn refused_overrides(answer: FleetAnswer) -> Vec<String> {
+    let out = answer.expect("a refused launch is not a refused call: HTTP 200");
+    assert!(out.instances().is_empty(), "nothing is launched: {out:?}");
+    let errors: Vec<String> = out
+        .errors()
+        .iter()
+        .map(|e| {
+            assert_eq!(e.error_code(), Some("UnauthorizedOperation"), "{e:?}");
+            let o = e
+                .launch_template_and_overrides()
+                .and_then(|l| l.overrides());
+            assert!(o.and_then(|o| o.instance_type()).is_some(), "{e:?}");
+            e.error_message().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(errors.len(), 2, "an error per override: {errors:?}");
+    errors
+}
+
+fn launched(answer: FleetAnswer, lifecycle: &str) {
+    let out = answer.expect("CreateFleet");
+    assert!(out.errors().is_empty(), "{:?}", out.errors());
+    assert_eq!(out.instances().len(), 1, "{out:?}");
+    assert_eq!(
+        out.instances()[0].lifecycle().map(|l| l.as_str()),
+        Some(lifecycle)
+    );
+}
+
+/// The launch grants of a tag-scoped policy for `FLEET_CLUSTER`: `launch` on what a launch
+/// creates (with the request tag) and uses, and tag-on-create under `create_actions`.
+fn launch_policy(launch: &[&str], create_actions: &[&str]) -> Value {
+    let arn = |kind: &str| format!("arn:aws:ec2:us-east-1:{ACCOUNT}:{kind}/*");
+    let created: Vec<String> = [
+        "instance",
+        "volume",
+        "network-interface",
+        "spot-instances-request",
+        "fleet",
+    ]
+    .iter()
+    .map(|k| arn(k))
+    .collect();
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Sid": "CreateTagged", "Effect": "Allow", "Action": launch, "Resource": created,
+         "Condition": {"StringEquals": {"aws:RequestTag/joiner.dev/cluster": FLEET_CLUSTER}}},
+        {"Sid": "TagOnCreate", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": created,
+         "Condition": {"StringEquals": {"aws:RequestTag/joiner.dev/cluster": FLEET_CLUSTER,
+                                        "ec2:CreateAction": create_actions}}},
+        {"Sid": "LaunchFromOwnTemplates", "Effect": "Allow", "Action": launch,
+         "Resource": arn("launch-template"),
+         "Condition": {"StringEquals": {"aws:ResourceTag/joiner.dev/cluster": FLEET_CLUSTER}}},
+        {"Sid": "LaunchInputs", "Effect": "Allow", "Action": launch, "Resource": [
+            "arn:aws:ec2:us-east-1::image/*",
+            "arn:aws:ec2:us-east-1:*:subnet/*",
+            "arn:aws:ec2:us-east-1:*:security-group/*"]},
+        {"Sid": "ReadOnly", "Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"},
+    ]})
+}
+
+/// An instant fleet launches in the caller's own security context (the EC2 Fleet user
+/// guide: it needs no service-linked role), and the resources its launch template names are
+/// authorized under `ec2:RunInstances`, not `ec2:CreateFleet` (the Service Authorization
+/// Reference's CreateFleet entry). So each launch is authorized as RunInstances for the
+/// caller, Spot requests included, and a launch refused that way comes back as AWS answers
+/// it: HTTP 200, an `UnauthorizedOperation` per override, no instance. The agent's rendered
+/// policy launches Spot and on-demand with nothing refused.
+#[test]
+fn an_instant_fleet_is_authorized_as_run_instances_for_what_it_launches() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let inputs = fleet_inputs(&admin);
+
+    // CreateFleet alone: the call is allowed, every launch refused as RunInstances.
+    let fleet_only = role_session(
+        &moto,
+        &admin,
+        "fleet-only",
+        launch_policy(&["ec2:CreateFleet"], &["CreateFleet"]),
+    );
+    for message in refused_overrides(instant_fleet(
+        &fleet_only,
+        &inputs,
+        &inputs.on_demand_template,
+        false,
+        FLEET_CLUSTER,
+    )) {
+        assert!(
+            message.starts_with(&format!("You are not authorized to perform this operation. User: {SESSION}fleet-only/under-test is not authorized to perform: ec2:RunInstances on resource: arn:aws:ec2:us-east-1:{ACCOUNT}:instance/* because no identity-based policy allows the ec2:RunInstances action. Encoded authorization failure message: ")),
+            "{message}"
+        );
+    }
+    // The call itself refused (its fleet tagged for another cluster): HTTP 403.
+    let err = instant_fleet(
+        &fleet_only,
+        &inputs,
+        &inputs.on_demand_template,
+        false,
+        "other",
+    )
+    .expect_err("a fleet tagged for another cluster");
+    let svc = (*err).into_service_error();
+    let meta = aws_sdk_ec2::error::ProvideErrorMetadata::meta(&svc);
+    assert_eq!(meta.code(), Some("UnauthorizedOperation"));
+    assert!(
+        meta.message().unwrap_or_default().contains(&format!(
+            "ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:{ACCOUNT}:fleet/*"
+        )),
+        "{:?}",
+        meta.message()
+    );
+
+    // RunInstances granted, but not tag-on-create under it: the template's network
+    // interface tags are applied by RunInstances.
+    let no_run_tags = role_session(
+        &moto,
+        &admin,
+        "no-run-tags",
+        launch_policy(&["ec2:CreateFleet", "ec2:RunInstances"], &["CreateFleet"]),
+    );
+    for message in refused_overrides(instant_fleet(
+        &no_run_tags,
+        &inputs,
+        &inputs.on_demand_template,
+        false,
+        FLEET_CLUSTER,
+    )) {
+        assert!(
+            message.contains(&format!(
+                "ec2:CreateTags on resource: arn:aws:ec2:us-east-1:{ACCOUNT}:network-interface/*"
+            )),
+            "{message}"
+        );
+    }
+
+    // Everything granted: an on-demand launch; a Spot one only from the template that tags
+    // the Spot request, since the grant on spot-instances-request needs the cluster tag.
+    let launcher = role_session(
+        &moto,
+        &admin,
+        "launcher",
+        launch_policy(
+            &["ec2:CreateFleet", "ec2:RunInstances"],
+            &["CreateFleet", "RunInstances"],
+        ),
+    );
+    launched(
+        instant_fleet(
+            &launcher,
+            &inputs,
+            &inputs.on_demand_template,
+            false,
+            FLEET_CLUSTER,
+        ),
+        "on-demand",
+    );
+    for message in refused_overrides(instant_fleet(
+        &launcher,
+        &inputs,
+        &inputs.on_demand_template,
+        true,
+        FLEET_CLUSTER,
+    )) {
+        assert!(
+            message.contains(&format!(
+                "ec2:RunInstances on resource: arn:aws:ec2:us-east-1:{ACCOUNT}:spot-instances-request/*"
+            )),
+            "{message}"
+        );
+    }
+    launched(
+        instant_fleet(
+            &launcher,
+            &inputs,
+            &inputs.spot_template,
+            true,
+            FLEET_CLUSTER,
+        ),
+        "spot",
+    );
+
+    // The agent's policy as `joiner_agent_role` renders it: both launches, nothing refused.
+    let out = std::process::Command::new(joiner_e2e::provider_bin())
+        .args([
+            "policy",
+            "agent",
+            &format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{FLEET_CLUSTER}"),
+            &format!("arn:aws:sqs:us-east-1:{ACCOUNT}:{FLEET_CLUSTER}-interruptions"),
+            &format!("arn:aws:iam::{ACCOUNT}:role/{FLEET_CLUSTER}-node"),
+        ])
+        .output()
+        .expect("terraform-provider-joiner policy agent");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let agent = role_session(
+        &moto,
+        &admin,
+        "agent",
+        serde_json::from_slice(&out.stdout).expect("the policy is JSON"),
+    );
+    launched(
+        instant_fleet(&agent, &inputs, &inputs.spot_template, true, FLEET_CLUSTER),
+        "spot",
+    );
+    launched(
+        instant_fleet(
+            &agent,
+            &inputs,
+            &inputs.on_demand_template,
+            false,
+            FLEET_CLUSTER,
+        ),
+        "on-demand",
+    );
+    let d = decisions(&moto, &format!("{SESSION}agent/under-test"));
+    assert_eq!(d["refused"], 0, "{d:#}");
+    assert_eq!(d["unmodelled"], json!([]), "{d:#}");
+    let actions: std::collections::BTreeSet<&str> = d["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["action"].as_str())
+        .collect();
+    assert!(
+        actions.is_superset(&["ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags"].into()),
+        "{actions:?}"
+    );
+}
