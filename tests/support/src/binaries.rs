@@ -27,9 +27,10 @@ pub fn agent_bin() -> &'static Path {
 /// once per test process (cargo knows better than we do whether it is stale, and
 /// `cargo test -p joiner-e2e` alone would not build another package's binary).
 ///
-/// scripts/test sets the variables: a lone `cargo build -p <package>` resolves features
-/// differently from the workspace's test build, so it would rebuild the dependency tree a
-/// second time, minutes on 2 cores and gigabytes of disk.
+/// scripts/test sets the variables. The fallback builds with `--workspace`: a lone
+/// `cargo build -p <package>` resolves features differently from the workspace's test build,
+/// so it would rebuild the dependency tree a second time, minutes on 2 cores and gigabytes
+/// of disk.
 pub fn workspace_bin(env_var: &str, package: &str, bin: &str) -> PathBuf {
     match std::env::var_os(env_var) {
         Some(p) if !p.is_empty() => {
@@ -56,7 +57,9 @@ fn build_next_to_test_executable(package: &str, bin_name: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(crate::workspace_root())
-        .args(["build", "--quiet", "-p", package, "--bin", bin_name]);
+        // `--workspace`, not `-p`: resolved as the workspace's test build resolves it (see
+        // tests/agent-world/Cargo.toml), so the build just made by `cargo test` is reused.
+        .args(["build", "--quiet", "--workspace", "--bin", bin_name]);
     match profile.as_str() {
         "debug" => {}
         "release" => {
@@ -76,7 +79,7 @@ fn build_next_to_test_executable(package: &str, bin_name: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("run cargo build for {bin_name}: {e}"));
     assert!(
         out.status.success(),
-        "cargo build -p {package} failed ({}):\n{}",
+        "cargo build --workspace --bin {bin_name} (package {package}) failed ({}):\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
