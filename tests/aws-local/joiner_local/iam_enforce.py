@@ -830,7 +830,7 @@ def _eks_checks(call: Call) -> list[Check] | None:
     (access entry, add-on, Fargate profile), tagging on the ARN tagged. Passing a role to
     EKS needs `iam:PassRole` too."""
     op = call.op
-    if op in ("ListClusters", "DescribeAddonVersions", "ListAccessPolicies"):
+    if op in ("ListClusters", "DescribeAddonVersions", "DescribeClusterVersions", "ListAccessPolicies"):
         return [(f"eks:{op}", "*", {})]
     if op in ("TagResource", "UntagResource", "ListTagsForResource"):
         arn = call.param("resourceArn") or unquote(call.resp.path.split("/tags/", 1)[-1])
@@ -1480,13 +1480,17 @@ def enabled() -> bool:
 
 
 def install() -> None:
-    if not enabled():
-        return
+    """Patches moto whether or not enforcement is on; each patch asks `enabled()` when it
+    runs, so that one process (`farm`) can fork open and enforced worlds alike."""
     from moto.core.authorization import ActionAuthenticatorMixin
     from moto.moto_api._internal import urls as api_urls
     from moto.moto_api._internal.models import MotoAPIBackend
 
+    original_authorize = ActionAuthenticatorMixin._authenticate_and_authorize_action
+
     def _authenticate_and_authorize_action(self: Any, iam_request_cls: type, resource: str = "*") -> None:
+        if not enabled():
+            return original_authorize(self, iam_request_cls, resource)
         authorize(self, iam_request_cls, resource)
 
     ActionAuthenticatorMixin._authenticate_and_authorize_action = _authenticate_and_authorize_action  # type: ignore[method-assign]
@@ -1495,7 +1499,8 @@ def install() -> None:
     original_call = DomainDispatcherApplication.__call__
 
     def call(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
-        _keep_raw_form(environ)
+        if enabled():
+            _keep_raw_form(environ)
         return original_call(self, environ, start_response)
 
     DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
@@ -1505,10 +1510,18 @@ def install() -> None:
     original_create_fleet = EC2Response.create_fleet
 
     def create_fleet(self: Any) -> Any:
+        if not enabled():
+            return original_create_fleet(self)
         return _create_fleet_answer(self, original_create_fleet)
 
     EC2Response.create_fleet = create_fleet  # type: ignore[method-assign]
-    api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = _decisions_endpoint
+
+    def decisions_endpoint(request: Any, full_url: str, headers: Any) -> Any:
+        if not enabled():
+            return 404, {}, "IAM is not enforced in this world (JOINER_LOCAL_IAM)"
+        return _decisions_endpoint(request, full_url, headers)
+
+    api_urls.url_paths["{0}/moto-api/joiner-local/iam/decisions"] = decisions_endpoint
     original_reset = MotoAPIBackend.reset
 
     def reset(self: MotoAPIBackend) -> None:

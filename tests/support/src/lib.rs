@@ -8,10 +8,11 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod binaries;
+mod farm;
 pub use binaries::{agent_bin, provider_bin, workspace_bin};
 
 /// The workspace root, found from this crate's manifest directory (`tests/support`).
@@ -100,10 +101,13 @@ pub fn free_port() -> u16 {
 
 /// A running AWS emulator (moto server) bound to a free loopback port.
 ///
-/// Each test gets its own server, so tests can run in parallel without sharing state.
-/// The process is killed and reaped on drop, so a failing test leaves no stray server.
+/// Each test gets its own server, so tests can run in parallel without sharing state. It is
+/// forked from this process's farm (see [`farm`]), so it starts in milliseconds. The
+/// process is killed on drop, and with the farm when this process ends however it ends, so a
+/// failing test leaves no stray server.
 pub struct MotoServer {
-    child: Child,
+    /// A child of the farm, not of this process: the farm kills it and the kernel reaps it.
+    pid: u32,
     addr: SocketAddr,
 }
 
@@ -132,36 +136,35 @@ impl MotoServer {
 
     pub fn start_with(iam: Iam) -> MotoServer {
         let port = free_port();
-        let mut cmd = moto_command(port);
-        if iam == Iam::Enforced {
-            cmd.env(IAM_ENV, "enforce");
-        }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the local AWS world (joiner_local): {e}"));
-        let mut server = MotoServer {
-            child,
+        let mode = match iam {
+            Iam::Enforced => "enforce",
+            Iam::Open => "open",
+        };
+        let pid: u32 = farm::request(&format!("start {port} {mode}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("the local AWS world's farm answered no PID: {e}"));
+        let server = MotoServer {
+            pid,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
         };
+        // Listening is enough: werkzeug binds before it serves, and a request sent now waits
+        // in the backlog. (`/moto-api/data.json` would serialize every model instance, the
+        // managed policies included: seconds of CPU.)
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok((status, _)) = server.request("GET", "/moto-api/data.json", "") {
-                if status == 200 {
-                    return server;
-                }
-            }
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("moto_server exited early with {status}");
+            if TcpStream::connect_timeout(&server.addr, Duration::from_secs(1)).is_ok() {
+                return server;
             }
             assert!(
+                Path::new(&format!("/proc/{pid}")).exists(),
+                "the local AWS world on port {port} exited before it listened"
+            );
+            assert!(
                 Instant::now() < deadline,
-                "moto_server did not answer on {} within 30 s",
+                "the local AWS world did not listen on {} within 30 s",
                 server.addr
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -243,8 +246,7 @@ impl MotoServer {
 
 impl Drop for MotoServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        farm::kill(self.pid);
     }
 }
 
