@@ -14,7 +14,7 @@ use aws_sdk_ec2::types::{
     GpuDeviceMemoryInfo, GpuInfo, InferenceAcceleratorInfo, InferenceDeviceInfo,
     InstanceStorageInfo, InstanceType, InstanceTypeHypervisor, InstanceTypeInfo,
     InstanceTypeOffering, LocationType, MemoryInfo, NetworkCardInfo, NetworkInfo, NeuronDeviceInfo,
-    NeuronInfo, ProcessorInfo, VCpuInfo,
+    NeuronInfo, ProcessorInfo, UsageClassType, VCpuInfo,
 };
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +72,16 @@ pub struct InstanceTypeRecord {
     pub ebs_bandwidth_mbps: u64,
     #[serde(default)]
     pub encryption_in_transit: bool,
+    /// EC2 does not sell the type as Spot (`spot` is not among its SupportedUsageClasses):
+    /// Karpenter derives a type's capacity types from that list, so no Spot offering is
+    /// made for it, whatever a price history or a model says. Stored negated so that the
+    /// committed dump names only the few such types.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub spot_unsupported: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -221,6 +231,9 @@ impl InstanceTypeRecord {
             encryption_in_transit: net
                 .and_then(|n| n.encryption_in_transit_supported())
                 .unwrap_or(false),
+            spot_unsupported: !info
+                .supported_usage_classes()
+                .contains(&UsageClassType::Spot),
         })
     }
 
@@ -249,6 +262,7 @@ impl InstanceTypeRecord {
         }
         let mut b = InstanceTypeInfo::builder()
             .instance_type(InstanceType::from(self.name.as_str()))
+            .supported_usage_classes(UsageClassType::OnDemand)
             .current_generation(self.current_generation)
             .bare_metal(self.bare_metal)
             .burstable_performance_supported(self.burstable)
@@ -303,6 +317,9 @@ impl InstanceTypeRecord {
                         .build(),
                 );
             }
+        }
+        if !self.spot_unsupported {
+            b = b.supported_usage_classes(UsageClassType::Spot);
         }
         if !self.hypervisor.is_empty() {
             b = b.hypervisor(InstanceTypeHypervisor::from(self.hypervisor.as_str()));

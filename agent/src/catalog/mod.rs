@@ -4,9 +4,10 @@
 //! Entry points (stable; the provider's `joiner_instance_types` data source uses them):
 //! - [`Catalog::from_ec2`]`(types, offerings)`: from the SDK's DescribeInstanceTypes and
 //!   DescribeInstanceTypeOfferings items, with on-demand prices from the embedded table
-//!   ([`prices::on_demand`]) and Spot prices from the fallback model
-//!   ([`prices::spot_fallback`]); [`Catalog::from_ec2_with`] takes [`CatalogOptions`]
-//!   (observed Spot prices, kubelet settings).
+//!   ([`prices::on_demand`]) and Spot prices from the documented model
+//!   ([`prices::spot_model`]); [`Catalog::from_ec2_with`] takes [`CatalogOptions`]
+//!   (where Spot prices come from, kubelet settings). The agent on an account builds its
+//!   catalogue with [`SpotPricing::Observed`] only: it never invents a Spot price.
 //! - [`Catalog::from_dump`]: the same from a committed JSON dump ([`Ec2Dump`]).
 //! - [`Catalog::filter`]`(&Requirements)`: the types (and offerings) a set of NodePool
 //!   requirements allows, sorted by name.
@@ -261,10 +262,46 @@ pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct CatalogOptions {
     pub kubelet: KubeletSettings,
-    /// Observed Spot prices; the fallback model fills the gaps.
-    pub spot_prices: SpotPrices,
-    /// When false, no Spot offerings are created (regions or accounts without Spot).
-    pub no_spot: bool,
+    pub spot: SpotPricing,
+}
+
+/// Where a catalogue's Spot offerings and their prices come from. In every case a type
+/// whose SupportedUsageClasses lack `spot` has none (Karpenter's capacity types come from
+/// that list: `instancetype/types.go`, `computeRequirements`).
+#[derive(Debug, Clone, Default)]
+pub enum SpotPricing {
+    /// The documented model ([`prices::spot_model`]) in every zone the type is offered:
+    /// for what has no account behind it (benchmarks, synthetic catalogues, plan-time
+    /// estimates), where only the order between offerings matters.
+    #[default]
+    Modelled,
+    /// What DescribeSpotPriceHistory answered: a Spot offering only where it priced the
+    /// type in the zone. EC2 prices every Spot market it has, so a missing price means no
+    /// market, as in Karpenter (`offering/base_resolver.go`: an offering without a price is
+    /// unavailable; `pricing/pricing.go`, `SpotPrice`).
+    Observed(SpotPrices),
+    /// No Spot offering anywhere: no price history was ever read, and inventing one would
+    /// plan onto markets that may not exist.
+    None,
+}
+
+impl SpotPricing {
+    /// The Spot price of `record` in `zone` (whose on-demand price is `on_demand`), or None
+    /// when the catalogue has no Spot offering there.
+    pub fn price(&self, record: &InstanceTypeRecord, zone: &str, on_demand: f64) -> Option<f64> {
+        if record.spot_unsupported {
+            return None;
+        }
+        match self {
+            SpotPricing::Modelled => Some(prices::spot_model(
+                on_demand,
+                prices::category_of(&record.name),
+                zone,
+            )),
+            SpotPricing::Observed(observed) => observed.get(&record.name, zone),
+            SpotPricing::None => None,
+        }
+    }
 }
 
 /// Every known instance type, sorted by name.
@@ -280,7 +317,8 @@ pub struct Catalog {
 
 impl Catalog {
     /// From the SDK's DescribeInstanceTypes and DescribeInstanceTypeOfferings items, with the
-    /// default options (embedded on-demand prices, modelled Spot prices, EKS kubelet defaults).
+    /// default options (embedded on-demand prices, modelled Spot prices, EKS kubelet defaults):
+    /// an estimate, not what the agent would see on an account (see [`SpotPricing`]).
     pub fn from_ec2(
         types: &[aws_sdk_ec2::types::InstanceTypeInfo],
         offerings: &[aws_sdk_ec2::types::InstanceTypeOffering],
@@ -335,7 +373,6 @@ impl Catalog {
             .filter(|r| r.kubernetes_arch().is_some())
             .filter_map(|r| {
                 let od = prices::on_demand(&r.name)?;
-                let category = prices::category_of(&r.name).to_string();
                 let mut offers = Vec::new();
                 for zone in zones_by_type.get(r.name.as_str()).into_iter().flatten() {
                     offers.push(Offering {
@@ -344,13 +381,11 @@ impl Catalog {
                         price: od,
                         reservation: None,
                     });
-                    if !options.no_spot {
+                    if let Some(price) = options.spot.price(&r, zone, od) {
                         offers.push(Offering {
                             zone: zone.to_string(),
                             capacity_type: CapacityType::Spot,
-                            price: options
-                                .spot_prices
-                                .price_or_model(&r.name, &category, zone, od),
+                            price,
                             reservation: None,
                         });
                     }
@@ -481,6 +516,97 @@ mod tests {
         assert!(spot.price < m5.on_demand_price().unwrap());
         assert_eq!(m5.capacity.pods, 29);
         assert_eq!(m5.allocatable.cpu_milli, 1930);
+    }
+
+    /// On an account a Spot offering exists only where the price history priced the type in
+    /// the zone and the type is sold as Spot at all; the model (benchmarks, estimates) fills
+    /// every zone but still never offers Spot for a type EC2 does not sell as Spot.
+    #[test]
+    fn spot_offerings_only_where_a_spot_market_exists() {
+        let mut nano = record("t2.nano", 1, 512, "x86_64");
+        nano.spot_unsupported = true;
+        let records = vec![
+            record("m5.large", 2, 8192, "x86_64"),
+            record("c5.large", 2, 4096, "x86_64"),
+            nano,
+        ];
+        let offers: Vec<OfferingRecord> = ["m5.large", "c5.large", "t2.nano"]
+            .iter()
+            .flat_map(|t| {
+                ["us-east-1a", "us-east-1b"].map(|z| OfferingRecord {
+                    instance_type: t.to_string(),
+                    zone: z.to_string(),
+                })
+            })
+            .collect();
+        let mut observed = SpotPrices::default();
+        observed.insert("m5.large", "us-east-1a", 0.0321, 1);
+        // Priced, yet EC2 does not sell t2.nano as Spot: its usage classes decide.
+        observed.insert("t2.nano", "us-east-1a", 0.0017, 1);
+        let build = |spot: SpotPricing| {
+            let options = CatalogOptions {
+                spot,
+                ..Default::default()
+            };
+            Catalog::from_records(records.clone(), &offers, &options)
+        };
+        let spot_zones = |c: &Catalog, t: &str| -> Vec<(String, f64)> {
+            c.get(t)
+                .unwrap()
+                .offerings
+                .iter()
+                .filter(|o| o.capacity_type == CapacityType::Spot)
+                .map(|o| (o.zone.clone(), o.price))
+                .collect()
+        };
+        let on_demand_zones = |c: &Catalog, t: &str| -> usize {
+            c.get(t)
+                .unwrap()
+                .offerings
+                .iter()
+                .filter(|o| o.capacity_type == CapacityType::OnDemand)
+                .count()
+        };
+
+        let c = build(SpotPricing::Observed(observed));
+        assert_eq!(spot_zones(&c, "m5.large"), [("us-east-1a".into(), 0.0321)]);
+        assert!(spot_zones(&c, "c5.large").is_empty(), "no price, no market");
+        assert!(spot_zones(&c, "t2.nano").is_empty());
+        for t in ["m5.large", "c5.large", "t2.nano"] {
+            assert_eq!(on_demand_zones(&c, t), 2, "{t}: on-demand is not affected");
+        }
+        // The scheduler sees the hole: Spot in us-east-1b is nowhere to be had.
+        let spot_in = |zone: &str| {
+            let mut r = Requirements::new();
+            r.add(
+                labels::CAPACITY_TYPE,
+                Requirement::new(Operator::In, &["spot"]).unwrap(),
+            );
+            r.add(
+                labels::ZONE,
+                Requirement::new(Operator::In, &[zone]).unwrap(),
+            );
+            c.filter(&r)
+                .iter()
+                .map(|t| t.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(spot_in("us-east-1a"), ["m5.large"]);
+        assert!(spot_in("us-east-1b").is_empty());
+
+        let c = build(SpotPricing::None);
+        for t in ["m5.large", "c5.large", "t2.nano"] {
+            assert!(spot_zones(&c, t).is_empty(), "{t}: no history, no Spot");
+            assert_eq!(on_demand_zones(&c, t), 2);
+        }
+
+        let c = build(SpotPricing::Modelled);
+        assert_eq!(spot_zones(&c, "c5.large").len(), 2);
+        assert_eq!(
+            spot_zones(&c, "m5.large")[0].1,
+            prices::spot_fallback("m5.large", "us-east-1a").unwrap()
+        );
+        assert!(spot_zones(&c, "t2.nano").is_empty(), "not sold as Spot");
     }
 
     #[test]

@@ -6,18 +6,20 @@
 //!   1,367 types, July 2026). The agent cannot rely on the Pricing API (it is only served in
 //!   a few regions and the emulator returns 500), so the table ships in the binary.
 //! - [`SpotPrices`]: the latest price per (instance type, zone), built from the SDK's
-//!   [`aws_sdk_ec2::types::SpotPrice`] records.
-//! - [`spot_fallback`]: the documented model used when no Spot price is known.
+//!   [`aws_sdk_ec2::types::SpotPrice`] records. On an account these are the only Spot
+//!   prices: a type or zone missing from the history has no Spot market, so it gets no Spot
+//!   offering at all ([`crate::catalog::SpotPricing::Observed`]).
+//! - [`spot_model`], [`spot_fallback`]: the documented model, for what has no account
+//!   behind it: benchmarks, synthetic catalogues, estimates made at plan time. The local
+//!   AWS world serves the same model as its price history (`joiner_local.spot_prices`).
 //!
-//! ## Spot fallback model
-//! Without Spot price data (no permission, the emulator's constant 0.00001, a type missing
-//! from the history), the Spot price is modelled as the on-demand price times a fixed
-//! per-category factor (general purpose and compute 0.35, memory 0.40, burstable 0.30,
-//! accelerated 0.45, anything else 0.40), times a per-zone factor of 1 + 0.01 × (zone
-//! letter index mod 5) so that zones are not all exactly equal and zone choice stays
-//! deterministic. The factors are round figures in line with the usual 55–70 % Spot
-//! discount; they only steer preference between Spot offerings, and Spot is never priced
-//! above on-demand by this model.
+//! ## Spot price model
+//! The on-demand price times a fixed per-category factor (general purpose and compute 0.35,
+//! memory 0.40, burstable 0.30, accelerated 0.45, anything else 0.40), times a per-zone
+//! factor of 1 + 0.01 × (zone letter index mod 5) so that zones are not all exactly equal
+//! and zone choice stays deterministic. The factors are round figures in line with the
+//! usual 55–70 % Spot discount; they only steer preference between Spot offerings, and Spot
+//! is never priced above on-demand by this model.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
@@ -60,7 +62,7 @@ pub fn category_of(instance_type: &str) -> &str {
     &family[..end]
 }
 
-/// The Spot fallback factor for a category (see the module docs).
+/// The model's Spot factor for a category (see the module docs).
 pub fn spot_factor(category: &str) -> f64 {
     match category {
         "c" | "m" => 0.35,
@@ -96,9 +98,8 @@ pub struct SpotPrices {
 
 impl SpotPrices {
     /// Builds the table from DescribeSpotPriceHistory records, keeping the newest price
-    /// per type and zone. Records with unparsable or non-positive prices are skipped, and so
-    /// are prices at or below 0.0001 USD/h, which only an emulator reports (moto answers a
-    /// constant 0.00001): trusting them would make every Spot offering look free.
+    /// per type and zone. Records with unparsable or non-positive prices are skipped: they
+    /// price nothing.
     pub fn from_ec2(history: &[aws_sdk_ec2::types::SpotPrice]) -> SpotPrices {
         let mut s = SpotPrices::default();
         for rec in history {
@@ -117,7 +118,7 @@ impl SpotPrices {
 
     /// Records one price observed at `timestamp` (seconds); the newest wins.
     pub fn insert(&mut self, instance_type: &str, zone: &str, price: f64, timestamp: i64) {
-        if !(price.is_finite() && price > 0.0001) {
+        if !(price.is_finite() && price > 0.0) {
             return;
         }
         let key = (instance_type.to_string(), zone.to_string());
@@ -139,16 +140,9 @@ impl SpotPrices {
         self.prices.is_empty()
     }
 
-    /// The Spot price to use: observed when known, the fallback model otherwise.
-    pub fn price_or_model(
-        &self,
-        instance_type: &str,
-        category: &str,
-        zone: &str,
-        on_demand: f64,
-    ) -> f64 {
-        self.get(instance_type, zone)
-            .unwrap_or_else(|| spot_model(on_demand, category, zone))
+    /// (type, zone) pairs with a price.
+    pub fn len(&self) -> usize {
+        self.prices.len()
     }
 }
 
@@ -183,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn history_keeps_newest_and_ignores_emulator_constant() {
+    fn history_keeps_the_newest_price_and_skips_unusable_ones() {
         use aws_sdk_ec2::primitives::DateTime;
         use aws_sdk_ec2::types::{InstanceType, SpotPrice};
         let rec = |price: &str, ts: i64| {
@@ -198,13 +192,15 @@ mod tests {
             rec("0.04", 10),
             rec("0.03", 20),
             rec("0.05", 5),
-            rec("0.00001", 30),
+            rec("0", 30),
+            rec("-1", 31),
+            rec("NaN", 32),
+            rec("cheap", 33),
         ]);
         assert_eq!(s.get("m5.large", "us-east-1a"), Some(0.03));
-        assert_eq!(s.get("m5.large", "us-east-1b"), None);
-        let od = on_demand("m5.large").unwrap();
-        assert!(
-            (s.price_or_model("m5.large", "m", "us-east-1b", od) - od * 0.35 * 1.01).abs() < 1e-12
-        );
+        assert_eq!(s.get("m5.large", "us-east-1b"), None, "no record, no price");
+        // Small is not suspicious: a nano type's Spot price is a tenth of a cent.
+        let s = SpotPrices::from_ec2(&[rec("0.000010", 1)]);
+        assert_eq!(s.get("m5.large", "us-east-1a"), Some(0.00001));
     }
 }

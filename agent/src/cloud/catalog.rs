@@ -20,7 +20,9 @@ use super::records::Cached;
 pub use super::records::RawCatalog;
 use super::CloudError;
 use crate::api::NodeClass;
-use crate::catalog::{Catalog, CatalogOptions, InstanceTypeRecord, OfferingRecord, SpotPrices};
+use crate::catalog::{
+    Catalog, CatalogOptions, InstanceTypeRecord, OfferingRecord, SpotPrices, SpotPricing,
+};
 
 impl Ec2Cloud {
     pub(crate) async fn node_class_catalog(
@@ -89,8 +91,7 @@ impl Ec2Cloud {
             .collect();
         let options = CatalogOptions {
             kubelet,
-            spot_prices: raw.value.spot_prices.clone(),
-            no_spot: false,
+            spot: raw.value.spot.clone(),
         };
         let catalog = Catalog::from_records(records, &offerings, &options);
         let catalog = crate::catalog::reservations::add(&catalog, &reservations, &class, now);
@@ -110,15 +111,18 @@ impl Ec2Cloud {
                 return Ok(c.clone());
             }
         }
+        let last_spot = guard.as_ref().map(|c| c.value.spot.clone());
         let fetched = Arc::new(Cached {
             at: now,
-            value: self.fetch_raw().await?,
+            value: self.fetch_raw(last_spot).await?,
         });
         *guard = Some(fetched.clone());
         Ok(fetched)
     }
 
-    async fn fetch_raw(&self) -> Result<RawCatalog, CloudError> {
+    /// `last_spot`: the Spot prices of the previous fetch, kept when the history cannot be
+    /// read now (Karpenter keeps its last prices when an update fails, `pricing.go`).
+    async fn fetch_raw(&self, last_spot: Option<SpotPricing>) -> Result<RawCatalog, CloudError> {
         let mut records = Vec::new();
         let mut pages = self
             .ec2
@@ -150,18 +154,35 @@ impl Ec2Cloud {
                     .filter_map(OfferingRecord::from_ec2),
             );
         }
-        let spot_prices = match self.fetch_spot_prices().await {
-            Ok(p) => p,
-            Err(e) => {
-                // Without Spot prices the documented model still orders Spot offerings.
-                tracing::warn!(error = %e, "Spot price history unavailable; using the price model");
-                SpotPrices::default()
+        // A missing price means no Spot market, so prices are never made up here: without a
+        // history (no permission, an error, an empty answer, which EC2 does not give where
+        // Spot is sold and Karpenter also treats as a failure) the last one read is kept, and
+        // before any was read there is no Spot offering. Karpenter prices Spot at the
+        // on-demand list price until its first update; the agent reads the history before
+        // it builds its first catalogue, so it has no such window to fill.
+        let spot = match self.fetch_spot_prices().await {
+            Ok(p) if !p.is_empty() => {
+                tracing::debug!(priced = p.len(), "Spot price history read");
+                SpotPricing::Observed(p)
+            }
+            outcome => {
+                let why = match outcome {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "the answer is empty".to_string(),
+                };
+                let kept = last_spot.unwrap_or(SpotPricing::None);
+                if matches!(kept, SpotPricing::Observed(_)) {
+                    tracing::warn!(error = %why, "Spot price history unavailable; keeping the prices read before");
+                } else {
+                    tracing::warn!(error = %why, "Spot price history unavailable; no Spot offering until it can be read");
+                }
+                kept
             }
         };
         Ok(RawCatalog {
             records,
             offerings,
-            spot_prices,
+            spot,
         })
     }
 

@@ -36,7 +36,7 @@ use super::{
     CloudError, Instance, LaunchRequest, Launched, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL,
 };
 use crate::catalog::reservations::ReservationKind;
-use crate::catalog::{prices, CapacityType};
+use crate::catalog::{prices, CapacityType, InstanceTypeRecord};
 
 /// EC2 takes at most this many overrides per instant fleet in our use (Karpenter's limit).
 pub const MAX_OVERRIDES: usize = 60;
@@ -159,13 +159,18 @@ pub fn client_token(
 }
 
 /// The overrides for one capacity type: cheapest candidate first, each in every allowed zone
-/// (one subnet per zone, the one with most free addresses), unavailable offerings left out.
+/// where `offered` says the type is sold that way (one subnet per zone, the one with most
+/// free addresses), unavailable offerings left out. A candidate's own zones are those of its
+/// cheapest capacity type, which is Spot when it has any: Spot's zones can be fewer than
+/// on-demand's (no Spot market there), so the on-demand fallback looks at every allowed
+/// zone, and Spot never at a zone or type without a market.
 pub fn plan_overrides(
     request: &LaunchRequest,
     capacity: CapacityType,
     subnets: &[Subnet],
     templates: &[TemplateRef],
     arch_of: impl Fn(&str) -> Option<String>,
+    offered: impl Fn(CapacityType, &str, &str) -> bool,
     unavailable: impl Fn(CapacityType, &str, &str) -> bool,
 ) -> Vec<PlannedOverride> {
     // Subnets come sorted by zone, most free addresses first.
@@ -198,14 +203,22 @@ pub fn plan_overrides(
         let Some(template) = templates.iter().position(|t| t.arch == arch) else {
             continue;
         };
-        for zone in &c.zones {
+        // A reservation is in its own zone; the market is wherever the claim allows.
+        let zones = if capacity == CapacityType::Reserved || request.zones.is_empty() {
+            &c.zones
+        } else {
+            &request.zones
+        };
+        for zone in zones {
             if !allowed_zones.is_empty() && !allowed_zones.contains(zone.as_str()) {
                 continue;
             }
             let Some(subnet) = subnet_by_zone.get(zone.as_str()) else {
                 continue;
             };
-            if unavailable(capacity, &c.instance_type, zone) {
+            if !offered(capacity, &c.instance_type, zone)
+                || unavailable(capacity, &c.instance_type, zone)
+            {
                 continue;
             }
             out.push(PlannedOverride {
@@ -255,12 +268,32 @@ impl Ec2Cloud {
         }
         let amis = self.amis_for(&request.node_class).await?;
         let raw = self.raw_catalog().await?;
-        let arch: BTreeMap<&str, &Vec<String>> = raw
+        let records: BTreeMap<&str, &InstanceTypeRecord> = raw
             .value
             .records
             .iter()
-            .map(|r| (r.name.as_str(), &r.architectures))
+            .map(|r| (r.name.as_str(), r))
             .collect();
+        let sold_in: BTreeSet<(&str, &str)> = raw
+            .value
+            .offerings
+            .iter()
+            .map(|o| (o.instance_type.as_str(), o.zone.as_str()))
+            .collect();
+        // What the catalogue offers (`Catalog::from_records`), asked again here because a
+        // candidate carries only the zones of its cheapest capacity type.
+        let offered = |ct: CapacityType, t: &str, z: &str| -> bool {
+            match ct {
+                CapacityType::Reserved => true,
+                CapacityType::OnDemand => sold_in.contains(&(t, z)),
+                CapacityType::Spot => {
+                    sold_in.contains(&(t, z))
+                        && records
+                            .get(t)
+                            .is_some_and(|r| raw.value.spot.price(r, z, 0.0).is_some())
+                }
+            }
+        };
 
         let mut tried: Vec<String> = Vec::new();
         let mut template_retry = true;
@@ -278,8 +311,8 @@ impl Ec2Cloud {
                 .await?;
             loop {
                 let arch_of = |t: &str| -> Option<String> {
-                    let archs = arch.get(t)?;
-                    templates_arch(&templates, archs)
+                    let r = records.get(t)?;
+                    templates_arch(&templates, &r.architectures)
                 };
                 let overrides = plan_overrides(
                     request,
@@ -287,6 +320,7 @@ impl Ec2Cloud {
                     &subnets,
                     &templates,
                     arch_of,
+                    offered,
                     |ct, t, z| self.ice.contains(ct, t, z),
                 );
                 if overrides.is_empty() {
@@ -671,6 +705,7 @@ mod tests {
             &subnets(),
             &templates(),
             |_| Some("x86_64".into()),
+            |_, _, _| true,
             |ct, t, z| ct == CapacityType::Spot && t == "c5.large" && z == "us-east-1a",
         );
         let got: Vec<(&str, &str, &str)> = o
@@ -698,9 +733,46 @@ mod tests {
             &subnets(),
             &templates(),
             |_| None,
+            |_, _, _| true,
             |_, _, _| false,
         );
         assert!(none.is_empty());
+    }
+
+    /// A candidate's zones are its Spot zones when it has any; on-demand is sold in more.
+    /// Spot is never asked where there is no market, on-demand is asked everywhere allowed.
+    #[test]
+    fn spot_only_where_offered_and_on_demand_in_every_allowed_zone() {
+        let mut r = request();
+        // m5.large has a Spot market in us-east-1a only; c5.large none at all (its cheapest
+        // capacity type is on-demand).
+        r.candidates[1].zones = vec!["us-east-1a".into()];
+        r.candidates[0].capacity_type = CapacityType::OnDemand;
+        let spot_market = |t: &str, z: &str| t == "m5.large" && z == "us-east-1a";
+        let plan = |ct| {
+            plan_overrides(
+                &r,
+                ct,
+                &subnets(),
+                &templates(),
+                |_| Some("x86_64".into()),
+                |ct, t, z| ct != CapacityType::Spot || spot_market(t, z),
+                |_, _, _| false,
+            )
+            .into_iter()
+            .map(|o| format!("{}/{}", o.instance_type, o.zone))
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(plan(CapacityType::Spot), ["m5.large/us-east-1a"]);
+        assert_eq!(
+            plan(CapacityType::OnDemand),
+            [
+                "c5.large/us-east-1a",
+                "c5.large/us-east-1b",
+                "m5.large/us-east-1a",
+                "m5.large/us-east-1b"
+            ]
+        );
     }
 
     #[test]
@@ -720,6 +792,7 @@ mod tests {
             &subnets(),
             &templates(),
             |_| Some("x86_64".into()),
+            |_, _, _| true,
             |_, _, _| false,
         );
         assert_eq!(o.len(), MAX_OVERRIDES);
@@ -799,6 +872,7 @@ mod tests {
                 &subnets(),
                 &templates(),
                 |_| Some("x86_64".into()),
+                |_, _, _| true,
                 |_, _, _| false,
             )
         };

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::user_data::AmiFamily;
-use crate::catalog::{InstanceTypeRecord, OfferingRecord, SpotPrices};
+use crate::catalog::{InstanceTypeRecord, OfferingRecord, SpotPricing};
 
 /// One image per EC2 architecture (`x86_64`, `arm64`), and how it joins the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +30,9 @@ impl ResolvedAmis {
 pub struct RawCatalog {
     pub records: Vec<InstanceTypeRecord>,
     pub offerings: Vec<OfferingRecord>,
-    pub spot_prices: SpotPrices,
+    /// [`SpotPricing::Observed`] once a price history has been read, [`SpotPricing::None`]
+    /// until then: never the model.
+    pub spot: SpotPricing,
 }
 
 /// A subnet the NodeClass may launch into.

@@ -12,7 +12,8 @@
 //! - the catalogue the agent builds live (DescribeInstanceTypes, DescribeInstanceTypeOfferings
 //!   for its subnets' zones, Spot price history, allocatable, max pods) is, type for type,
 //!   the one the library builds from the committed fixture for the same zones, AMI
-//!   architectures and kubelet settings;
+//!   architectures, kubelet settings and Spot price history (the world's, which is the
+//!   benchmarks' price model with no entry where there is no Spot market);
 //! - the library's plan for the same pods and DaemonSet (written here by hand, as a library
 //!   user would, not converted by the agent's code) on that catalogue;
 //! - what the agent launched: its NodeClaims, their instance and capacity types, and the
@@ -27,7 +28,9 @@ use std::time::Duration;
 
 use joiner_agent::api::{NodeClaim, NodeClass};
 use joiner_agent::catalog::daemonsets::DaemonSet;
-use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, Ec2Dump, KubeletSettings};
+use joiner_agent::catalog::{
+    CapacityType, Catalog, CatalogOptions, Ec2Dump, KubeletSettings, SpotPrices, SpotPricing,
+};
 use joiner_agent::cloud::Cloud;
 use joiner_agent::resources::Resources;
 use joiner_agent::scheduler::{schedule, Input, NodePoolInput};
@@ -75,10 +78,29 @@ async fn documented_node_class(w: &World) {
         .expect("NodeClass create");
 }
 
+/// The Spot price history the local world serves (`joiner_local.spot_prices`), read as the
+/// agent reads it: Spot prices are an input of the catalogue like the instance types, and
+/// the agent prices Spot only from them.
+async fn spot_prices(w: &World) -> SpotPricing {
+    let mut history = Vec::new();
+    let mut pages = w
+        .ec2
+        .describe_spot_price_history()
+        .product_descriptions("Linux/UNIX")
+        .max_results(1000)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.expect("ec2:DescribeSpotPriceHistory");
+        history.extend(page.spot_price_history().iter().cloned());
+    }
+    SpotPricing::Observed(SpotPrices::from_ec2(&history))
+}
+
 /// The library's catalogue from the committed fixture (the emulator's answers), narrowed as
 /// the agent narrows its own for a NodeClass: offerings in its subnets' zones, types one of
 /// its AMIs' architectures runs, allocatable under its kubelet settings.
-fn fixture_catalog(architectures: &[&str], kubelet: KubeletSettings) -> Catalog {
+fn fixture_catalog(architectures: &[&str], kubelet: KubeletSettings, spot: SpotPricing) -> Catalog {
     let json = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ec2-instance-types.json"),
     )
@@ -90,13 +112,7 @@ fn fixture_catalog(architectures: &[&str], kubelet: KubeletSettings) -> Catalog 
             .iter()
             .any(|a| architectures.contains(&a.as_str()))
     });
-    Catalog::from_dump(
-        &dump,
-        &CatalogOptions {
-            kubelet,
-            ..Default::default()
-        },
-    )
+    Catalog::from_dump(&dump, &CatalogOptions { kubelet, spot })
 }
 
 /// A node agent on every node, as a new cluster has (log shipper, CNI...): 100m / 128Mi,
@@ -196,7 +212,11 @@ async fn scenario(class: Class) {
     let cloud = w.cloud().await;
     let nc: NodeClass = Api::all(w.client.clone()).get("default").await.unwrap();
     let live = cloud.catalog(&nc).await.expect("the agent's catalogue");
-    let fixture = fixture_catalog(architectures, nc.spec.kubelet_settings());
+    let fixture = fixture_catalog(
+        architectures,
+        nc.spec.kubelet_settings(),
+        spot_prices(&w).await,
+    );
     let differing: Vec<String> = live
         .types
         .iter()

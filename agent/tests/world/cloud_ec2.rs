@@ -377,6 +377,76 @@ async fn catalogue_zones_come_from_the_node_class_subnets() {
     );
 }
 
+/// The local world serves a Spot price history as EC2 does (`joiner_local.spot_prices`:
+/// the benchmarks' model printed to six decimals, and no entry where there is no market:
+/// `c6in` in us-east-1a, types not sold as Spot such as t2.nano). The catalogue offers Spot
+/// only where the history priced it, on-demand everywhere the type is sold; a Spot fleet
+/// never asks for a type or zone without a market, and the on-demand fallback asks in
+/// every zone.
+#[tokio::test]
+async fn spot_is_offered_only_where_the_price_history_has_a_market() {
+    let w = world().await;
+    let catalog = w.cloud.catalog(&node_class()).await.unwrap();
+    let zones = |t: &str, ct: CapacityType| -> Vec<String> {
+        catalog
+            .get(t)
+            .unwrap_or_else(|| panic!("{t} in the catalogue"))
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == ct)
+            .map(|o| o.zone.clone())
+            .collect()
+    };
+    let both = ["us-east-1a".to_string(), "us-east-1b".to_string()];
+    assert_eq!(zones("c6in.large", CapacityType::Spot), ["us-east-1b"]);
+    assert_eq!(zones("c6in.large", CapacityType::OnDemand), both);
+    assert!(zones("t2.nano", CapacityType::Spot).is_empty());
+    assert_eq!(zones("t2.nano", CapacityType::OnDemand), both);
+    assert_eq!(zones("m5.large", CapacityType::Spot), both);
+    let m5_spot = catalog
+        .get("m5.large")
+        .unwrap()
+        .offerings
+        .iter()
+        .find(|o| o.capacity_type == CapacityType::Spot && o.zone == "us-east-1b")
+        .unwrap()
+        .price;
+    let model = joiner_agent::catalog::prices::spot_fallback("m5.large", "us-east-1b").unwrap();
+    assert!(
+        (m5_spot - model).abs() < 1e-6,
+        "the observed price ({m5_spot}) is the model's ({model}) to six decimals"
+    );
+    let asked = w.proxy.requests_for("DescribeSpotPriceHistory");
+    assert_eq!(asked[0].param("ProductDescription.1"), Some("Linux/UNIX"));
+
+    // No Spot capacity at all: the Spot fleet asks only where there is a market, the
+    // on-demand one in both zones.
+    w.proxy.insufficient_capacity("*", "spot");
+    let req = request(&w, "c6in-00001", &["c6in.large"], &BOTH).await;
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(l.capacity_type, CapacityType::OnDemand);
+    let fleets = w.proxy.requests_for("CreateFleet");
+    let asked = |i: usize| -> Vec<String> {
+        fleets[i]
+            .fleet_overrides()
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o.instance_type(),
+                    o.fields
+                        .get("AvailabilityZone")
+                        .cloned()
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(fleets.len(), 2);
+    assert_eq!(asked(0), ["c6in.large/us-east-1b"]);
+    assert_eq!(asked(1), ["c6in.large/us-east-1a", "c6in.large/us-east-1b"]);
+}
+
 #[tokio::test]
 async fn launch_tags_the_instance_and_uses_a_hardened_template() {
     let w = world().await;

@@ -10,6 +10,8 @@
 //! - NodeOverlays: a discount changes what is launched, extra capacity lets a pod that asks
 //!   for a device be planned, an invalid overlay is reported on its status.
 //! - The candidate price bound and the minValues policy on the NodeClaims the agent writes.
+//! - Spot only where EC2 has a Spot market (a price in its history): never planned, never
+//!   launched elsewhere.
 //!
 //! Transient states are read from the API server's records (Events, a NodeClaim watch),
 //! never sampled; end states are polled.
@@ -154,6 +156,115 @@ async fn launched_claims(w: &World) -> Vec<NodeClaim> {
                 .is_some()
         })
         .collect()
+}
+
+/// The local world's price history has no `c6in` Spot price in us-east-1a
+/// (`joiner_local.spot_prices`), so there is no Spot market there. A pod whose NodePool
+/// allows only `c6in` Spot and which must run in us-east-1a gets no NodeClaim, and a
+/// FailedScheduling Event that names what it asked for; the same pod in us-east-1b gets a
+/// Spot `c6in` node there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_is_launched_only_where_a_spot_market_exists() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    w.node_pool(
+        "spot-c6in",
+        json!({
+            "template": {"spec": {
+                "nodeClassRef": {"group": "joiner.dev", "kind": "NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["c6in"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+                ],
+            }},
+        }),
+    )
+    .await;
+    let agent = w.agent(&["--batch-idle", "1s"]).await;
+    let in_zone = |z: &str| json!({"nodeSelector": {"topology.kubernetes.io/zone": z}});
+    w.deployment_with(
+        "market",
+        1,
+        "500m",
+        "512Mi",
+        json!({}),
+        in_zone("us-east-1b"),
+    )
+    .await;
+    w.deployment_with(
+        "no-market",
+        1,
+        "500m",
+        "512Mi",
+        json!({}),
+        in_zone("us-east-1a"),
+    )
+    .await;
+    wait_for(
+        "the pod with a market Running",
+        Duration::from_secs(120),
+        || async { (w.running("market").await == 1).then_some(()) },
+    )
+    .await;
+    let pod = w.pods("no-market").await[0].name_any();
+    let events = wait_for(
+        "FailedScheduling for the pod without a market",
+        Duration::from_secs(60),
+        || async {
+            let events = w.events_for("default", &pod).await;
+            events
+                .iter()
+                .any(|e| e.starts_with("FailedScheduling:"))
+                .then_some(events)
+        },
+    )
+    .await;
+    let why = events
+        .iter()
+        .find(|e| e.starts_with("FailedScheduling:"))
+        .unwrap();
+    assert!(
+        why.contains("no instance type offers")
+            && why.contains("spot")
+            && why.contains("us-east-1a"),
+        "{why}"
+    );
+
+    let claims = w.claims().await;
+    assert_eq!(
+        claims.len(),
+        1,
+        "one claim, for the pod with a market: {:#?}",
+        claims.iter().map(|c| c.labels()).collect::<Vec<_>>()
+    );
+    let c = &claims[0];
+    assert_eq!(label(c, labels::CAPACITY_TYPE), Some("spot"));
+    assert_eq!(label(c, labels::ZONE), Some("us-east-1b"));
+    assert!(
+        label(c, labels::INSTANCE_TYPE).is_some_and(|t| t.starts_with("c6in.")),
+        "{:?}",
+        c.labels()
+    );
+    assert_eq!(w.running("no-market").await, 0);
+    let in_a = w
+        .ec2
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("availability-zone")
+                .values("us-east-1a")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("ec2:DescribeInstances");
+    assert!(
+        in_a.reservations().is_empty(),
+        "nothing launched in us-east-1a: {in_a:?}"
+    );
+    assert!(w.iam_refused().is_empty(), "{:?}", w.iam_refused());
+    agent.stop().await.expect("graceful stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,9 @@ the wire shapes of the real service:
   carry the template's IAM instance profile, so a node's role can be known.
 - `capacity_reservations`: EC2 capacity reservations (ODCRs, capacity blocks, interruptible
   ones; moto 5.2.5 has none), and CreateFleet launches into them with EC2's refusals.
+- `spot_prices`: the Spot price history as EC2 serves it, from a stated model (moto 5.2.5
+  answers a constant 0.00001 everywhere): a price for each Spot market, and no entry where
+  there is none (types not sold as Spot, and a documented zonal hole).
 - `public_parameters`: the public SSM parameters of EKS node images (`/aws/service/eks/...`,
   `/aws/service/bottlerocket/...`), pointing at images that exist in moto.
 - `oidc_keys`: OIDC issuers' signing keys (kube-sim's service-account issuer publishes its
@@ -26,4 +29,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "instance_profiles", "capacity_reservations", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "instance_profiles", "capacity_reservations", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
