@@ -28,12 +28,13 @@ variable "name" {
 module "cluster" {
   source = "../../terraform-modules/groupless-eks"
 
-  name               = var.name
-  kubernetes_version = "1.31"
-  agent_replicas     = 1
-  agent_log_level    = "debug"
-  enabled_log_types  = ["api"]
-  tags               = { environment = "dev" }
+  name = var.name
+  # No kubernetes_version: a dev cluster takes EKS's current default version when it is
+  # created, and keeps it until the version is changed here.
+  agent_replicas    = 1
+  agent_log_level   = "debug"
+  enabled_log_types = ["api"]
+  tags              = { environment = "dev" }
 }
 
 module "node_pools" {

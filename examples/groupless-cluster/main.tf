@@ -28,9 +28,9 @@ variable "cluster_name" {
 }
 
 variable "kubernetes_version" {
-  description = "Kubernetes minor version; changing it upgrades the control plane in place."
+  description = "Kubernetes minor version, e.g. \"1.35\"; null takes EKS's current default at creation. Changing it upgrades the control plane in place."
   type        = string
-  default     = "1.31"
+  default     = null
 }
 
 variable "agent_namespace" {

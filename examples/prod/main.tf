@@ -30,8 +30,13 @@ variable "name" {
 module "cluster" {
   source = "../../terraform-modules/groupless-eks"
 
-  name               = var.name
-  kubernetes_version = "1.31"
+  name = var.name
+  # Pinned on purpose: production moves to a new Kubernetes version when someone has tested
+  # it, not when EKS changes its default. 1.35 is in EKS standard support until 2027-03-27
+  # (the EKS release calendar); after that the plan warns that it is in extended support,
+  # which costs more per cluster hour, and it must be raised one minor version at a time.
+  # Leave it out to take EKS's default at creation instead.
+  kubernetes_version = "1.35"
   agent_replicas     = 2
   enabled_log_types  = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
   tags               = { environment = "prod" }

@@ -15,9 +15,9 @@ variable "create_cluster" {
 }
 
 variable "kubernetes_version" {
-  description = "Kubernetes minor version of the control plane. Changing it upgrades in place, one minor version at a time."
+  description = "Kubernetes minor version of the control plane, e.g. \"1.35\". Null (the default) takes EKS's current default version when the cluster is created, and keeps the cluster's version after that. Changing it upgrades in place, one minor version at a time. The plan warns when the version is in EKS extended support (extra cost) and refuses one EKS no longer offers."
   type        = string
-  default     = "1.31"
+  default     = null
 }
 
 variable "authentication_mode" {

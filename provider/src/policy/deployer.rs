@@ -185,7 +185,8 @@ pub fn deployer_policy(cluster: &Arn, rule_prefix: &str) -> PolicyDocument {
             .actions(RULE_ACTIONS.iter().copied())
             .resources([format!("arn:{p}:events:{r}:{a}:rule/{rule_prefix}-*")]),
         // Neither supports resource-level permissions: the data sources' and the NodePool
-        // admission's reads, and finding an OIDC provider the cluster's issuer already has.
+        // admission's reads, finding an OIDC provider the cluster's issuer already has, and
+        // the plan-time check of the cluster's Kubernetes version against EKS's calendar.
         Statement::allow("ReadOnly")
             .actions([
                 "ec2:DescribeSubnets",
@@ -193,6 +194,7 @@ pub fn deployer_policy(cluster: &Arn, rule_prefix: &str) -> PolicyDocument {
                 "ec2:DescribeInstanceTypes",
                 "ec2:DescribeInstanceTypeOfferings",
                 "iam:ListOpenIDConnectProviders",
+                "eks:DescribeClusterVersions",
             ])
             .resources(["*"]),
     ];

@@ -14,16 +14,20 @@
 //! CoreDNS on Fargate is switched by the kube-system `joiner_fargate_profile`, which must
 //! exist first; `coredns_on_fargate` here is deprecated and ignored.
 //!
+//! The version, when set, is checked at plan time against EKS's version calendar (see
+//! [`versions`]); unset, it is EKS's default, read back after creation.
+//!
 //! What EKS can change in place (version, log types, endpoint access, the authentication
 //! mode forward, tags, the OIDC provider) is updated in place; the rest (name,
 //! role, subnets, security groups, encryption key, bootstrap admin) is `force_new` and the
 //! plan shows the replacement.
 
 pub mod inputs;
+pub mod versions;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
@@ -46,6 +50,8 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 const READ_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Reading EKS's version calendar at plan time (retried on throttling until then).
+const CALENDAR_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct Cluster;
 
@@ -211,6 +217,49 @@ fn fill_local_defaults(state: &mut ClusterModel) {
     }
 }
 
+/// Reads EKS's version calendar and adds what it says about `version` to the plan (see
+/// [`versions::diagnostic`]): a warning, or an error when `sent` and EKS would refuse it. A
+/// calendar that cannot be read (no `eks:DescribeClusterVersions` permission, say) leaves
+/// the check to EKS at apply time, with a warning that it did so.
+async fn check_version(
+    ctx: &ProviderContext,
+    plan: &mut Plan,
+    version: &str,
+    sent: bool,
+) -> Result<(), Diagnostics> {
+    let deadline = Instant::now() + CALENDAR_TIMEOUT;
+    let calendar = match eks_cluster::versions(&ctx.aws.eks(), deadline).await {
+        Ok(calendar) if !calendar.is_empty() => calendar,
+        read => {
+            let why = match read {
+                Err(e) => e.to_string(),
+                Ok(_) => "EKS listed no versions".to_string(),
+            };
+            plan.warn(Diagnostic::warning_at(
+                "version",
+                "Kubernetes version not checked against EKS's calendar",
+                format!(
+                    "The plan could not read EKS's version calendar (eks:DescribeClusterVersions), \
+                     so whether EKS offers {version} is left to EKS when the change is applied: {why}"
+                ),
+            ));
+            return Ok(());
+        }
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default();
+    match versions::diagnostic(version, &calendar, now, sent) {
+        Some(d) if d.severity == Severity::Error => Err(d.into()),
+        Some(d) => {
+            plan.warn(d);
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
 #[async_trait]
 impl Resource<ProviderContext> for Cluster {
     fn type_name(&self) -> &'static str {
@@ -236,8 +285,10 @@ impl Resource<ProviderContext> for Cluster {
                     .optional_computed()
                     .validate(inputs::kubernetes_version)
                     .description(
-                        "Kubernetes minor version, e.g. \"1.31\". Changing it upgrades in place, one minor \
-                         version at a time. Defaults to EKS's current default.",
+                        "Kubernetes minor version, e.g. \"1.35\". Changing it upgrades in place, one minor \
+                         version at a time. Defaults to EKS's current default (read back after creation). \
+                         The plan warns when the version is in EKS extended support and refuses one EKS \
+                         no longer offers.",
                     ),
             )
             .attribute(
@@ -440,11 +491,7 @@ impl Resource<ProviderContext> for Cluster {
     /// Reads through models, but edits `plan.planned` in place: a model round trip would
     /// turn the unknown values Terraform planned into nulls. `plan.changed` stays on the raw
     /// values too, since "unknown now" is a change a model cannot see.
-    async fn modify_plan(
-        &self,
-        _ctx: &ProviderContext,
-        plan: &mut Plan,
-    ) -> Result<(), Diagnostics> {
+    async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
         if plan.planned.is_null() {
             return Ok(());
         }
@@ -481,6 +528,13 @@ impl Resource<ProviderContext> for Cluster {
             }
             plan.set_unknown("platform_version");
             plan.set_unknown("status");
+        }
+
+        // Version: where the configured one stands on EKS's calendar today. Left unset, it
+        // is EKS's default, which EKS offers by definition.
+        if let Some(version) = plan.config.get("version").as_str().map(str::to_string) {
+            let sent = replacing || plan.changed("version");
+            check_version(ctx, plan, &version, sent).await?;
         }
 
         // Authentication mode: in place, forward only (EKS's rule).
@@ -775,7 +829,7 @@ mod tests {
         ClusterModel {
             id: Some("prod".into()),
             name: Some("prod".into()).into(),
-            version: Some("1.31".into()),
+            version: Some("1.35".into()),
             role_arn: Some("arn:aws:iam::123456789012:role/eks".into()),
             subnet_ids: set(&["subnet-0123abcd", "subnet-4567abcd"]),
             security_group_ids: set(&["sg-0123abcd"]),

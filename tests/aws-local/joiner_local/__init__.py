@@ -9,6 +9,9 @@ the wire shapes of the real service:
 - `identity`: the default credentials (`testing`) are a real IAM user with admin rights.
 - `eks_access`: EKS access configuration and access entries (moto 5.2.5 answers 404).
 - `eks_addons`: EKS add-ons (moto 5.2.5 answers 404), which kube-sim turns into Deployments.
+- `eks_versions`: EKS's Kubernetes version calendar (DescribeClusterVersions, statuses from
+  the dates against today); CreateCluster and UpdateClusterVersion refuse a version EKS does
+  not offer, and a cluster created without one gets EKS's default (moto takes any version).
 - `eks_token`: EKS bearer tokens verified (botocore's SigV4) and mapped through access
   entries, served as a TokenReview webhook; EKS clusters bound to local API servers.
 - `instance_profiles`: instances launched from a launch template (CreateFleet, RunInstances)
@@ -29,4 +32,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_token", "instance_profiles", "capacity_reservations", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_token", "instance_profiles", "capacity_reservations", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]

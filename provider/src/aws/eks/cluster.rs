@@ -324,6 +324,58 @@ pub async fn describe(
         .map(|(info, _)| info))
 }
 
+/// One Kubernetes version on EKS's calendar, as DescribeClusterVersions reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KubernetesVersion {
+    /// `<major>.<minor>`, e.g. "1.35".
+    pub version: String,
+    /// The version EKS gives a cluster created without one.
+    pub default: bool,
+    /// `versionStatus` as EKS reported it when asked (`STANDARD_SUPPORT`,
+    /// `EXTENDED_SUPPORT`, `UNSUPPORTED`); the dates below decide when they are known.
+    pub status: Option<String>,
+    /// Start of the day (UTC) standard support ends, in seconds since the epoch.
+    pub end_of_standard_support: Option<i64>,
+    /// Start of the day (UTC) extended support ends: from then EKS refuses new clusters on
+    /// the version and upgrades the ones left on it.
+    pub end_of_extended_support: Option<i64>,
+}
+
+/// EKS's version calendar (DescribeClusterVersions with `includeAll`, so that versions past
+/// their end of support are named as such rather than unknown), every page.
+pub async fn versions(
+    client: &Client,
+    deadline: Instant,
+) -> Result<Vec<KubernetesVersion>, EksError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = retry(deadline, || async {
+            client
+                .describe_cluster_versions()
+                .include_all(true)
+                .set_next_token(token.clone())
+                .send()
+                .await
+                .aws("eks:DescribeClusterVersions")
+        })
+        .await?;
+        out.extend(page.cluster_versions().iter().map(|v| KubernetesVersion {
+            version: v.cluster_version().unwrap_or_default().to_string(),
+            default: v.default_version(),
+            status: v.version_status().map(|s| s.as_str().to_string()),
+            end_of_standard_support: v.end_of_standard_support_date().map(|d| d.secs()),
+            end_of_extended_support: v.end_of_extended_support_date().map(|d| d.secs()),
+        }));
+        match page.next_token() {
+            Some(next) if !next.is_empty() && token.as_deref() != Some(next) => {
+                token = Some(next.to_string());
+            }
+            _ => return Ok(out),
+        }
+    }
+}
+
 /// Polls until the cluster is ACTIVE (creating or updating takes minutes on AWS).
 pub async fn wait_active(
     client: &Client,

@@ -1,6 +1,6 @@
 //! EKS operations against the emulator (moto) through the real SDK, and against a
-//! scripted endpoint for the APIs moto lacks (add-ons, version upgrades): there we assert
-//! the exact request we send.
+//! scripted endpoint for the APIs moto lacks (add-ons) and the waits the local world cannot
+//! show (a version upgrade in progress): there we assert the exact request we send.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -86,7 +86,8 @@ async fn prerequisites(aws: &AwsClients) -> (String, Vec<String>, String) {
 fn spec(role_arn: &str, subnets: &[String], sg: &str) -> ClusterSpec {
     ClusterSpec {
         name: "groupless".into(),
-        version: Some("1.31".into()),
+        // EKS's default (the local world's calendar decides which, as EKS does).
+        version: None,
         role_arn: role_arn.into(),
         subnet_ids: subnets.to_vec(),
         security_group_ids: vec![sg.into()],
@@ -116,7 +117,12 @@ async fn cluster_lifecycle_against_the_emulator() {
         .await
         .unwrap();
     assert_eq!(info.status, "ACTIVE");
-    assert_eq!(info.version.as_deref(), Some("1.31"));
+    let calendar = cluster::versions(&eks, deadline()).await.unwrap();
+    let default = calendar
+        .iter()
+        .find(|v| v.default)
+        .expect("a default version");
+    assert_eq!(info.version.as_deref(), Some(default.version.as_str()));
     assert_eq!(info.role_arn.as_deref(), Some(role.as_str()));
     assert_eq!(info.subnet_ids, subnets);
     assert_eq!(info.security_group_ids, vec![sg.clone()]);
@@ -237,6 +243,77 @@ async fn cluster_lifecycle_against_the_emulator() {
     cluster::delete(&eks, "groupless", deadline(), FAST)
         .await
         .unwrap();
+}
+
+/// EKS's version calendar as the local world serves it (DescribeClusterVersions, every
+/// page), and EKS's refusals: a version past its end of extended support on CreateCluster,
+/// a skipped minor version on UpdateClusterVersion. Versions are taken from the calendar,
+/// so the test holds whatever today is.
+#[tokio::test]
+async fn version_calendar_and_the_versions_eks_refuses() {
+    let moto = MotoServer::start();
+    let aws = moto_clients(&moto).await;
+    let (role, subnets, sg) = prerequisites(&aws).await;
+    let eks = aws.eks();
+    let calendar = cluster::versions(&eks, deadline()).await.unwrap();
+    let defaults: Vec<_> = calendar.iter().filter(|v| v.default).collect();
+    assert_eq!(defaults.len(), 1, "{calendar:?}");
+    let default = defaults[0].version.clone();
+    // includeAll: versions past their end of support are listed, with their dates.
+    let v131 = calendar.iter().find(|v| v.version == "1.31").expect("1.31");
+    assert_eq!(v131.status.as_deref(), Some("UNSUPPORTED"));
+    let ended = aws_smithy_types::DateTime::from_str(
+        "2026-11-26T00:00:00Z",
+        aws_smithy_types::date_time::Format::DateTime,
+    )
+    .unwrap();
+    assert_eq!(v131.end_of_extended_support, Some(ended.secs()));
+
+    let refused = cluster::create(
+        &eks,
+        &ClusterSpec {
+            version: Some("1.31".into()),
+            ..spec(&role, &subnets, &sg)
+        },
+        deadline(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("eks:CreateCluster"), "{refused}");
+    assert!(refused.contains("InvalidParameterException"), "{refused}");
+    assert!(
+        refused.contains("unsupported Kubernetes version 1.31"),
+        "{refused}"
+    );
+
+    // The minor version before the default, upgraded in place to the default.
+    let (major, minor) = default.split_once('.').unwrap();
+    let previous = format!("{major}.{}", minor.parse::<u32>().unwrap() - 1);
+    cluster::create(
+        &eks,
+        &ClusterSpec {
+            version: Some(previous.clone()),
+            ..spec(&role, &subnets, &sg)
+        },
+        deadline(),
+    )
+    .await
+    .unwrap();
+    let up = cluster::update_version(&eks, "groupless", &default, deadline(), FAST)
+        .await
+        .unwrap();
+    assert_eq!(up.version.as_deref(), Some(default.as_str()));
+    let again = cluster::update_version(&eks, "groupless", &previous, deadline(), FAST)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        again.contains(&format!(
+            "Unsupported Kubernetes minor version update from {default} to {previous}"
+        )),
+        "{again}"
+    );
 }
 
 /// A cluster of the same name that this provider did not make (no `joiner.dev/created-by`
@@ -521,8 +598,9 @@ async fn coredns_addon_success_and_update_paths() {
     assert_eq!(sent[0].path, "/clusters/c/addons/coredns");
 }
 
-/// UpdateClusterVersion is missing from moto too: assert the request, then follow the
-/// update (DescribeUpdate) to Successful and the cluster back to ACTIVE.
+/// UpdateClusterVersion as on EKS, where the update stays InProgress for a while (the local
+/// world finishes it at once): assert the request, then follow the update (DescribeUpdate)
+/// to Successful and the cluster back to ACTIVE.
 #[tokio::test]
 async fn version_upgrade_request_and_wait() {
     use std::sync::atomic::{AtomicU32, Ordering};

@@ -37,7 +37,7 @@ pub fn profile_name(v: &Value) -> Result<(), String> {
     cluster_name(v)
 }
 
-/// `<major>.<minor>` Kubernetes versions as EKS names them, e.g. "1.31".
+/// `<major>.<minor>` Kubernetes versions as EKS names them, e.g. "1.35".
 pub fn parse_version(s: &str) -> Option<(u32, u32)> {
     let (major, minor) = s.split_once('.')?;
     let ok = |p: &str| !p.is_empty() && p.len() <= 3 && p.chars().all(|c| c.is_ascii_digit());
@@ -47,12 +47,14 @@ pub fn parse_version(s: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
+/// The version's form only; whether EKS offers it today is asked of EKS at plan time
+/// (`super::versions`).
 pub fn kubernetes_version(v: &Value) -> Result<(), String> {
     let Some(s) = v.as_str() else { return Ok(()) };
     match parse_version(s) {
         Some((1, _)) => Ok(()),
         _ => Err(format!(
-            "must be a Kubernetes minor version as EKS names it, like \"1.31\" (no patch level, no \"v\"), got {s:?}"
+            "must be a Kubernetes minor version as EKS names it, like \"1.35\" (no patch level, no \"v\"), got {s:?}"
         )),
     }
 }

@@ -1,7 +1,12 @@
 //! `joiner_cluster` through the real Terraform CLI against the AWS emulator: create (with
 //! the IRSA OIDC provider and the CoreDNS add-on warning the emulator earns), import, in-place
-//! updates, the in-place version upgrade the emulator cannot perform, replacement, drift,
-//! destroy, and the inputs refused at plan time.
+//! updates, the in-place version upgrade, replacement, drift, destroy, and the inputs refused
+//! at plan time; the version against EKS's calendar (a warning in extended support, an
+//! error past its end, EKS's default when none is given).
+//!
+//! Versions come from the calendar the local world serves (DescribeClusterVersions), as the
+//! provider reads it, so that the tests hold whatever today is. 1.31 is the one literal: its
+//! extended support ended on 2026-11-26, for good.
 
 use joiner_e2e::{Aws, MotoServer, Workspace};
 use serde_json::Value;
@@ -72,12 +77,54 @@ fn hcl_list(items: &[String]) -> String {
     )
 }
 
-fn cluster(name: &str, role: &str, subnets: &[String], extra: &str) -> String {
+/// EKS's version calendar as the local world serves it, newest first, unsupported versions
+/// included.
+fn calendar(aws: &Aws) -> Vec<aws_sdk_eks::types::ClusterVersionInformation> {
+    aws.block_on(async {
+        aws_sdk_eks::Client::new(aws.sdk_config())
+            .describe_cluster_versions()
+            .include_all(true)
+            .send()
+            .await
+            .expect("eks:DescribeClusterVersions")
+            .cluster_versions()
+            .to_vec()
+    })
+}
+
+/// The version EKS gives a cluster created without one.
+fn default_version(aws: &Aws) -> String {
+    let cal = calendar(aws);
+    let default = cal
+        .iter()
+        .find(|v| v.default_version())
+        .unwrap_or_else(|| panic!("no default version in {cal:?}"));
+    default.cluster_version().unwrap().to_string()
+}
+
+/// `1.<minor + by>` of a `1.<minor>` version.
+fn minor_step(version: &str, by: i32) -> String {
+    let (major, minor) = version.split_once('.').unwrap();
+    format!("{major}.{}", minor.parse::<i32>().unwrap() + by)
+}
+
+/// `YYYY-MM-DD` of an EKS calendar date.
+fn day(d: &aws_sdk_eks::primitives::DateTime) -> String {
+    d.fmt(aws_sdk_eks::primitives::DateTimeFormat::DateTime)
+        .unwrap()[..10]
+        .to_string()
+}
+
+fn cluster(version: &str, name: &str, role: &str, subnets: &[String], extra: &str) -> String {
+    let version = if version.is_empty() {
+        String::new()
+    } else {
+        format!("  version    = \"{version}\"\n")
+    };
     format!(
         r#"resource "joiner_cluster" "c" {{
   name       = "{name}"
-  version    = "1.31"
-  role_arn   = "{role}"
+{version}  role_arn   = "{role}"
   subnet_ids = {subnets}
 {extra}
 }}
@@ -152,6 +199,9 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
     let aws = Aws::new(&moto);
     let net = network(&aws);
     let tf = Workspace::new(&moto);
+    // Created one minor version before EKS's default, and upgraded to it further down.
+    let newest = default_version(&aws);
+    let mut version = minor_step(&newest, -1);
     let base_extra = format!(
         r#"  security_group_ids = ["{sg}"]
   enabled_log_types  = ["api"]
@@ -159,6 +209,7 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
         sg = net.sg
     );
     tf.write_config(&cluster(
+        &version,
         "groupless",
         &net.role_arn,
         &net.subnets,
@@ -183,7 +234,7 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
     let st = tf.values(C);
     assert_eq!(st["id"], "groupless");
     assert_eq!(st["status"], "ACTIVE");
-    assert_eq!(st["version"], "1.31");
+    assert_eq!(st["version"], version.as_str());
     assert!(s(&st["arn"]).ends_with(":cluster/groupless"));
     assert!(s(&st["endpoint"]).starts_with("https://"));
     assert!(!s(&st["certificate_authority"]).is_empty());
@@ -238,6 +289,7 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
         sg = net.sg
     );
     tf.write_config(&cluster(
+        &version,
         "groupless",
         &net.role_arn,
         &net.subnets,
@@ -276,36 +328,53 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
     tf.refresh_plan_is_empty();
 
     // The version upgrade is planned in place, not as a replacement...
-    tf.write_config(
-        &cluster("groupless", &net.role_arn, &net.subnets, &updated_extra)
-            .replace("\"1.31\"", "\"1.32\""),
-    );
+    tf.write_config(&cluster(
+        &newest,
+        "groupless",
+        &net.role_arn,
+        &net.subnets,
+        &updated_extra,
+    ));
     let plan = tf.plan();
     assert_eq!(
         plan.actions(C),
         ["update"],
         "a version change upgrades in place"
     );
-    // ...and sent as eks:UpdateClusterVersion, which the emulator does not implement (404):
-    // the error names the operation. (The request and the wait for the update are covered
-    // against a scripted endpoint in the provider's unit tests.)
-    let d = tf.apply_fails_with("eks:UpdateClusterVersion failed");
-    assert!(d.mentions("404"), "{}", d.message());
+    // ...and sent as eks:UpdateClusterVersion, followed to the end (DescribeUpdate).
+    tf.apply();
+    version = newest.clone();
+    assert_eq!(tf.attr(C, "version"), version.as_str());
+    let remote = describe(&aws, "groupless").unwrap();
+    assert_eq!(remote.version(), Some(version.as_str()));
+    tf.refresh_plan_is_empty();
     // Skipping a minor version or going back is refused at plan time.
-    tf.write_config(
-        &cluster("groupless", &net.role_arn, &net.subnets, &updated_extra)
-            .replace("\"1.31\"", "\"1.33\""),
-    );
+    tf.write_config(&cluster(
+        &minor_step(&version, 2),
+        "groupless",
+        &net.role_arn,
+        &net.subnets,
+        &updated_extra,
+    ));
     tf.plan_fails_with("version", "one minor version at a time");
-    tf.write_config(
-        &cluster("groupless", &net.role_arn, &net.subnets, &updated_extra)
-            .replace("\"1.31\"", "\"1.30\""),
-    );
+    tf.write_config(&cluster(
+        &minor_step(&version, -1),
+        "groupless",
+        &net.role_arn,
+        &net.subnets,
+        &updated_extra,
+    ));
     tf.plan_fails_with("version", "cannot downgrade");
 
     // IRSA off and on again, in place.
     let no_irsa = format!("{updated_extra}\n  enable_irsa = false");
-    tf.write_config(&cluster("groupless", &net.role_arn, &net.subnets, &no_irsa));
+    tf.write_config(&cluster(
+        &version,
+        "groupless",
+        &net.role_arn,
+        &net.subnets,
+        &no_irsa,
+    ));
     assert_eq!(tf.plan().actions(C), ["update"]);
     tf.apply();
     assert!(
@@ -314,6 +383,7 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
     );
     assert!(tf.attr(C, "oidc_provider_arn").is_null());
     tf.write_config(&cluster(
+        &version,
         "groupless",
         &net.role_arn,
         &net.subnets,
@@ -339,6 +409,7 @@ fn lifecycle_create_import_update_replace_drift_destroy() {
 
     // Replace: subnets cannot change in place, and the plan says which attribute forces it.
     tf.write_config(&cluster(
+        &version,
         "groupless",
         &net.role_arn,
         &net.other_subnets,
@@ -387,50 +458,53 @@ fn bad_inputs_are_refused_at_plan_time_with_their_attribute() {
     let tf = Workspace::new(&moto);
     let role = "arn:aws:iam::123456789012:role/eks";
     let subnets = vec!["subnet-0123abcd".to_string(), "subnet-4567cdef".to_string()];
-    let ok = |extra: &str| cluster("ok", role, &subnets, extra);
+    // Refused by the attribute checks, before any plan: the version is only a placeholder.
+    let v = "1.35";
+    let ok = |extra: &str| cluster(v, "ok", role, &subnets, extra);
     let cases: Vec<(String, &str, &str)> = vec![
         (
-            cluster("-starts-with-dash", role, &subnets, ""),
+            cluster(v, "-starts-with-dash", role, &subnets, ""),
             "name",
             "must start with a letter or a digit",
         ),
         (
-            cluster(&"n".repeat(101), role, &subnets, ""),
+            cluster(v, &"n".repeat(101), role, &subnets, ""),
             "name",
             "1 to 100 characters",
         ),
         (
-            cluster("dots.are.bad", role, &subnets, ""),
+            cluster(v, "dots.are.bad", role, &subnets, ""),
             "name",
             "letters, digits",
         ),
         (
-            ok("").replace("\"1.31\"", "\"v1.31\""),
+            ok("").replace("\"1.35\"", "\"v1.35\""),
             "version",
-            "like \"1.31\"",
+            "like \"1.35\"",
         ),
         (
-            ok("").replace("\"1.31\"", "\"1.31.2\""),
+            ok("").replace("\"1.35\"", "\"1.35.2\""),
             "version",
             "no patch level",
         ),
         (
-            cluster("ok", "arn:aws:iam::123456789012:user/eks", &subnets, ""),
+            cluster(v, "ok", "arn:aws:iam::123456789012:user/eks", &subnets, ""),
             "role_arn",
             "IAM role ARN",
         ),
         (
-            cluster("ok", "eks-role", &subnets, ""),
+            cluster(v, "ok", "eks-role", &subnets, ""),
             "role_arn",
             "IAM role ARN",
         ),
         (
-            cluster("ok", role, &subnets[..1], ""),
+            cluster(v, "ok", role, &subnets[..1], ""),
             "subnet_ids",
             "at least 2",
         ),
         (
             cluster(
+                v,
                 "ok",
                 role,
                 &["subnet-0123abcd".into(), "vpc-0123abcd".into()],
@@ -489,4 +563,109 @@ fn bad_inputs_are_refused_at_plan_time_with_their_attribute() {
         tf.write_config(&config);
         tf.plan_fails_with(attribute, message);
     }
+}
+
+/// The plan reads EKS's calendar: a version in extended support is planned and applied with
+/// a warning on `version` that says it costs more and until when EKS supports it; a version
+/// past its end of extended support, or one EKS never had, fails the plan on `version`,
+/// naming it and the versions EKS offers now. Before the check, the plan went through and
+/// CreateCluster failed ten minutes into the apply (on AWS; the local world took anything).
+#[test]
+fn a_version_in_extended_support_warns_and_one_past_its_end_is_refused() {
+    let moto = MotoServer::start();
+    let aws = Aws::new(&moto);
+    let net = network(&aws);
+    let tf = Workspace::new(&moto);
+    let cal = calendar(&aws);
+    let extended = cal
+        .iter()
+        .find(|v| v.version_status() == Some(&aws_sdk_eks::types::VersionStatus::ExtendedSupport))
+        .unwrap_or_else(|| panic!("no version in extended support today: {cal:?}"));
+    let ext = extended.cluster_version().unwrap().to_string();
+    let until = day(extended.end_of_extended_support_date().unwrap());
+    let newest = default_version(&aws);
+
+    tf.write_config(&cluster(&ext, "extended", &net.role_arn, &net.subnets, ""));
+    let warnings = tf.plan_warnings(&[]);
+    let w = warnings
+        .iter()
+        .find(|w| w.mentions("extended support"))
+        .unwrap_or_else(|| panic!("no extended-support warning in {warnings:?}"));
+    assert_eq!(w.attribute().as_deref(), Some("version"), "{w}");
+    assert!(
+        w.mentions(&format!("Kubernetes {ext} is in EKS extended support")),
+        "{w}"
+    );
+    assert!(w.mentions("additional cost per cluster hour"), "{w}");
+    assert!(w.mentions(&format!("until {until}")), "{w}");
+    assert!(w.mentions(&format!("{newest} (EKS's default)")), "{w}");
+    // EKS still creates it: the apply goes through, and says it again.
+    let applied = tf.apply();
+    assert!(
+        applied.output().contains("extended support"),
+        "{}",
+        applied.output()
+    );
+    assert_eq!(tf.attr(C, "version"), ext.as_str());
+    tf.destroy();
+
+    // Past its end of extended support: the plan fails on `version`.
+    tf.write_config(&cluster("1.31", "ended", &net.role_arn, &net.subnets, ""));
+    let e = tf.plan_fails_with("version", "Kubernetes 1.31 is no longer supported by EKS");
+    assert!(e.mentions("ended on 2026-11-26"), "{e}");
+    assert!(e.mentions(&format!("{newest} (EKS's default)")), "{e}");
+    assert!(e.mentions(&format!("{ext} (until {until})")), "{e}");
+    assert!(e.mentions("leave version unset"), "{e}");
+    // Not on the calendar at all.
+    tf.write_config(&cluster("1.99", "unknown", &net.role_arn, &net.subnets, ""));
+    let e = tf.plan_fails_with("version", "EKS does not offer Kubernetes 1.99");
+    assert!(e.mentions(&format!("{newest} (EKS's default)")), "{e}");
+    assert!(cluster_names(&aws).is_empty(), "{:?}", cluster_names(&aws));
+}
+
+/// `version` left out is EKS's choice: unknown in the plan, EKS's default version once
+/// created, read back into state, and no change proposed afterwards. The default must be in
+/// standard support today, or the local world's calendar is out of date.
+#[test]
+fn an_omitted_version_is_eks_default() {
+    let moto = MotoServer::start();
+    let aws = Aws::new(&moto);
+    let net = network(&aws);
+    let tf = Workspace::new(&moto);
+    let cal = calendar(&aws);
+    let default = cal
+        .iter()
+        .find(|v| v.default_version())
+        .unwrap_or_else(|| panic!("no default version in {cal:?}"));
+    assert_eq!(
+        default.version_status(),
+        Some(&aws_sdk_eks::types::VersionStatus::StandardSupport),
+        "EKS's default is always in standard support: the calendar in \
+         tests/aws-local/joiner_local/eks_versions.py needs the versions EKS released since"
+    );
+    let newest = default.cluster_version().unwrap();
+
+    tf.write_config(&cluster("", "default", &net.role_arn, &net.subnets, ""));
+    let plan = tf.plan();
+    assert_eq!(plan.actions(C), ["create"]);
+    assert!(
+        plan.after(C)
+            .unwrap()
+            .get("version")
+            .is_none_or(Value::is_null),
+        "the version is EKS's to choose: unknown until applied"
+    );
+    let warnings = tf.plan_warnings(&[]);
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.attribute().as_deref() != Some("version")),
+        "no version, nothing to warn about: {warnings:?}"
+    );
+    tf.apply();
+    assert_eq!(tf.attr(C, "version"), newest);
+    assert_eq!(describe(&aws, "default").unwrap().version(), Some(newest));
+    tf.plan_is_empty();
+    tf.refresh_plan_is_empty();
+    tf.destroy();
 }

@@ -220,7 +220,6 @@ fn one_apply_reaches_kube_sim_with_the_eks_token() {
         r#"{PROVIDER}
 resource "joiner_cluster" "c" {{
   name       = "{CLUSTER}"
-  version    = "1.31"
   role_arn   = "{role}"
   subnet_ids = [{subnets}]
 }}
