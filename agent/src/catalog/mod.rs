@@ -64,6 +64,29 @@ impl CapacityType {
     }
 }
 
+/// The EC2 vCPU quota an instance type counts against, within its capacity type. EC2 sets
+/// Spot and on-demand vCPU quotas per group of families ("All Standard (A, C, D, H, I, M,
+/// R, T, Z) Spot Instance Requests", "All G and VT ...", and so on: the EC2 user guide's
+/// Spot Instance quotas page; on-demand's "Running On-Demand ... instances" quotas are
+/// taken to group the same way, not verified against their own page), so a quota refusal
+/// for one type holds for every type of its group and for no other. P is one group here
+/// although Spot splits P5 from P4, P3 and P2.
+pub fn vcpu_quota_group(instance_type: &str) -> &'static str {
+    match prices::category_of(instance_type) {
+        "dl" => "dl",
+        "f" => "f",
+        "g" | "gr" | "vt" => "g-vt",
+        "inf" => "inf",
+        "p" => "p",
+        "trn" => "trn",
+        "x" => "x",
+        "u" => "high-memory",
+        "hpc" => "hpc",
+        "mac" => "mac",
+        _ => "standard",
+    }
+}
+
 /// A place and way to buy an instance type, with its price in USD per hour.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Offering {

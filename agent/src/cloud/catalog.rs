@@ -30,7 +30,14 @@ impl Ec2Cloud {
         node_class: &NodeClass,
     ) -> Result<Catalog, CloudError> {
         let subnets = self.subnets_for(node_class).await?;
-        let zones: BTreeSet<&str> = subnets.iter().map(|s| s.zone.as_str()).collect();
+        // A zone whose every subnet just ran out of addresses (CreateFleet's
+        // InsufficientFreeAddressesInSubnet) is not offered until the mark expires, as
+        // Karpenter leaves out a zone whose subnets are all marked.
+        let zones: BTreeSet<&str> = subnets
+            .iter()
+            .filter(|s| !self.ice.subnet_unavailable(&s.id))
+            .map(|s| s.zone.as_str())
+            .collect();
         let raw = self.raw_catalog().await?;
         // Only architectures the NodeClass has an image for. An unresolvable AMI is not
         // the catalogue's problem: launch reports it with the parameter or term that failed.

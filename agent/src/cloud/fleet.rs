@@ -3,9 +3,12 @@
 //! The loop, per capacity type in the request's order (Spot first when allowed):
 //! build up to 60 overrides (instance type × one subnet per allowed zone, cheapest type
 //! first, offerings in the insufficient-capacity cache left out), call CreateFleet, and on
-//! per-override insufficient-capacity errors put those offerings in the cache and go again
-//! with what is left. When Spot has nothing left, on-demand is tried if allowed; when
-//! nothing is left at all the error is `NoCandidatesLeft`, listing what was tried.
+//! errors that say capacity is unavailable put what they refuse in the cache and go again
+//! with what is left: the named offering, its subnet too when it has no free address, a
+//! vCPU quota's whole family group, or Spot as a whole ([`super::fleet_error_scope`]).
+//! When Spot has nothing left, on-demand is tried if allowed; when nothing is left at all
+//! the error is `NoCandidatesLeft`, listing what was tried. Any other error code
+//! (authorization, a bad parameter) fails the launch with it.
 //!
 //! Idempotency: the instance is found by its `joiner.dev/nodeclaim` tag before anything is
 //! launched and before every retry, and the ClientToken is derived from the NodeClaim name
@@ -33,7 +36,8 @@ use super::discovery::Subnet;
 use super::ec2::Ec2Cloud;
 use super::launch_template::TemplateRef;
 use super::{
-    CloudError, Instance, LaunchRequest, Launched, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL,
+    fleet_error_scope, CloudError, FleetErrorScope, Instance, LaunchRequest, Launched, TAG_CLUSTER,
+    TAG_NODECLAIM, TAG_NODEPOOL,
 };
 use crate::catalog::reservations::ReservationKind;
 use crate::catalog::{prices, CapacityType, InstanceTypeRecord};
@@ -314,10 +318,17 @@ impl Ec2Cloud {
                     let r = records.get(t)?;
                     templates_arch(&templates, &r.architectures)
                 };
+                // A subnet that ran out of addresses is passed over for the next of its
+                // zone; a zone with none left is not asked.
+                let usable: Vec<Subnet> = subnets
+                    .iter()
+                    .filter(|s| !self.ice.subnet_unavailable(&s.id))
+                    .cloned()
+                    .collect();
                 let overrides = plan_overrides(
                     request,
                     capacity,
-                    &subnets,
+                    &usable,
                     &templates,
                     arch_of,
                     offered,
@@ -509,31 +520,38 @@ impl Ec2Cloud {
                             .find(|p| p.subnet_id == subnet)
                             .map(|p| p.zone.clone())
                     });
-                let probe = CloudError::new("ec2:CreateFleet", code, "");
-                if probe.is_insufficient_capacity() {
-                    match (it, zone) {
-                        (Some(t), Some(z)) => {
-                            self.ice.insert(capacity, &t, &z);
-                            no_capacity.push((t, z, code.to_string()));
-                        }
-                        // An error for the whole request: every offering in it is out.
-                        _ => {
-                            for o in overrides {
-                                self.ice.insert(capacity, &o.instance_type, &o.zone);
-                                no_capacity.push((
-                                    o.instance_type.clone(),
-                                    o.zone.clone(),
-                                    code.to_string(),
-                                ));
-                            }
-                        }
+                let scope = fleet_error_scope(code);
+                if scope == FleetErrorScope::Other {
+                    if other.is_none() {
+                        other = Some(CloudError::new(
+                            "ec2:CreateFleet",
+                            code,
+                            err.error_message().unwrap_or_default(),
+                        ));
                     }
-                } else if other.is_none() {
-                    other = Some(CloudError::new(
-                        "ec2:CreateFleet",
+                    continue;
+                }
+                // The offerings the item names: its override, or every override of the
+                // request when it names none.
+                let named: Vec<(String, String)> = match (it, zone) {
+                    (Some(t), Some(z)) => vec![(t, z)],
+                    _ => overrides
+                        .iter()
+                        .map(|o| (o.instance_type.clone(), o.zone.clone()))
+                        .collect(),
+                };
+                for (t, z) in named {
+                    self.mark_unavailable_for(capacity, scope, &t, &z, ov, overrides);
+                    no_capacity.push((t, z, code.to_string()));
+                }
+                if scope != FleetErrorScope::Offering {
+                    tracing::warn!(
+                        nodeclaim = %request.nodeclaim,
                         code,
-                        err.error_message().unwrap_or_default(),
-                    ));
+                        message = err.error_message().unwrap_or_default(),
+                        capacity_type = capacity.as_str(),
+                        "CreateFleet refused more than one offering; the rest is tried"
+                    );
                 }
             }
             let launched = out.instances().iter().find_map(|i| {
@@ -608,6 +626,47 @@ impl Ec2Cloud {
         Err(last_err.unwrap_or_else(|| {
             CloudError::new("ec2:CreateFleet", "Unknown", "no attempt was made")
         }))
+    }
+
+    /// Puts what one CreateFleet error item refused into the insufficient-capacity cache.
+    /// A reservation's refusal is its offering's alone (the reservation is full), as in
+    /// Karpenter, whatever the code.
+    fn mark_unavailable_for(
+        &self,
+        capacity: CapacityType,
+        scope: FleetErrorScope,
+        instance_type: &str,
+        zone: &str,
+        named: Option<&aws_sdk_ec2::types::FleetLaunchTemplateOverrides>,
+        overrides: &[PlannedOverride],
+    ) {
+        if capacity == CapacityType::Reserved {
+            self.ice.insert(capacity, instance_type, zone);
+            return;
+        }
+        match scope {
+            FleetErrorScope::Offering | FleetErrorScope::Other => {
+                self.ice.insert(capacity, instance_type, zone)
+            }
+            FleetErrorScope::Subnet => {
+                self.ice.insert(capacity, instance_type, zone);
+                let subnet = named
+                    .and_then(|o| o.subnet_id())
+                    .map(str::to_string)
+                    .or_else(|| {
+                        overrides
+                            .iter()
+                            .find(|p| p.instance_type == instance_type && p.zone == zone)
+                            .map(|p| p.subnet_id.clone())
+                    });
+                if let Some(s) = subnet {
+                    self.ice.insert_subnet(&s);
+                }
+            }
+            FleetErrorScope::QuotaGroup => self.ice.insert_quota_group(capacity, instance_type),
+            // The service-linked role is Spot's, whichever capacity type was asked.
+            FleetErrorScope::CapacityType => self.ice.insert_capacity_type(CapacityType::Spot),
+        }
     }
 
     /// The NodeClass's tags, then ours (which win).

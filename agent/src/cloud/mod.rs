@@ -137,18 +137,50 @@ impl CloudError {
 
     /// No offering of the request was left (every candidate is insufficient or excluded).
     pub fn is_insufficient_capacity(&self) -> bool {
-        matches!(
-            self.code.as_str(),
-            "InsufficientInstanceCapacity"
-                | "InsufficientCapacity"
-                | "UnfulfillableCapacity"
-                | "MaxSpotInstanceCountExceeded"
-                | "SpotMaxPriceTooLow"
-                | "NoCandidatesLeft"
-                // A reservation full (or another cluster took the last place): Karpenter
-                // treats it as insufficient capacity for that offering.
-                | "ReservationCapacityExceeded"
-        )
+        self.code == "NoCandidatesLeft" || fleet_error_scope(&self.code) != FleetErrorScope::Other
+    }
+}
+
+/// How far a CreateFleet error item reaches: what the launch loop puts in the
+/// insufficient-capacity cache before it tries what is left (Karpenter: `pkg/errors/errors.go`
+/// `unfulfillableCapacityErrorCodes`, and `pkg/providers/instance/instance.go`
+/// `updateUnavailableOfferingsCache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetErrorScope {
+    /// The offering the item names (instance type, zone, capacity type) is out for now.
+    Offering,
+    /// As [`FleetErrorScope::Offering`], and the subnet it names has no free address left.
+    Subnet,
+    /// A vCPU quota: every type of the named type's family group, for the capacity type
+    /// (EC2's quotas are per group and per capacity type; Karpenter marks only the
+    /// offerings EC2 names, which a quota refuses all the same on the next attempt).
+    QuotaGroup,
+    /// Spot as a whole: EC2 could not create the Spot service-linked role for the caller.
+    CapacityType,
+    /// Not about capacity (authorization, a bad parameter...): the launch fails with it.
+    Other,
+}
+
+/// The scope of a CreateFleet error code (see [`FleetErrorScope`]). Karpenter's list of
+/// "unfulfillable capacity" codes, plus three that say the same of one offering
+/// (`InsufficientCapacity`, `SpotMaxPriceTooLow`) or of a reservation
+/// (`ReservationCapacityExceeded`, whose offering is the reservation's).
+pub fn fleet_error_scope(code: &str) -> FleetErrorScope {
+    match code {
+        "InsufficientInstanceCapacity"
+        | "InsufficientCapacity"
+        | "UnfulfillableCapacity"
+        | "Unsupported"
+        | "MaxFleetCountExceeded"
+        | "SpotMaxPriceTooLow"
+        | "ReservationCapacityExceeded" => FleetErrorScope::Offering,
+        "InsufficientFreeAddressesInSubnet" => FleetErrorScope::Subnet,
+        // MaxSpotInstanceCountExceeded is Spot's vCPU quota ("Max spot instance count
+        // exceeded": the EC2 user guide's Spot Instance quotas page), VcpuLimitExceeded
+        // on-demand's.
+        "VcpuLimitExceeded" | "MaxSpotInstanceCountExceeded" => FleetErrorScope::QuotaGroup,
+        "AuthFailure.ServiceLinkedRoleCreationNotPermitted" => FleetErrorScope::CapacityType,
+        _ => FleetErrorScope::Other,
     }
 }
 
@@ -160,9 +192,9 @@ pub trait Cloud: Send + Sync + 'static {
     /// its subnets (that still have free addresses), Spot prices where the API answers,
     /// the NodeClass's kubelet settings. Cached; cheap to call every round.
     async fn catalog(&self, node_class: &NodeClass) -> Result<Catalog, CloudError>;
-    /// Launches one instance for a NodeClaim with CreateFleet type `instant`. On
-    /// insufficient capacity the failed offerings go into the cache and the remaining ones
-    /// are tried; `NoCandidatesLeft` when none is left.
+    /// Launches one instance for a NodeClaim with CreateFleet type `instant`. When EC2 says
+    /// capacity is unavailable ([`fleet_error_scope`]) what it refused goes into the cache
+    /// and the rest is tried; `NoCandidatesLeft` when nothing is left.
     async fn launch(&self, request: &LaunchRequest) -> Result<Launched, CloudError>;
     /// Instances tagged for this cluster, not yet terminated.
     async fn instances(&self) -> Result<Vec<Instance>, CloudError>;
@@ -217,5 +249,40 @@ mod tests {
         assert!(text.contains("joiner_node_role creates"), "{text}");
         let other = CloudError::new("ec2:CreateFleet", "InvalidParameterValue", "bad subnet");
         assert_eq!(other.explained(), other.to_string());
+    }
+
+    #[test]
+    fn fleet_error_codes_reach_as_far_as_karpenter_says() {
+        use super::{fleet_error_scope, FleetErrorScope::*};
+        let table = [
+            ("InsufficientInstanceCapacity", Offering),
+            ("InsufficientCapacity", Offering),
+            ("UnfulfillableCapacity", Offering),
+            ("Unsupported", Offering),
+            ("MaxFleetCountExceeded", Offering),
+            ("SpotMaxPriceTooLow", Offering),
+            ("ReservationCapacityExceeded", Offering),
+            ("InsufficientFreeAddressesInSubnet", Subnet),
+            ("VcpuLimitExceeded", QuotaGroup),
+            ("MaxSpotInstanceCountExceeded", QuotaGroup),
+            (
+                "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                CapacityType,
+            ),
+            // Authorization is not capacity: the launch fails with it, as before.
+            ("UnauthorizedOperation", Other),
+            ("AuthFailure", Other),
+            ("InvalidParameterValue", Other),
+            ("InvalidLaunchTemplateId.NotFound", Other),
+            ("Unknown", Other),
+        ];
+        for (code, scope) in table {
+            assert_eq!(fleet_error_scope(code), scope, "{code}");
+            let e = CloudError::new("ec2:CreateFleet", code, "");
+            assert_eq!(e.is_insufficient_capacity(), scope != Other, "{code}");
+        }
+        assert!(
+            CloudError::new("ec2:CreateFleet", "NoCandidatesLeft", "").is_insufficient_capacity()
+        );
     }
 }

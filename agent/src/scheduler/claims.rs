@@ -517,7 +517,7 @@ impl Scheduler<'_> {
             if !shown.is_empty() {
                 msg.push_str(&format!(" with {shown}"));
             }
-            if !self.input.unavailable.0.is_empty() {
+            if !self.input.unavailable.is_empty() {
                 msg.push_str(" (some offerings are marked unavailable)");
             }
             return Err(msg);

@@ -283,23 +283,54 @@ pub struct NodeClassInput {
     pub kubelet: KubeletSettings,
 }
 
-/// Offerings that recently failed with insufficient capacity, keyed like Karpenter's
-/// cache: capacity type × instance type × zone. The caller owns the TTL (the scheduler
-/// reads no clock).
+/// Offerings that recently failed for want of capacity, keyed like Karpenter's cache:
+/// capacity type × instance type × zone, plus what EC2 refused wholesale: a vCPU quota of
+/// one capacity type for one instance-family group ([`crate::catalog::vcpu_quota_group`]),
+/// or a whole capacity type. The caller owns the TTL (the scheduler reads no clock).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct UnavailableOfferings(pub BTreeSet<(CapacityType, String, String)>);
+pub struct UnavailableOfferings {
+    pub offerings: BTreeSet<(CapacityType, String, String)>,
+    pub quota_groups: BTreeSet<(CapacityType, &'static str)>,
+    pub capacity_types: BTreeSet<CapacityType>,
+}
 
 impl UnavailableOfferings {
     pub fn insert(&mut self, ct: CapacityType, instance_type: &str, zone: &str) {
-        self.0
+        self.offerings
             .insert((ct, instance_type.to_string(), zone.to_string()));
     }
 
+    /// Every type of `instance_type`'s vCPU quota group, for capacity type `ct`.
+    pub fn insert_quota_group(&mut self, ct: CapacityType, instance_type: &str) {
+        self.quota_groups
+            .insert((ct, crate::catalog::vcpu_quota_group(instance_type)));
+    }
+
+    pub fn insert_capacity_type(&mut self, ct: CapacityType) {
+        self.capacity_types.insert(ct);
+    }
+
     pub fn contains(&self, ct: CapacityType, instance_type: &str, zone: &str) -> bool {
-        !self.0.is_empty()
-            && self
-                .0
+        if self.is_empty() {
+            return false;
+        }
+        self.capacity_types.contains(&ct)
+            || (!self.quota_groups.is_empty()
+                && self
+                    .quota_groups
+                    .contains(&(ct, crate::catalog::vcpu_quota_group(instance_type))))
+            || self
+                .offerings
                 .contains(&(ct, instance_type.to_string(), zone.to_string()))
+    }
+
+    /// Entries of any kind (the insufficient-capacity cache size metric).
+    pub fn len(&self) -> usize {
+        self.offerings.len() + self.quota_groups.len() + self.capacity_types.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.offerings.is_empty() && self.quota_groups.is_empty() && self.capacity_types.is_empty()
     }
 }
 

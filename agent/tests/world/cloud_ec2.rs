@@ -689,7 +689,7 @@ async fn all_spot_gone_falls_back_to_on_demand() {
         fleets[0].param("ClientToken"),
         fleets[1].param("ClientToken")
     );
-    assert_eq!(w.cloud.unavailable().0.len(), TYPES.len() * 2);
+    assert_eq!(w.cloud.unavailable().len(), TYPES.len() * 2);
     // Each capacity type launches from templates of its own: only the Spot one tags the
     // Spot request, since EC2 fails a launch whose template tags a resource type the
     // instance does not have, and an on-demand instance has no Spot request.
@@ -715,6 +715,174 @@ async fn all_spot_gone_falls_back_to_on_demand() {
         .unwrap()
         .unwrap();
     assert_eq!(i.capacity_type, CapacityType::OnDemand);
+}
+
+/// `Unsupported` names one offering: that offering goes into the cache and the launch
+/// takes the next one; the same type in another zone, or on-demand, is not affected.
+#[tokio::test]
+async fn an_unsupported_offering_is_cached_and_the_next_one_launched() {
+    let w = world().await;
+    let req = request(&w, "general-uns01", &TYPES, &BOTH).await;
+    let cheapest = req.candidates[0].instance_type.clone();
+    w.proxy
+        .fleet_error("Unsupported", &cheapest, "us-east-1a", "spot");
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(
+        (l.instance_type.as_str(), l.zone.as_str(), l.capacity_type),
+        (cheapest.as_str(), "us-east-1b", CapacityType::Spot)
+    );
+    let cached = w.cloud.unavailable();
+    assert!(
+        cached.contains(CapacityType::Spot, &cheapest, "us-east-1a"),
+        "{cached:?}"
+    );
+    assert!(!cached.contains(CapacityType::Spot, &cheapest, "us-east-1b"));
+    assert!(!cached.contains(CapacityType::OnDemand, &cheapest, "us-east-1a"));
+    // The next claim does not ask for it.
+    w.cloud
+        .launch(&request(&w, "general-uns02", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    let last = w.proxy.requests_for("CreateFleet").pop().unwrap();
+    assert!(
+        !last
+            .fleet_overrides()
+            .iter()
+            .any(|o| o.instance_type() == cheapest
+                && o.fields.get("AvailabilityZone").map(String::as_str) == Some("us-east-1a")),
+        "{:?}",
+        last.fleet_overrides()
+    );
+}
+
+/// A vCPU quota refuses every Spot override: the quota's family group is out for Spot (in
+/// every zone, types the request did not name included), and the launch falls back to
+/// on-demand at once rather than failing. Another group's Spot and on-demand are untouched;
+/// the next claim does not ask Spot at all.
+#[tokio::test]
+async fn a_spot_vcpu_quota_falls_back_to_on_demand() {
+    let w = world().await;
+    w.proxy.fleet_error("VcpuLimitExceeded", "*", "*", "spot");
+    let req = request(&w, "general-vcpu1", &TYPES, &BOTH).await;
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(l.capacity_type, CapacityType::OnDemand);
+    let fleets = w.proxy.requests_for("CreateFleet");
+    assert_eq!(
+        fleets
+            .iter()
+            .map(|f| f
+                .param("TargetCapacitySpecification.DefaultTargetCapacityType")
+                .unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["spot", "on-demand"]
+    );
+    let cached = w.cloud.unavailable();
+    for t in TYPES.iter().chain(&["r5.large", "t3.micro"]) {
+        for zone in ["us-east-1a", "us-east-1b"] {
+            assert!(cached.contains(CapacityType::Spot, t, zone), "{t} {zone}");
+            assert!(
+                !cached.contains(CapacityType::OnDemand, t, zone),
+                "{t} {zone}"
+            );
+        }
+    }
+    assert!(!cached.contains(CapacityType::Spot, "g4dn.xlarge", "us-east-1a"));
+
+    let before = w.proxy.count("CreateFleet");
+    let l = w
+        .cloud
+        .launch(&request(&w, "general-vcpu2", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    assert_eq!(l.capacity_type, CapacityType::OnDemand);
+    let fleets = w.proxy.requests_for("CreateFleet");
+    assert_eq!(fleets.len(), before + 1, "Spot is not asked again");
+    assert_eq!(
+        fleets[before].param("TargetCapacitySpecification.DefaultTargetCapacityType"),
+        Some("on-demand")
+    );
+}
+
+/// EC2 could not create the Spot service-linked role: Spot as a whole is out (every group),
+/// and the launch goes on-demand. Authorization refused per override
+/// (`UnauthorizedOperation`) is not capacity: the launch fails with it, nothing cached.
+#[tokio::test]
+async fn a_refused_spot_service_linked_role_leaves_spot_out() {
+    let w = world().await;
+    w.proxy.fleet_error(
+        "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+        "*",
+        "*",
+        "spot",
+    );
+    let l = w
+        .cloud
+        .launch(&request(&w, "general-slr01", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    assert_eq!(l.capacity_type, CapacityType::OnDemand);
+    let cached = w.cloud.unavailable();
+    for t in ["c5.large", "g4dn.xlarge", "p3.2xlarge", "inf2.xlarge"] {
+        assert!(cached.contains(CapacityType::Spot, t, "us-east-1a"), "{t}");
+        assert!(
+            !cached.contains(CapacityType::OnDemand, t, "us-east-1a"),
+            "{t}"
+        );
+    }
+
+    w.proxy.clear();
+    w.proxy
+        .fleet_error("UnauthorizedOperation", "*", "*", "on-demand");
+    let e = w
+        .cloud
+        .launch(&request(&w, "ondemand-deny1", &TYPES, &[CapacityType::OnDemand]).await)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "UnauthorizedOperation", "{e}");
+    assert!(!e.is_insufficient_capacity());
+    assert!(!w
+        .cloud
+        .unavailable()
+        .contains(CapacityType::OnDemand, "c5.large", "us-east-1a"));
+}
+
+/// A subnet out of addresses: the offering EC2 named and the subnet are marked, the launch
+/// lands in the other zone, and the zone (its only subnet marked) leaves the catalogue, so
+/// nothing is planned or asked there until the mark expires.
+#[tokio::test]
+async fn a_subnet_without_free_addresses_is_passed_over() {
+    let w = world().await;
+    w.proxy.fleet_error(
+        "InsufficientFreeAddressesInSubnet",
+        "*",
+        "us-east-1a",
+        "spot",
+    );
+    let l = w
+        .cloud
+        .launch(&request(&w, "general-ip0001", &TYPES, &BOTH).await)
+        .await
+        .unwrap();
+    assert_eq!(
+        (l.zone.as_str(), l.capacity_type),
+        ("us-east-1b", CapacityType::Spot)
+    );
+    assert_eq!(
+        w.cloud.catalog(&node_class()).await.unwrap().zones(),
+        BTreeSet::from(["us-east-1b".to_string()])
+    );
+    w.proxy.clear();
+    w.cloud
+        .launch(&request(&w, "general-ip0002", &TYPES, &[CapacityType::OnDemand]).await)
+        .await
+        .unwrap();
+    let last = w.proxy.requests_for("CreateFleet").pop().unwrap();
+    let zones: BTreeSet<String> = last
+        .fleet_overrides()
+        .iter()
+        .filter_map(|o| o.fields.get("AvailabilityZone").cloned())
+        .collect();
+    assert_eq!(zones, BTreeSet::from(["us-east-1b".to_string()]));
 }
 
 #[tokio::test]

@@ -1,11 +1,12 @@
-//! Insufficient capacity for CreateFleet type `instant`, which the emulator cannot produce.
+//! Per-override errors for CreateFleet type `instant` (insufficient capacity, quotas, an
+//! unsupported offering, a subnet without addresses...), which the emulator cannot produce.
 //!
-//! Real EC2 answers an instant fleet whose overrides have no capacity with HTTP 200, the
+//! Real EC2 answers an instant fleet whose overrides cannot be launched with HTTP 200, the
 //! launched instances (if any) in `fleetInstanceSet` and one `errorSet` item per failed
-//! override (`InsufficientInstanceCapacity`, with the override echoed back). The proxy
-//! removes the overrides a rule marks as out of capacity from the request, forwards the rest
-//! (the emulator launches the first remaining override) and adds the error items to the
-//! answer; when no override is left it answers by itself, with errors and no instance.
+//! override (its error code and message, with the override echoed back). The proxy
+//! removes the overrides a rule fails from the request, forwards the rest (the emulator
+//! launches the first remaining override) and adds the error items to the answer; when no
+//! override is left it answers by itself, with errors and no instance.
 
 use std::collections::BTreeMap;
 
@@ -105,10 +106,14 @@ pub fn rebuild(rest: &[(String, String)], kept: &[Override]) -> Vec<(String, Str
     out
 }
 
-/// The `errorSet` items for overrides that had no capacity.
-pub fn error_items(params: &[(String, String)], failed: &[Override], lifecycle: &str) -> String {
+/// The `errorSet` items for the overrides that failed, each with its error code.
+pub fn error_items(
+    params: &[(String, String)],
+    failed: &[(Override, String)],
+    lifecycle: &str,
+) -> String {
     let mut out = String::new();
-    for o in failed {
+    for (o, code) in failed {
         let spec_field = |f: &str| {
             let key = format!(
                 "LaunchTemplateConfigs.{}.LaunchTemplateSpecification.{f}",
@@ -139,15 +144,25 @@ pub fn error_items(params: &[(String, String)], failed: &[Override], lifecycle: 
             .get("AvailabilityZone")
             .cloned()
             .unwrap_or_else(|| "the requested zone".into());
+        let message = if code == "InsufficientInstanceCapacity" {
+            format!(
+                "We currently do not have sufficient {} capacity in the Availability Zone \
+                 you requested ({zone}). (injected by fault-proxy)",
+                o.instance_type()
+            )
+        } else {
+            format!(
+                "{code} for {} in {zone} (injected by fault-proxy)",
+                o.instance_type()
+            )
+        };
         out.push_str(&format!(
             "<item><launchTemplateAndOverrides><launchTemplateSpecification>{spec}\
              </launchTemplateSpecification><overrides>{fields}</overrides>\
              </launchTemplateAndOverrides><lifecycle>{lifecycle}</lifecycle>\
-             <errorCode>InsufficientInstanceCapacity</errorCode><errorMessage>We currently do \
-             not have sufficient {} capacity in the Availability Zone you requested ({}). \
-             (injected by fault-proxy)</errorMessage></item>",
-            xml_escape(o.instance_type()),
-            xml_escape(&zone),
+             <errorCode>{}</errorCode><errorMessage>{}</errorMessage></item>",
+            xml_escape(code),
+            xml_escape(&message),
         ));
     }
     out
@@ -231,12 +246,14 @@ mod tests {
             "m5.large"
         )));
         assert!(!out.iter().any(|(_, v)| v == "c5.large"));
-        let failed: Vec<Override> = all
+        let failed: Vec<(Override, String)> = all
             .into_iter()
             .filter(|o| o.instance_type() == "c5.large")
+            .map(|o| (o, "VcpuLimitExceeded".to_string()))
             .collect();
         let items = error_items(&params, &failed, "spot");
         assert!(items.contains("<instanceType>c5.large</instanceType>"));
+        assert!(items.contains("<errorCode>VcpuLimitExceeded</errorCode>"));
         assert!(items.contains("<launchTemplateId>lt-1</launchTemplateId>"));
         let body = inject_errors(
             "<CreateFleetResponse><fleetId>f</fleetId></CreateFleetResponse>",

@@ -11,6 +11,7 @@
 //! let proxy = fault_proxy::FaultProxy::start(&moto.endpoint());
 //! // Point the SDK (or the agent process) at proxy.endpoint().
 //! proxy.insufficient_capacity("c5.large", "spot"); // per-override ICE in CreateFleet
+//! proxy.fleet_error("Unsupported", "m5.large", "us-east-1a", "spot"); // any code
 //! proxy.throttle("DescribeInstances", 2);          // two RequestLimitExceeded (503)
 //! proxy.half_succeed("CreateFleet", 1);            // forwarded, then answered 500
 //! assert_eq!(proxy.count("CreateFleet"), 0);
@@ -48,7 +49,7 @@ pub struct RecordedRequest {
     /// The decoded form parameters, in order (empty for non-query protocols).
     pub params: Vec<(String, String)>,
     /// What the proxy did instead of (or on top of) forwarding, if anything:
-    /// `error:<code>`, `insufficient-capacity:<n>`, `half-succeed`.
+    /// `error:<code>`, `fleet-errors:<n>` (overrides failed), `half-succeed`.
     pub fault: Option<String>,
 }
 
@@ -90,10 +91,31 @@ struct HalfRule {
     remaining: usize,
 }
 
+/// CreateFleet overrides that fail with `code`.
+#[derive(Debug, Clone)]
+struct FleetErrorRule {
+    code: String,
+    /// An instance type, or `*`.
+    instance_type: String,
+    /// A zone, or `*`.
+    zone: String,
+    /// `spot` or `on-demand` (the request's default target capacity type).
+    capacity_type: String,
+}
+
+impl FleetErrorRule {
+    fn matches(&self, o: &Override, lifecycle: &str) -> bool {
+        let zone = o.fields.get("AvailabilityZone").map(String::as_str);
+        (self.instance_type == "*" || self.instance_type == o.instance_type())
+            && (self.zone == "*" || Some(self.zone.as_str()) == zone)
+            && self.capacity_type == lifecycle
+    }
+}
+
 #[derive(Debug, Default)]
 struct Rules {
-    /// (instance type or `*`, capacity type `spot`/`on-demand`).
-    no_capacity: Vec<(String, String)>,
+    /// The first rule an override matches decides its error.
+    fleet_errors: Vec<FleetErrorRule>,
     errors: Vec<ErrorRule>,
     half: Vec<HalfRule>,
     log: Vec<RecordedRequest>,
@@ -156,14 +178,31 @@ impl FaultProxy {
     /// From now on, CreateFleet overrides of `instance_type` (or `*` for every type) asked
     /// for with `capacity_type` (`spot` or `on-demand`) fail with InsufficientInstanceCapacity.
     pub fn insufficient_capacity(&self, instance_type: &str, capacity_type: &str) {
-        self.rules()
-            .no_capacity
-            .push((instance_type.to_string(), capacity_type.to_string()));
+        self.fleet_error(
+            "InsufficientInstanceCapacity",
+            instance_type,
+            "*",
+            capacity_type,
+        );
     }
 
-    /// Capacity is back everywhere.
+    /// From now on, CreateFleet overrides of `instance_type` in `zone` (`*` for any)
+    /// asked for with `capacity_type` (`spot` or `on-demand`) fail with the error `code`:
+    /// one `errorSet` item per override, as EC2 answers an instant fleet
+    /// (`VcpuLimitExceeded`, `Unsupported`, `InsufficientFreeAddressesInSubnet`, ...). An
+    /// override two rules match gets the first one's code.
+    pub fn fleet_error(&self, code: &str, instance_type: &str, zone: &str, capacity_type: &str) {
+        self.rules().fleet_errors.push(FleetErrorRule {
+            code: code.to_string(),
+            instance_type: instance_type.to_string(),
+            zone: zone.to_string(),
+            capacity_type: capacity_type.to_string(),
+        });
+    }
+
+    /// Capacity is back everywhere: no CreateFleet override fails any more.
     pub fn clear_insufficient_capacity(&self) {
-        self.rules().no_capacity.clear();
+        self.rules().fleet_errors.clear();
     }
 
     /// The next `times` requests for `action` get `RequestLimitExceeded` with HTTP 503
@@ -196,7 +235,7 @@ impl FaultProxy {
     /// Removes every rule (the request log is kept).
     pub fn clear(&self) {
         let mut r = self.rules();
-        r.no_capacity.clear();
+        r.fleet_errors.clear();
         r.errors.clear();
         r.half.clear();
     }
@@ -272,7 +311,8 @@ enum Plan {
     },
     Fleet {
         kept: Vec<Override>,
-        failed: Vec<Override>,
+        /// Each with the error code it fails with.
+        failed: Vec<(Override, String)>,
         lifecycle: String,
     },
     HalfSucceed,
@@ -316,7 +356,7 @@ async fn handle(
         let fault = match &plan {
             Plan::Forward => None,
             Plan::Error { code, .. } => Some(format!("error:{code}")),
-            Plan::Fleet { failed, .. } => Some(format!("insufficient-capacity:{}", failed.len())),
+            Plan::Fleet { failed, .. } => Some(format!("fleet-errors:{}", failed.len())),
             Plan::HalfSucceed => Some("half-succeed".into()),
         };
         rules.log.push(RecordedRequest {
@@ -385,15 +425,21 @@ fn decide(rules: &mut Rules, action: &str, params: &[(String, String)]) -> Plan 
         r.remaining -= 1;
         return Plan::HalfSucceed;
     }
-    if action == "CreateFleet" && !rules.no_capacity.is_empty() {
+    if action == "CreateFleet" && !rules.fleet_errors.is_empty() {
         let lifecycle = fleet::capacity_type(params);
         let (all, _) = fleet::overrides(params);
-        let (failed, kept): (Vec<Override>, Vec<Override>) = all.into_iter().partition(|o| {
-            rules
-                .no_capacity
+        let mut kept = Vec::new();
+        let mut failed = Vec::new();
+        for o in all {
+            match rules
+                .fleet_errors
                 .iter()
-                .any(|(t, ct)| (t == "*" || t == o.instance_type()) && *ct == lifecycle)
-        });
+                .find(|r| r.matches(&o, &lifecycle))
+            {
+                Some(r) => failed.push((o, r.code.clone())),
+                None => kept.push(o),
+            }
+        }
         if !failed.is_empty() {
             return Plan::Fleet {
                 kept,

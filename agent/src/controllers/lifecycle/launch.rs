@@ -291,7 +291,7 @@ async fn launch(
     };
     ctx.metrics
         .ice_cache_size
-        .set(ctx.cloud.unavailable().0.len() as i64);
+        .set(ctx.cloud.unavailable().len() as i64);
     match result {
         Ok(l) => Ok(l),
         Err(e) if e.is_insufficient_capacity() => {

@@ -224,7 +224,7 @@ pub async fn build(ctx: &Context) -> Round {
     };
     ctx.metrics
         .ice_cache_size
-        .set(input.unavailable.0.len() as i64);
+        .set(input.unavailable.len() as i64);
 
     for ds in in_name_order(state.daemonsets.state()) {
         match daemonset(&ds) {
