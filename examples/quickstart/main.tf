@@ -3,9 +3,10 @@
 # Spot-first NodePools with the seed's 80/20 Spot/on-demand split. No node group: nodes
 # appear when pods need them.
 #
-# Tag two or more private subnets (and the nodes' security group) with
-# `joiner.dev/discovery = quickstart` first. `./scripts/sandbox` does that in the local
-# emulator and applies this directory.
+# Tag two or more private subnets with `joiner.dev/discovery = quickstart` first. Nodes join
+# the cluster security group EKS creates with the cluster (the only group its API endpoint
+# and CoreDNS admit); tag groups of your own with the same tag to add them.
+# `./scripts/sandbox` does that in the local emulator and applies this directory.
 
 terraform {
   required_providers {

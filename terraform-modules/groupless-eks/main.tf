@@ -243,6 +243,17 @@ resource "joiner_node_class" "default" {
     }
   }
 
+  # The cluster security group EKS creates: the API server's private endpoint and CoreDNS
+  # on Fargate admit only that group, so a node outside it never registers. EKS tags it
+  # aws:eks:cluster-name (a reserved prefix only AWS can write), which keeps the selector
+  # known at plan time, before the cluster exists.
+  dynamic "security_group_selector_term" {
+    for_each = length(var.node_security_group_ids) == 0 ? [local.cluster.name] : []
+    content {
+      tags = { "aws:eks:cluster-name" = security_group_selector_term.value }
+    }
+  }
+  # Groups of the platform team's own, tagged for discovery (none is needed).
   dynamic "security_group_selector_term" {
     for_each = length(var.node_security_group_ids) == 0 ? [local.discovery] : []
     content {

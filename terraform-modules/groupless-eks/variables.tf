@@ -68,7 +68,7 @@ variable "discovery_tag" {
 }
 
 variable "node_security_group_ids" {
-  description = "Security groups for the nodes the agent launches. Empty (the default) selects the groups tagged with the discovery tag."
+  description = "Security groups for the nodes the agent launches, replacing the default. Empty (the default) selects the cluster security group EKS creates (by its `aws:eks:cluster-name` tag) and any group tagged with the discovery tag. Groups given here must include the cluster security group or be admitted by it on TCP 443 (API server) and 53 (CoreDNS on Fargate)."
   type        = list(string)
   default     = []
 }

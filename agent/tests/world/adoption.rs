@@ -139,6 +139,15 @@ async fn karpenter_node(w: &World, claim: &str, zone: &str) -> (String, String, 
         .min_count(1)
         .max_count(1)
         .subnet_id(&subnet)
+        // Karpenter's EC2NodeClass selects the cluster security group, as ours does.
+        .security_group_ids(
+            kube_sim::network::cluster_security_group(
+                &joiner_agent_world::sdk_config(&w.moto.endpoint()).await,
+                CLUSTER,
+            )
+            .await
+            .expect("the cluster security group"),
+        )
         .iam_instance_profile(
             IamInstanceProfileSpecification::builder()
                 .name(NODE_ROLE)

@@ -65,7 +65,7 @@ async fn documented_node_class(w: &World) {
         "metadata": {"name": "default"},
         "spec": {
             "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
+            "securityGroupSelectorTerms": joiner_agent_world::security_group_terms(),
             "amiSelectorTerms": [{"alias": "al2023@latest"}],
             "role": NODE_ROLE,
             "kubelet": {"maxPods": 110},

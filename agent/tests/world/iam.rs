@@ -82,6 +82,12 @@ async fn the_rendered_policy_allows_every_call_of_a_provisioning_round_trip() {
     ] {
         assert!(used.contains(needed), "{needed} never used: {used:?}");
     }
+    // Every call the agent made is held in the fidelity ledger.
+    let missing = joiner_test_support::calls_missing_from_ledger(used.iter().map(String::as_str));
+    assert!(
+        missing.is_empty(),
+        "agent calls docs/aws-fidelity.md does not name: {missing:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

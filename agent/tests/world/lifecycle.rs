@@ -383,7 +383,7 @@ async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
         "metadata": {"name": "denied"},
         "spec": {
             "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
+            "securityGroupSelectorTerms": joiner_agent_world::security_group_terms(),
             "amiSelectorTerms": [{"id": w.image_id}],
             "role": ROLE,
         }
@@ -401,27 +401,7 @@ async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
     w.deployment("needs-a-node", 1, "250m", "256Mi").await;
 
     let claims: Api<NodeClaim> = Api::all(w.client.clone());
-    let (first, instance) = wait_for("a launched claim", Duration::from_secs(60), || async {
-        let c = w
-            .claims()
-            .await
-            .into_iter()
-            .find(|c| c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))?;
-        let pid = c.status.as_ref()?.provider_id.clone()?;
-        Some((c.name_any(), pid.rsplit('/').next()?.to_string()))
-    })
-    .await;
-    wait_for(
-        "the claim deleted at the TTL",
-        Duration::from_secs(60),
-        || async { claims.get_opt(&first).await.ok()?.is_none().then_some(()) },
-    )
-    .await;
-    let events = w.events_for("default", &first).await;
-    let timed_out = events
-        .iter()
-        .find(|e| e.starts_with("RegistrationTimedOut"))
-        .unwrap_or_else(|| panic!("no RegistrationTimedOut event: {events:?}"));
+    let (first, instance, timed_out) = first_claim_timed_out(&w).await;
     for part in [
         instance.as_str(),
         ROLE,
@@ -514,6 +494,124 @@ async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
     )
     .await;
     assert_eq!(healthy.reason, "NodeRegistered");
+}
+
+/// The first claim that launches, its instance, and its `RegistrationTimedOut` Event once
+/// the registration TTL has deleted it: a node that never joined.
+async fn first_claim_timed_out(w: &World) -> (String, String, String) {
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let (first, instance) = wait_for("a launched claim", Duration::from_secs(60), || async {
+        let c = w
+            .claims()
+            .await
+            .into_iter()
+            .find(|c| c.status.as_ref().is_some_and(|s| s.provider_id.is_some()))?;
+        let pid = c.status.as_ref()?.provider_id.clone()?;
+        Some((c.name_any(), pid.rsplit('/').next()?.to_string()))
+    })
+    .await;
+    wait_for(
+        "the claim deleted at the TTL",
+        Duration::from_secs(60),
+        || async { claims.get_opt(&first).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    let events = w.events_for("default", &first).await;
+    let timed_out = events
+        .iter()
+        .find(|e| e.starts_with("RegistrationTimedOut"))
+        .unwrap_or_else(|| panic!("no RegistrationTimedOut event: {events:?}"))
+        .clone();
+    (first, instance, timed_out)
+}
+
+/// A node outside the cluster security group: the API server's private endpoint admits only
+/// that group, so its kubelet never registers. The agent says so at the registration TTL,
+/// naming the groups it used and the one they lack, and a NodeClass that selects the
+/// cluster security group joins at the next launch, with cluster DNS reachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_outside_the_cluster_security_group_never_registers_and_is_explained() {
+    let w = World::start(Opts::default()).await;
+    let classes: Api<joiner_agent::api::NodeClass> = Api::all(w.client.clone());
+    let class = serde_json::from_value(json!({
+        "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
+        "metadata": {"name": "walled"},
+        "spec": {
+            "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
+            // Only the group tagged for discovery (the VPC's default group), not the cluster's.
+            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
+            "amiSelectorTerms": [{"id": w.image_id}],
+            "role": joiner_agent_world::NODE_ROLE,
+        }
+    }))
+    .unwrap();
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    w.node_pool("walled", World::general_pool_spec("walled"))
+        .await;
+    let _agent = w
+        .agent(&["--registration-ttl", "4s", "--registration-backoff", "2s"])
+        .await;
+    w.deployment("needs-a-node", 1, "250m", "256Mi").await;
+
+    let (_, instance, timed_out) = first_claim_timed_out(&w).await;
+    assert!(
+        w.nodes().await.is_empty(),
+        "a node outside the cluster group registered"
+    );
+    let default_group = w
+        .ec2
+        .describe_security_groups()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("group-name")
+                .values("default")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("EC2 DescribeSecurityGroups")
+        .security_groups()[0]
+        .group_id()
+        .unwrap()
+        .to_string();
+    let cluster_tag = format!("aws:eks:cluster-name={}", joiner_agent_world::CLUSTER);
+    for part in [
+        instance.as_str(),
+        default_group.as_str(),
+        &cluster_tag,
+        "TCP 443",
+    ] {
+        assert!(timed_out.contains(part), "{part:?} not in {timed_out}");
+    }
+
+    // Selecting the cluster security group as well: the next launch registers, and its pods
+    // reach CoreDNS.
+    classes
+        .patch(
+            "walled",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "securityGroupSelectorTerms": joiner_agent_world::security_group_terms()
+            }})),
+        )
+        .await
+        .expect("NodeClass patch");
+    wait_for("a pod Running", Duration::from_secs(120), || async {
+        (w.running("needs-a-node").await == 1).then_some(())
+    })
+    .await;
+    let node = w.nodes().await.remove(0);
+    assert_eq!(
+        node.annotations()
+            .get(kube_sim::aws::CLUSTER_DNS_ANNOTATION)
+            .map(String::as_str),
+        Some("reachable"),
+        "{:?}",
+        node.annotations()
+    );
 }
 
 /// A disruption cut short: the leader recorded the intent and set `Disrupted`, then died

@@ -50,7 +50,7 @@ async fn reserving_class(w: &World) {
         "metadata": {"name": CLASS},
         "spec": {
             "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
-            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
+            "securityGroupSelectorTerms": joiner_agent_world::security_group_terms(),
             "amiSelectorTerms": [{"id": w.image_id}],
             "role": joiner_agent_world::NODE_ROLE,
             "capacityReservationSelectorTerms": [{"tags": {"team": "ml"}}],

@@ -120,6 +120,17 @@ impl Opts {
     }
 }
 
+/// The security groups a NodeClass here selects, as the `groupless-eks` module's default
+/// NodeClass does: the cluster security group EKS created (the only group the API server's
+/// private endpoint and CoreDNS admit), found by the tag EKS puts on it, and the groups
+/// tagged for discovery.
+pub fn security_group_terms() -> serde_json::Value {
+    json!([
+        {"tags": {"aws:eks:cluster-name": CLUSTER}},
+        {"tags": {"joiner.dev/discovery": CLUSTER}},
+    ])
+}
+
 pub async fn sdk_config(endpoint: &str) -> aws_config::SdkConfig {
     let creds = aws_credential_types::Credentials::new("testing", "testing", None, None, "test");
     sdk_config_as(endpoint, creds).await
@@ -621,7 +632,7 @@ impl World {
             "metadata": {"name": name},
             "spec": {
                 "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
-                "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
+                "securityGroupSelectorTerms": security_group_terms(),
                 "amiSelectorTerms": [{"id": self.image_id}],
                 "role": NODE_ROLE,
             }

@@ -12,10 +12,15 @@ the wire shapes of the real service:
 - `eks_versions`: EKS's Kubernetes version calendar (DescribeClusterVersions, statuses from
   the dates against today); CreateCluster and UpdateClusterVersion refuse a version EKS does
   not offer, and a cluster created without one gets EKS's default (moto takes any version).
+- `eks_network`: the cluster security group EKS creates (its name, tags and self rule), and
+  the VPC configuration DescribeCluster reports (`clusterSecurityGroupId`, `vpcId`, the
+  endpoint-access defaults); kube-sim decides from them whether a node reaches the API.
 - `eks_token`: EKS bearer tokens verified (botocore's SigV4) and mapped through access
   entries, served as a TokenReview webhook; EKS clusters bound to local API servers.
 - `instance_profiles`: instances launched from a launch template (CreateFleet, RunInstances)
   carry the template's IAM instance profile, so a node's role can be known.
+- `fleet_groups`: instances an EC2 Fleet launches are in its launch template's security
+  groups (moto 5.2.5 reads a key templates do not have, and drops them).
 - `capacity_reservations`: EC2 capacity reservations (ODCRs, capacity blocks, interruptible
   ones; moto 5.2.5 has none), and CreateFleet launches into them with EC2's refusals.
 - `spot_prices`: the Spot price history as EC2 serves it, from a stated model (moto 5.2.5
@@ -32,4 +37,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_token", "instance_profiles", "capacity_reservations", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "capacity_reservations", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]

@@ -9,9 +9,10 @@
 //!
 //! Only an instance whose IAM role may join registers (see [`crate::node_auth`]): an access
 //! entry of type EC2_LINUX on the EKS cluster named `cluster`, or a `system:nodes` mapping
-//! in the cluster's `kube-system/aws-auth`. Any other instance stays unregistered, and the
-//! bridge says why once per instance, which is what a kubelet's failed bootstrap looks like
-//! from outside.
+//! in the cluster's `kube-system/aws-auth`; and only one whose security groups let its
+//! kubelet reach the API server on 443 (see [`crate::network`]). Any other instance stays
+//! unregistered, and the bridge says why once per instance, which is what a kubelet's
+//! failed bootstrap looks like from outside.
 //!
 //! The bridge writes Nodes through a [`NodeSink`]: kube-sim's store in-process, or any API
 //! server through kube-rs. On a real control plane the Node carries KWOK's annotation, and
@@ -31,6 +32,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
 use crate::controllers::node_is_ready;
+use crate::network::{Judge, Verdicts};
 use crate::node_auth::{Authorizer, Verdict};
 use crate::store::{DeleteOptions, Store, Write};
 
@@ -44,6 +46,12 @@ pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// control plane the bridge takes KWOK's annotation off instead, and the node-lifecycle
 /// controller marks the Node Unknown after its grace period (no way back there).
 pub const KUBELET_STOPPED_ANNOTATION: &str = "kube-sim.joiner.dev/kubelet-stopped";
+
+/// Set by the bridge on each Node it registers: `reachable` when the node's security groups
+/// let its pods reach CoreDNS (on Fargate, in the cluster security group) on UDP 53, else
+/// `unreachable: <why>` ([`crate::network`]). kube-sim runs no DNS, so this is the check the
+/// sandbox and the tests assert.
+pub const CLUSTER_DNS_ANNOTATION: &str = "kube-sim.joiner.dev/cluster-dns";
 
 /// Whether a test stopped this Node's kubelet ([`KUBELET_STOPPED_ANNOTATION`]).
 pub fn kubelet_stopped(node: &Value) -> bool {
@@ -470,6 +478,7 @@ pub fn spawn_on(
         let conf = sdk_config(&opts.endpoint, &opts.region).await;
         let client = aws_sdk_ec2::Client::new(&conf);
         let mut auth = Authorizer::new(&conf, &opts.cluster);
+        let judge = Judge::new(client.clone());
         let mut tracked: HashMap<String, Tracked> = HashMap::new();
         let mut types: HashMap<String, TypeInfo> = HashMap::new();
         let mut interval = tokio::time::interval(opts.poll);
@@ -478,8 +487,15 @@ pub fn spawn_on(
                 _ = shutdown.changed() => return,
                 _ = interval.tick() => {}
             }
-            if let Err(e) =
-                poll_once(&sink, &client, &mut auth, &opts, &mut tracked, &mut types).await
+            if let Err(e) = poll_once(
+                &sink,
+                &client,
+                (&mut auth, &judge),
+                &opts,
+                &mut tracked,
+                &mut types,
+            )
+            .await
             {
                 tracing::warn!("kubelet bridge: {e:#}");
             }
@@ -490,7 +506,7 @@ pub fn spawn_on(
 async fn poll_once(
     sink: &NodeSink,
     client: &aws_sdk_ec2::Client,
-    auth: &mut Authorizer,
+    (auth, judge): (&mut Authorizer, &Judge),
     opts: &BridgeOptions,
     tracked: &mut HashMap<String, Tracked>,
     types: &mut HashMap<String, TypeInfo>,
@@ -559,9 +575,24 @@ async fn poll_once(
                         }
                         Verdict::Authorized(how) => {
                             tracing::debug!(instance = %id, "kubelet authorized: {how}");
-                            entry.refused = None;
                         }
                     }
+                    let network = match auth.cluster_network().await? {
+                        Some(cluster) => Some(judge.judge(&cluster, &inst).await?),
+                        None => None,
+                    };
+                    if let Some(Verdicts {
+                        api_server: Err(why),
+                        ..
+                    }) = &network
+                    {
+                        if entry.refused.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(instance = %id, "kubelet cannot join the cluster: {why}");
+                            entry.refused = Some(why.clone());
+                        }
+                        continue;
+                    }
+                    entry.refused = None;
                     let itype = inst
                         .instance_type()
                         .map(|t| t.as_str().to_string())
@@ -608,6 +639,14 @@ async fn poll_once(
                         labels,
                         taints,
                     );
+                    let mut node = node;
+                    if let Some(v) = &network {
+                        node["metadata"]["annotations"][CLUSTER_DNS_ANNOTATION] =
+                            json!(match &v.cluster_dns {
+                                Ok(()) => "reachable".to_string(),
+                                Err(why) => format!("unreachable: {why}"),
+                            });
+                    }
                     let name = node["metadata"]["name"].as_str().unwrap_or(&id).to_string();
                     if sink.create(node).await? {
                         tracing::info!(instance = %id, node = %name, "node registered");

@@ -64,6 +64,8 @@ pub struct Authorizer {
     roles: HashMap<String, Result<String, String>>,
     this_poll: HashMap<String, Verdict>,
     mode: Option<Result<String, String>>,
+    /// The cluster's network, read with the authentication mode (one DescribeCluster a poll).
+    network: Option<crate::network::ClusterNetwork>,
     map_roles: Option<Option<String>>,
 }
 
@@ -76,6 +78,7 @@ impl Authorizer {
             roles: HashMap::new(),
             this_poll: HashMap::new(),
             mode: None,
+            network: None,
             map_roles: None,
         }
     }
@@ -84,6 +87,7 @@ impl Authorizer {
     pub fn begin_poll(&mut self) {
         self.this_poll.clear();
         self.mode = None;
+        self.network = None;
         self.map_roles = None;
     }
 
@@ -199,14 +203,29 @@ impl Authorizer {
         }
     }
 
-    async fn mode(&self) -> anyhow::Result<Result<String, String>> {
+    /// The EKS cluster's VPC configuration, as read this poll (None: no such cluster).
+    pub async fn cluster_network(
+        &mut self,
+    ) -> anyhow::Result<Option<crate::network::ClusterNetwork>> {
+        if self.mode.is_none() {
+            let m = self.mode().await?;
+            self.mode = Some(m);
+        }
+        Ok(self.network.clone())
+    }
+
+    async fn mode(&mut self) -> anyhow::Result<Result<String, String>> {
         match self.eks.describe_cluster().name(&self.cluster).send().await {
-            Ok(out) => Ok(Ok(out
-                .cluster()
-                .and_then(|c| c.access_config())
-                .and_then(|a| a.authentication_mode())
-                .map(|m| m.as_str().to_string())
-                .unwrap_or_else(|| "CONFIG_MAP".into()))),
+            Ok(out) => Ok(Ok({
+                self.network = out
+                    .cluster()
+                    .map(crate::network::ClusterNetwork::from_cluster);
+                out.cluster()
+                    .and_then(|c| c.access_config())
+                    .and_then(|a| a.authentication_mode())
+                    .map(|m| m.as_str().to_string())
+                    .unwrap_or_else(|| "CONFIG_MAP".into())
+            })),
             Err(e) => {
                 let svc = e.into_service_error();
                 if svc.is_resource_not_found_exception() {
@@ -354,8 +373,13 @@ pub async fn node_role(
             .name(cluster)
             .role_arn(cluster_role)
             .resources_vpc_config(
+                // Both endpoints, as `joiner_cluster` creates them: nodes in the VPC then
+                // reach the API server through the private one, so their security groups
+                // matter (see crate::network).
                 aws_sdk_eks::types::VpcConfigRequest::builder()
                     .set_subnet_ids(Some(ids))
+                    .endpoint_private_access(true)
+                    .endpoint_public_access(true)
                     .build(),
             )
             .access_config(

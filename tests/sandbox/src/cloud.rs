@@ -166,6 +166,51 @@ impl Cloud {
         Ok((key.access_key_id, key.secret_access_key))
     }
 
+    /// The security group EKS created for the cluster (DescribeCluster's
+    /// `resourcesVpcConfig.clusterSecurityGroupId`).
+    pub async fn cluster_security_group(&self, cluster: &str) -> Result<String> {
+        let out = aws_sdk_eks::Client::new(&self.config)
+            .describe_cluster()
+            .name(cluster)
+            .send()
+            .await
+            .map_err(op("eks:DescribeCluster"))?;
+        out.cluster()
+            .and_then(|c| c.resources_vpc_config())
+            .and_then(|v| v.cluster_security_group_id())
+            .map(str::to_string)
+            .context("eks:DescribeCluster reported no clusterSecurityGroupId")
+    }
+
+    /// The cluster's Kubernetes version and its status on EKS's calendar
+    /// (DescribeClusterVersions: `STANDARD_SUPPORT`, `EXTENDED_SUPPORT`, ...).
+    pub async fn cluster_version(&self, cluster: &str) -> Result<(String, String)> {
+        let eks = aws_sdk_eks::Client::new(&self.config);
+        let version = eks
+            .describe_cluster()
+            .name(cluster)
+            .send()
+            .await
+            .map_err(op("eks:DescribeCluster"))?
+            .cluster()
+            .and_then(|c| c.version())
+            .map(str::to_string)
+            .context("eks:DescribeCluster reported no version")?;
+        let status = eks
+            .describe_cluster_versions()
+            .cluster_versions(&version)
+            .include_all(true)
+            .send()
+            .await
+            .map_err(op("eks:DescribeClusterVersions"))?
+            .cluster_versions()
+            .first()
+            .and_then(|v| v.version_status())
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|| "not on EKS's calendar".into());
+        Ok((version, status))
+    }
+
     /// The account id (for event resource ARNs).
     pub async fn account(&self) -> Result<String> {
         let out = aws_sdk_sts::Client::new(&self.config)

@@ -110,6 +110,18 @@ pub async fn play(args: Args) -> i32 {
     match iam_figures(&w) {
         Ok(Some(iam)) => {
             println!("\nsandbox: {}", iam.line());
+            if iam.outside_ledger.is_empty() {
+                println!(
+                    "sandbox: all {} distinct calls of the agent and the provider are named in docs/aws-fidelity.md",
+                    iam.calls_made.len()
+                );
+            } else {
+                eprintln!(
+                    "sandbox: FAILED: calls docs/aws-fidelity.md does not name (hold each against AWS's rules and Karpenter's, then list it): {}",
+                    iam.outside_ledger.join(", ")
+                );
+                code = 1;
+            }
             if !iam.agent_ok() {
                 eprintln!(
                     "sandbox: FAILED: the agent did not get everything it asked for on its own role's IRSA credentials{}",
@@ -369,6 +381,8 @@ async fn run(w: &mut World) -> Result<()> {
         ),
     );
 
+    check_node_network(w, &client).await?;
+
     // --- 2. a Spot interruption storm ------------------------------------------------------------
     storm(w, &client).await?;
 
@@ -593,6 +607,48 @@ async fn check_agent_on_fargate(w: &mut World, client: &Client) -> Result<()> {
 /// CoreDNS runs on Fargate after one apply, and no EC2 instance was launched for it: the
 /// kube-system profile switches the add-on once it is ACTIVE, which recreates the pods
 /// where Fargate admits them (kube-sim plays EKS's self-managed CoreDNS with `--eks-addons`).
+/// Every EC2 node registered through the cluster security group EKS created (kube-sim's
+/// bridge registers a node only if its groups reach the API server's private endpoint), and
+/// each one's pods reach CoreDNS on Fargate: the annotation the bridge sets from the groups.
+async fn check_node_network(w: &mut World, client: &Client) -> Result<()> {
+    let cloud = w.cloud.as_ref().context("no cloud")?;
+    let cluster_group = cloud.cluster_security_group(&w.cluster).await?;
+    let (version, status) = cloud.cluster_version(&w.cluster).await?;
+    if status != "STANDARD_SUPPORT" {
+        bail!("the cluster runs Kubernetes {version}, which EKS lists as {status}");
+    }
+    let nodes: Vec<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone())
+        .list(&Default::default())
+        .await
+        .context("list Nodes")?
+        .items;
+    let mut ec2_nodes = 0;
+    for node in &nodes {
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        // kube_sim::aws::CLUSTER_DNS_ANNOTATION (kube-sim runs as a process here).
+        let Some(dns) = annotations.get("kube-sim.joiner.dev/cluster-dns") else {
+            continue; // a Fargate node: not bridged from EC2
+        };
+        ec2_nodes += 1;
+        if dns != "reachable" {
+            bail!(
+                "node {}: {dns}",
+                node.metadata.name.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    if ec2_nodes == 0 {
+        bail!("no EC2 node carries kube-sim's cluster-DNS verdict");
+    }
+    step(
+        w,
+        &format!(
+            "{ec2_nodes} nodes registered through the cluster security group {cluster_group} (the only group the private endpoint admits); CoreDNS on Fargate reachable from each; Kubernetes {version} ({status})"
+        ),
+    );
+    Ok(())
+}
+
 async fn check_coredns_on_fargate(w: &mut World, client: &Client) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let desc = loop {
@@ -1135,7 +1191,10 @@ fn percent_encode(s: &str) -> String {
 
 /// (calls, refused, refused "action on resource") of the decisions for a principal
 /// (a substring of its ARN) and, optionally, an application.
-fn decisions(port: u16, principal: &str, app: Option<&str>) -> Result<(usize, usize, Vec<String>)> {
+/// Calls, refusals, "action on resource" of each refusal, and the distinct actions called.
+type Decisions = (usize, usize, Vec<String>, Vec<String>);
+
+fn decisions(port: u16, principal: &str, app: Option<&str>) -> Result<Decisions> {
     let mut path = format!(
         "{}?principal={}",
         joiner_test_support::IAM_DECISIONS_PATH,
@@ -1162,7 +1221,13 @@ fn decisions(port: u16, principal: &str, app: Option<&str>) -> Result<(usize, us
             )
         })
         .collect();
-    Ok((rows.len(), refused.len(), refused))
+    let mut actions: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r["action"].as_str().map(str::to_string))
+        .collect();
+    actions.sort();
+    actions.dedup();
+    Ok((rows.len(), refused.len(), refused, actions))
 }
 
 /// The IAM decisions of the run, once the agent's identity is known (None before).
@@ -1171,14 +1236,14 @@ fn iam_figures(w: &World) -> Result<Option<IamFigures>> {
         return Ok(None);
     };
     let role_name = role.rsplit('/').next().unwrap_or(role);
-    let (agent_calls, agent_refused, mut refused) =
+    let (agent_calls, agent_refused, mut refused, mut calls_made) =
         decisions(w.moto_port, &format!(":assumed-role/{role_name}/"), None)?;
-    let (web_calls, web_refused, web_refusals) = decisions(
+    let (web_calls, web_refused, web_refusals, web_actions) = decisions(
         w.moto_port,
         &format!("web-identity:system:serviceaccount:{ns}:{sa}"),
         None,
     )?;
-    let (provider_calls, provider_refused, provider_refusals) = decisions(
+    let (provider_calls, provider_refused, provider_refusals, provider_actions) = decisions(
         w.moto_port,
         &format!(":user/{DEPLOYER}"),
         Some("terraform-provider-joiner"),
@@ -1186,6 +1251,12 @@ fn iam_figures(w: &World) -> Result<Option<IamFigures>> {
     refused.extend(web_refusals);
     refused.extend(provider_refusals);
     refused.truncate(10);
+    calls_made.extend(web_actions);
+    calls_made.extend(provider_actions);
+    calls_made.sort();
+    calls_made.dedup();
+    let outside_ledger =
+        joiner_test_support::calls_missing_from_ledger(calls_made.iter().map(String::as_str));
     Ok(Some(IamFigures {
         agent_role: role_name.to_string(),
         agent_calls,
@@ -1195,6 +1266,8 @@ fn iam_figures(w: &World) -> Result<Option<IamFigures>> {
         provider_calls,
         provider_refused,
         refused,
+        calls_made,
+        outside_ledger,
     }))
 }
 

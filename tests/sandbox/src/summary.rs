@@ -54,6 +54,10 @@ pub struct IamFigures {
     pub provider_refused: usize,
     /// "action on resource" of refused agent calls (the first few).
     pub refused: Vec<String>,
+    /// The distinct calls (IAM actions) the agent and the provider made.
+    pub calls_made: Vec<String>,
+    /// Those `docs/aws-fidelity.md` does not name.
+    pub outside_ledger: Vec<String>,
 }
 
 impl IamFigures {

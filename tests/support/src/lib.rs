@@ -250,6 +250,49 @@ impl Drop for MotoServer {
     }
 }
 
+/// Every AWS call `docs/aws-fidelity.md` names, as IAM actions (`service:Action`, written in
+/// backticks there). The tests that log a principal's calls under enforced IAM (the agent's
+/// round trip, the deployer's quickstart, the sandbox) check each call against this set: a
+/// call the ledger does not name has not been held against AWS's rules and Karpenter's.
+pub fn ledger_calls() -> std::collections::BTreeSet<String> {
+    let path = workspace_root().join("docs/aws-fidelity.md");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    ledger_calls_in(&text)
+}
+
+/// [`ledger_calls`] over the ledger's text.
+pub fn ledger_calls_in(text: &str) -> std::collections::BTreeSet<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|token| {
+            token.split_once(':').is_some_and(|(service, action)| {
+                !service.is_empty()
+                    && service
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && action.starts_with(|c: char| c.is_ascii_uppercase())
+                    && action.chars().all(|c| c.is_ascii_alphanumeric())
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The calls in `used` the ledger does not name.
+pub fn calls_missing_from_ledger<'a>(used: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let ledger = ledger_calls();
+    let mut missing: Vec<String> = used
+        .into_iter()
+        .filter(|a| !ledger.contains(*a))
+        .map(str::to_string)
+        .collect();
+    missing.sort();
+    missing.dedup();
+    missing
+}
+
 /// The variable that names an external cluster's kubeconfig for the end-to-end tests.
 /// Only this one: an inherited `KUBECONFIG` (a developer's shell, a CI runner's) is never a
 /// request to create CRDs and namespaces in whatever cluster it points at.
@@ -283,6 +326,30 @@ mod tests {
         let (status, body) = moto.request("GET", "/moto-api/data.json", "").unwrap();
         assert_eq!(status, 200);
         assert!(body.contains('{'), "data.json is JSON: {body}");
+    }
+
+    #[test]
+    fn the_ledger_names_calls_as_iam_actions() {
+        let calls = ledger_calls_in(
+            "grants `ec2:CreateFleet` and `ec2:RunInstances` on `arn:aws:ec2:*:*:fleet/*`, \
+             condition `aws:RequestTag/joiner.dev/cluster`, file `agent/src/cloud/fleet.rs`, \
+             `sts:AssumeRoleWithWebIdentity` and `eks:DescribeClusterVersions`",
+        );
+        let calls: Vec<&str> = calls.iter().map(String::as_str).collect();
+        assert_eq!(
+            calls,
+            [
+                "ec2:CreateFleet",
+                "ec2:RunInstances",
+                "eks:DescribeClusterVersions",
+                "sts:AssumeRoleWithWebIdentity"
+            ]
+        );
+        // The ledger itself names the calls every principal here makes.
+        let real = ledger_calls();
+        for call in ["ec2:CreateFleet", "sqs:ReceiveMessage", "eks:CreateCluster"] {
+            assert!(real.contains(call), "{call} not in docs/aws-fidelity.md");
+        }
     }
 
     #[test]

@@ -88,8 +88,25 @@ pub fn timeout_message(
         },
         None => "its instance profile".to_string(),
     };
+    let groups = class
+        .and_then(|c| c.status.as_ref())
+        .map(|s| {
+            s.security_groups
+                .iter()
+                .map(|g| g.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .filter(|g| !g.is_empty())
+        .unwrap_or_else(|| "its NodeClass's security groups".to_string());
     format!(
-        "the Node of NodeClaim {name} (instance {instance}) did not register within {}s of its launch;          the claim is deleted and the instance terminated. Likely cause: {identity} may not join EKS          cluster {cluster}: it needs an access entry of type EC2_LINUX (joiner_access_entry) or a          system:nodes mapping in kube-system/aws-auth. NodePool {pool} launches again in {}s at the earliest.",
+        "the Node of NodeClaim {name} (instance {instance}) did not register within {}s of its \
+         launch; the claim is deleted and the instance terminated. Likely causes: {identity} \
+         may not join EKS cluster {cluster}: it needs an access entry of type EC2_LINUX \
+         (joiner_access_entry) or a system:nodes mapping in kube-system/aws-auth; or its \
+         kubelet cannot reach the API server: security groups [{groups}] must include the \
+         cluster security group (tagged aws:eks:cluster-name={cluster}) or be admitted by it \
+         on TCP 443. NodePool {pool} launches again in {}s at the earliest.",
         ttl.as_secs(),
         wait.as_secs(),
         pool = pool_of(claim),

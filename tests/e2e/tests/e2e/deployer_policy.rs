@@ -355,4 +355,10 @@ fn the_quickstart_applies_and_destroys_with_only_the_deployer_policy() {
         "deployer: {calls} calls under enforced IAM, {} refused (all in step 1, without the queue statement)",
         refused.len()
     );
+    // Every call the deployer made is held in the fidelity ledger.
+    let missing = joiner_test_support::calls_missing_from_ledger(used.iter().map(String::as_str));
+    assert!(
+        missing.is_empty(),
+        "deployer calls docs/aws-fidelity.md does not name: {missing:?}"
+    );
 }

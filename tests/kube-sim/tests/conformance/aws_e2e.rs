@@ -105,12 +105,18 @@ async fn fleet_instance_becomes_a_node_and_its_termination_sends_pods_back_to_pe
     let role = kube_sim::node_auth::node_role(&conf, CLUSTER, "e2e-nodes", true)
         .await
         .expect("the node role and its access entry");
+    // In the cluster security group, as the agent's default NodeClass puts nodes: the only
+    // group the API server's private endpoint admits.
+    let cluster_group = kube_sim::network::cluster_security_group(&conf, CLUSTER)
+        .await
+        .expect("the cluster security group");
     let lt = ec2
         .create_launch_template()
         .launch_template_name("e2e-nodes")
         .launch_template_data(
             RequestLaunchTemplateData::builder()
                 .image_id(&image_id)
+                .security_group_ids(cluster_group)
                 .iam_instance_profile(
                     aws_sdk_ec2::types::LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
                         .name(&role.instance_profile)

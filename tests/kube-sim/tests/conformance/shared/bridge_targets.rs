@@ -60,10 +60,14 @@ async fn an_instance_becomes_a_schedulable_node_on_every_target() {
                 .await
                 .expect("the node role and its access entry");
         let tag = |k: &str, v: &str| Tag::builder().key(k).value(v).build();
+        let cluster_group = kube_sim::network::cluster_security_group(&conf, &cluster)
+            .await
+            .expect("the cluster security group");
         let run = ec2
             .run_instances()
             .image_id(&image_id)
             .instance_type(InstanceType::M5Large)
+            .security_group_ids(cluster_group)
             .iam_instance_profile(
                 IamInstanceProfileSpecification::builder()
                     .name(&role.instance_profile)
@@ -225,10 +229,28 @@ async fn node_of(nodes: &Api<Node>, id: &str) -> Option<Node> {
 }
 
 async fn launch(ec2: &aws_sdk_ec2::Client, image_id: &str, cluster: &str, profile: &str) -> String {
+    // The cluster security group, by the tag EKS puts on it: a node outside it never registers.
+    let cluster_group = ec2
+        .describe_security_groups()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:aws:eks:cluster-name")
+                .values(cluster)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("EC2 DescribeSecurityGroups")
+        .security_groups()
+        .first()
+        .and_then(|g| g.group_id())
+        .expect("the cluster security group")
+        .to_string();
     let run = ec2
         .run_instances()
         .image_id(image_id)
         .instance_type(InstanceType::M5Large)
+        .security_group_ids(cluster_group)
         .iam_instance_profile(
             IamInstanceProfileSpecification::builder()
                 .name(profile)
