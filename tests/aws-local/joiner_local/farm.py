@@ -5,7 +5,10 @@ more the first time IAM is touched (the AWS managed policies are loaded). The te
 starts a few hundred worlds, so that was minutes of CPU on a 2-core machine. Here the
 imports, the extensions and the default account's IAM and EC2 backends (managed policies,
 default VPC, AMIs) are built once; each world is a `fork()` of that state, so it starts in
-milliseconds with exactly what a fresh server would have.
+milliseconds with what a fresh server builds on first use (one difference: the default
+VPC's and subnets' IDs are the same in every world of a farm). A world then serves EC2's
+static catalogue answers from a cache its farm's worlds share (see `_CATALOGUE`), and with
+`JOINER_LOCAL_STATS_DIR` set writes its calls and CPU seconds by operation (`_Stats`).
 
 Protocol, one line each way, on stdin and stdout:
 
