@@ -377,22 +377,8 @@ async fn an_unauthorized_node_role_times_out_backs_off_and_recovers() {
         .send()
         .await
         .expect("EKS DeleteAccessEntry");
-    let classes: Api<joiner_agent::api::NodeClass> = Api::all(w.client.clone());
-    let class = serde_json::from_value(json!({
-        "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
-        "metadata": {"name": "denied"},
-        "spec": {
-            "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
-            "securityGroupSelectorTerms": joiner_agent_world::security_group_terms(),
-            "amiSelectorTerms": [{"id": w.image_id}],
-            "role": ROLE,
-        }
-    }))
-    .unwrap();
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
+    // The world's node role: the agent's policy may pass only that role to EC2.
+    w.node_class("denied").await;
     w.node_pool("denied", World::general_pool_spec("denied"))
         .await;
     let _agent = w
@@ -532,23 +518,13 @@ async fn first_claim_timed_out(w: &World) -> (String, String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_outside_the_cluster_security_group_never_registers_and_is_explained() {
     let w = World::start(Opts::default()).await;
+    // Only the group tagged for discovery (the VPC's default group), not the cluster's.
+    w.node_class_with(
+        "walled",
+        json!([{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}]),
+    )
+    .await;
     let classes: Api<joiner_agent::api::NodeClass> = Api::all(w.client.clone());
-    let class = serde_json::from_value(json!({
-        "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
-        "metadata": {"name": "walled"},
-        "spec": {
-            "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
-            // Only the group tagged for discovery (the VPC's default group), not the cluster's.
-            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": joiner_agent_world::CLUSTER}}],
-            "amiSelectorTerms": [{"id": w.image_id}],
-            "role": joiner_agent_world::NODE_ROLE,
-        }
-    }))
-    .unwrap();
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
     w.node_pool("walled", World::general_pool_spec("walled"))
         .await;
     let _agent = w

@@ -624,15 +624,20 @@ impl World {
         cmd.spawn().expect("spawn joiner-agent")
     }
 
-    /// A NodeClass named `name` using the tagged subnets and security group.
+    /// A NodeClass named `name` using the tagged subnets and [`security_group_terms`].
     pub async fn node_class(&self, name: &str) {
+        self.node_class_with(name, security_group_terms()).await
+    }
+
+    /// A NodeClass named `name` using the tagged subnets and these security group terms.
+    pub async fn node_class_with(&self, name: &str, security_group_terms: serde_json::Value) {
         let api: Api<NodeClass> = Api::all(self.client.clone());
         let nc: NodeClass = serde_json::from_value(json!({
             "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
             "metadata": {"name": name},
             "spec": {
                 "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": CLUSTER}}],
-                "securityGroupSelectorTerms": security_group_terms(),
+                "securityGroupSelectorTerms": security_group_terms,
                 "amiSelectorTerms": [{"id": self.image_id}],
                 "role": NODE_ROLE,
             }
