@@ -103,6 +103,11 @@ pub(crate) struct Claim {
 #[derive(Clone, Copy)]
 pub(crate) struct Attempt {
     term: u32,
+    /// The required term `term` narrows with preferred node affinity. Spread domains are
+    /// counted over this one: kube-scheduler's `nodeAffinityPolicy` looks at required
+    /// affinity only, so a preferred zone must not shrink the domains a hard spread
+    /// balances over (it would pile every such pod into the preferred zone).
+    required: u32,
     /// Preferences (ScheduleAnyway spreads, preferred pod affinity) act as constraints.
     soft: bool,
     /// Preferences only rank the capacity that accepts the pod.
@@ -514,6 +519,7 @@ impl<'a> Scheduler<'a> {
                 };
                 let att = Attempt {
                     term,
+                    required: base,
                     soft,
                     score,
                     allow_new,
@@ -902,7 +908,7 @@ impl<'a> Scheduler<'a> {
             if self.topo.groups[group as usize].is_host || !(hard || att.soft) {
                 continue;
             }
-            let universe = self.universe(i, si, att.term);
+            let universe = self.universe(i, si, att.required);
             if (universe.len() as i32) < min_domains {
                 continue;
             }

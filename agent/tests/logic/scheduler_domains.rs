@@ -689,3 +689,37 @@ fn schedule_anyway_over_node_pool_domains() {
         plan.preferences
     );
 }
+
+/// A preferred zone is tried first, but the zones a hard spread balances over stay those
+/// the pod's required affinity allows: kube-scheduler's `nodeAffinityPolicy` reads
+/// required affinity only. Narrowing the domains to the preferred zone piled every pod
+/// of the spread into it.
+#[test]
+fn a_preferred_zone_does_not_narrow_a_hard_spread() {
+    let zones: Vec<String> = catalog().zones().into_iter().collect();
+    assert!(zones.len() >= 3, "{zones:?}");
+    let mut preferred = Requirements::new();
+    preferred.add(labels::ZONE, req("", Operator::In, &[zones[1].as_str()]));
+    let mut ps = pods(3, "web", 100, 128 * MI);
+    for p in &mut ps {
+        p.topology_spread.push(spread(
+            labels::ZONE,
+            "web",
+            WhenUnsatisfiable::DoNotSchedule,
+        ));
+        p.preferred_node_affinity.push((10, preferred.clone()));
+    }
+    let plan = plan(&Input {
+        pods: ps,
+        node_pools: vec![general("p")],
+        ..Default::default()
+    });
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in &plan.new_claims {
+        assert_eq!(c.zones.len(), 1, "a spread pod's claim is pinned to a zone");
+        *per_zone.entry(c.zones[0].as_str()).or_default() += c.pods.len();
+    }
+    assert_eq!(per_zone.len(), 3, "one pod per zone: {per_zone:?}");
+    assert_eq!(per_zone.get(zones[1].as_str()), Some(&1), "{per_zone:?}");
+}
