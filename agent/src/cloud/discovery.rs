@@ -172,7 +172,8 @@ impl Ec2Cloud {
     }
 
     /// Endpoint, CA, service CIDR and version: from the options, else one
-    /// `eks:DescribeCluster` (remembered for the life of the process).
+    /// `eks:DescribeCluster` (remembered for the life of the process). Fails rather than
+    /// answer without a service CIDR, which every AL2023 NodeConfig must carry.
     pub async fn cluster_info(&self) -> Result<ClusterInfo, CloudError> {
         self.cluster
             .get_or_try_init(|| async {
@@ -184,9 +185,12 @@ impl Ec2Cloud {
                     service_cidr: o.service_cidr.clone(),
                     version: o.kubernetes_version.clone().unwrap_or_default(),
                 };
+                // The CIDR is needed even when the endpoint and CA are given: nodeadm
+                // refuses a NodeConfig without `cidr`.
                 if info.endpoint.is_empty()
                     || info.certificate_authority.is_empty()
                     || info.version.is_empty()
+                    || info.service_cidr.is_none()
                 {
                     let out = self
                         .eks
@@ -213,10 +217,22 @@ impl Ec2Cloud {
                             .to_string();
                     }
                     if info.service_cidr.is_none() {
-                        info.service_cidr = c
-                            .kubernetes_network_config()
+                        let net = c.kubernetes_network_config();
+                        info.service_cidr = net
                             .and_then(|n| n.service_ipv4_cidr())
+                            .or_else(|| net.and_then(|n| n.service_ipv6_cidr()))
                             .map(str::to_string);
+                    }
+                    if info.service_cidr.is_none() {
+                        return Err(CloudError::new(
+                            "eks:DescribeCluster",
+                            "ServiceCidrUnknown",
+                            format!(
+                                "cluster {} reports no service CIDR (IPv4 or IPv6), and nodes \
+                                 cannot be configured without it; pass --service-cidr",
+                                o.cluster_name
+                            ),
+                        ));
                     }
                     if info.version.is_empty() {
                         info.version = c.version().unwrap_or_default().to_string();

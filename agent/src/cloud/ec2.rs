@@ -25,11 +25,12 @@ use crate::scheduler::UnavailableOfferings;
 #[derive(Clone)]
 pub struct Ec2Options {
     pub cluster_name: String,
-    /// `--cluster-endpoint`; when this, the CA or the version is missing, the cluster is
-    /// read once with `eks:DescribeCluster`.
+    /// `--cluster-endpoint`; when this, the CA, the service CIDR or the version is
+    /// missing, the cluster is read once with `eks:DescribeCluster`.
     pub cluster_endpoint: Option<String>,
     /// `--cluster-ca`, base64-encoded PEM.
     pub cluster_ca: Option<String>,
+    /// `--service-cidr`.
     pub service_cidr: Option<String>,
     /// Kubernetes `major.minor`, for the public AMI parameters.
     pub kubernetes_version: Option<String>,

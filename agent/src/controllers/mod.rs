@@ -175,6 +175,7 @@ pub async fn cloud_from_config(config: &Config) -> anyhow::Result<Arc<dyn Cloud>
     let mut options = Ec2Options::new(&config.cluster_name);
     options.cluster_endpoint = config.cluster_endpoint.clone();
     options.cluster_ca = config.cluster_ca.clone();
+    options.service_cidr = config.service_cidr.clone();
     options.public_parameter_root = config.public_parameter_root.clone();
     if let Ok(kcfg) = kube_config(config).await {
         if let Ok(client) = Client::try_from(kcfg) {

@@ -1060,6 +1060,15 @@ async fn cluster_details_come_from_describe_cluster_when_not_given() {
     let l = cloud.launch(&req).await.unwrap();
     assert_eq!(l.image_id, w.image_id);
     cloud.cluster_info().await.unwrap();
+    let cfg = node_config(&w).await;
+    assert_eq!(
+        cfg["spec"]["cluster"]["apiServerEndpoint"],
+        endpoint.as_str()
+    );
+}
+
+/// The NodeConfig of the cluster's first launch template, as nodeadm would read it.
+async fn node_config(w: &World) -> serde_yaml::Value {
     let lts = w
         .ec2
         .describe_launch_templates()
@@ -1089,9 +1098,49 @@ async fn cluster_details_come_from_describe_cluster_when_not_given() {
         )
         .unwrap();
     let parts = parse_mime(&String::from_utf8(ud).unwrap()).unwrap();
-    let cfg: serde_yaml::Value = serde_yaml::from_str(&parts.last().unwrap().1).unwrap();
+    serde_yaml::from_str(&parts.last().unwrap().1).unwrap()
+}
+
+/// Endpoint, CA and version given by flags still leave the service CIDR to
+/// DescribeCluster: nodeadm refuses a NodeConfig without `cidr`.
+#[tokio::test]
+async fn the_service_cidr_is_read_even_when_the_endpoint_and_ca_are_given() {
+    let w = world().await;
+    let direct = sdk_config(&w._moto.endpoint()).await;
+    let eks = aws_sdk_eks::Client::new(&direct);
+    eks.create_cluster()
+        .name(CLUSTER)
+        .version("1.33")
+        .role_arn("arn:aws:iam::123456789012:role/cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids(&w.subnets["us-east-1a"])
+                .subnet_ids(&w.subnets["us-east-1b"])
+                .build(),
+        )
+        .kubernetes_network_config(
+            aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
+                .service_ipv4_cidr("10.100.0.0/16")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut options = Ec2Options::new(CLUSTER);
+    options.public_parameter_root = PARAMETER_ROOT.into();
+    options.cluster_endpoint = Some("https://flag.example".into());
+    options.cluster_ca = Some("Q0E=".into());
+    options.kubernetes_version = Some("1.33".into());
+    let cloud = Ec2Cloud::new(&sdk_config(&w.proxy.endpoint()).await, options);
+    let info = cloud.cluster_info().await.unwrap();
+    assert_eq!(info.endpoint, "https://flag.example", "the flag wins");
+    assert_eq!(info.service_cidr.as_deref(), Some("10.100.0.0/16"));
+    let req = request(&w, "general-eks01", &TYPES, &BOTH).await;
+    cloud.launch(&req).await.unwrap();
+    let cfg = node_config(&w).await;
+    assert_eq!(cfg["spec"]["cluster"]["cidr"], "10.100.0.0/16");
     assert_eq!(
         cfg["spec"]["cluster"]["apiServerEndpoint"],
-        endpoint.as_str()
+        "https://flag.example"
     );
 }

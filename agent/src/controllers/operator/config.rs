@@ -46,6 +46,10 @@ pub struct Config {
     /// Base64 PEM of the cluster CA.
     #[arg(long, env = "JOINER_CLUSTER_CA")]
     pub cluster_ca: Option<String>,
+    /// The cluster's Service CIDR, which every AL2023 NodeConfig carries; read with
+    /// `eks:DescribeCluster` when not given.
+    #[arg(long, env = "JOINER_SERVICE_CIDR")]
+    pub service_cidr: Option<String>,
     #[arg(long, env = "JOINER_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
     #[arg(long, env = "JOINER_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
