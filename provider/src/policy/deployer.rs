@@ -59,9 +59,9 @@ const OIDC_ACTIONS: &[&str] = &[
 ];
 
 /// The cluster itself (and what EKS authorizes on the cluster ARN: creating its access
-/// entries, add-ons and Fargate profiles, reading its updates).
+/// entries, add-ons and Fargate profiles, reading its updates). Not `eks:CreateCluster`:
+/// see the `CreateCluster` statement.
 const CLUSTER_ACTIONS: &[&str] = &[
-    "eks:CreateCluster",
     "eks:DescribeCluster",
     "eks:DeleteCluster",
     "eks:UpdateClusterConfig",
@@ -168,6 +168,13 @@ pub fn deployer_policy(cluster: &Arn, rule_prefix: &str) -> PolicyDocument {
                 "iam:AWSServiceName",
                 ["eks.amazonaws.com", "eks-fargate.amazonaws.com"],
             ),
+        // The Service Authorization Reference gives CreateCluster no resource type, so a
+        // grant on the cluster's ARN never matches and only `*` does. The request tag the
+        // module puts on the cluster keeps it to this cluster's name.
+        Statement::allow("CreateCluster")
+            .actions(["eks:CreateCluster"])
+            .resources(["*"])
+            .condition("StringEquals", "aws:RequestTag/joiner.dev/cluster", [name]),
         Statement::allow("Cluster")
             .actions(CLUSTER_ACTIONS.iter().copied())
             .resources([eks(&format!("cluster/{name}"))]),
@@ -232,8 +239,11 @@ mod tests {
                 let scoped = r.contains("quickstart")
                     || r.contains("oidc.eks.us-east-1.amazonaws.com")
                     || r.ends_with("aws-service-role/*");
+                let by_tag = st["Condition"]["StringEquals"]["aws:RequestTag/joiner.dev/cluster"]
+                    .to_string()
+                    .contains("\"quickstart\"");
                 assert!(
-                    scoped || st["Sid"] == "ReadOnly",
+                    scoped || st["Sid"] == "ReadOnly" || by_tag,
                     "{} grants {r}",
                     st["Sid"]
                 );

@@ -839,8 +839,9 @@ def _eks_checks(call: Call) -> list[Check] | None:
             ctx = {"aws:TagKeys": call.qs.get("tagKeys") or []}
         return [(f"eks:{op}", arn, ctx)]
     if op == "CreateCluster":
-        name = call.body.get("name")
-        out: list[Check] = [("eks:CreateCluster", call.arn("eks", f"cluster/{name}"), _eks_request_tags(call))]
+        # The Service Authorization Reference lists no resource type for CreateCluster:
+        # only a grant on `*` matches it.
+        out: list[Check] = [("eks:CreateCluster", "*", _eks_request_tags(call))]
         if call.body.get("roleArn"):
             out.append(("iam:PassRole", call.body["roleArn"], {"iam:PassedToService": ["eks.amazonaws.com"]}))
         return out
@@ -998,7 +999,9 @@ def _tag_on_create(call: Call, checks: list[Check]) -> list[Check]:
     if not ctx.get("aws:TagKeys"):
         return checks
     resource = checks[0][1]
-    if call.service == "eks" and call.op != "CreateCluster":
+    if call.service == "eks" and call.op == "CreateCluster":
+        resource = call.arn("eks", f"cluster/{call.body.get('name')}")
+    elif call.service == "eks":
         cluster = resource.rsplit("cluster/", 1)[-1]
         if call.op == "CreateFargateProfile":
             resource = call.arn("eks", f"fargateprofile/{cluster}/{call.body.get('fargateProfileName')}/*")
