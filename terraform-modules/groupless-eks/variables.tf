@@ -6,6 +6,14 @@ variable "name" {
     condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$", var.name))
     error_message = "The name must be 1 to 100 letters, digits, '-' or '_', starting with a letter or digit (EKS's rule)."
   }
+
+  # The roles are named "<name>-cluster" and "<name>-fargate", and IAM role names have at
+  # most 64 characters; the queue's "<name>-interruptions" (SQS: 80) fits under the same
+  # bound.
+  validation {
+    condition     = length(var.name) <= 56
+    error_message = "The name must be at most 56 characters: the module names IAM roles \"<name>-cluster\" and \"<name>-fargate\", and IAM allows 64 characters in a role name."
+  }
 }
 
 variable "create_cluster" {

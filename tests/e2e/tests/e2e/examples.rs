@@ -781,3 +781,24 @@ fn running_workload(sim: &kube_sim::KubeSim, replicas: usize) -> Vec<String> {
         }
     })
 }
+
+/// EKS takes a 100-character cluster name, but the module derives IAM role names from it
+/// (64 characters at most): a longer name is refused at plan, at `name`, not half-way
+/// through the apply.
+#[test]
+fn a_cluster_name_too_long_for_its_role_names_is_refused_at_plan() {
+    let moto = MotoServer::start();
+    let tf = Workspace::new(&moto);
+    tf.write_config(&format!(
+        "module \"cluster\" {{\n  source = \"./terraform-modules/groupless-eks\"\n  name   = \"{}\"\n}}\n",
+        "c".repeat(57)
+    ));
+    copy_dir(
+        &root().join("terraform-modules"),
+        &tf.path().join("terraform-modules"),
+    );
+    let got = tf.terraform(&["get", "-no-color"]);
+    assert!(got.success(), "terraform get failed:\n{got}");
+    let d = tf.plan_fails_with("name", "at most 56 characters");
+    assert!(d.detail.contains("IAM allows 64 characters"), "{d}");
+}
