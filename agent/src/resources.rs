@@ -13,6 +13,8 @@ pub const MEMORY: &str = "memory";
 pub const PODS: &str = "pods";
 pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+/// Inferentia and Trainium devices, as the Neuron device plugin advertises them.
+pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
 
 /// A bundle of resources: requests of a pod, allocatable of a node, limits of a NodePool.
 ///

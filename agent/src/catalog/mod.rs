@@ -150,6 +150,14 @@ impl InstanceType {
                 .extended
                 .insert(key.to_string(), record.gpu_count as i64);
         }
+        // Neuron devices (the record names AWS as the maker of Inferentia and Trainium
+        // only), counted as Karpenter counts `aws.amazon.com/neuron` (`instancetype/types.go`).
+        if record.accelerator_count > 0 && record.accelerator_manufacturer == "AWS" {
+            capacity.extended.insert(
+                crate::resources::AWS_NEURON.to_string(),
+                record.accelerator_count as i64,
+            );
+        }
         if record.local_storage_gb > 0 {
             capacity.ephemeral_storage_bytes = record.local_storage_gb as i64 * 1_000_000_000;
         }
@@ -517,6 +525,35 @@ mod tests {
         let sdk_types: Vec<_> = records.iter().map(|r| r.to_ec2()).collect();
         let sdk_offers: Vec<_> = offers.iter().map(|o| o.to_ec2()).collect();
         Catalog::from_ec2(&sdk_types, &sdk_offers)
+    }
+
+    /// GPUs and Neuron devices are capacity, as the device plugins advertise them.
+    #[test]
+    fn accelerators_are_extended_capacity() {
+        let settings = KubeletSettings::default();
+        let mut g4dn = record("g4dn.xlarge", 4, 16384, "x86_64");
+        g4dn.gpu_count = 1;
+        g4dn.gpu_manufacturer = "NVIDIA".into();
+        let mut inf2 = record("inf2.xlarge", 4, 16384, "x86_64");
+        inf2.accelerator_count = 1;
+        inf2.accelerator_manufacturer = "AWS".into();
+        inf2.accelerator_name = "Inferentia2".into();
+        let mut dl2q = record("dl2q.24xlarge", 96, 786432, "x86_64");
+        dl2q.accelerator_count = 8;
+        dl2q.accelerator_manufacturer = "Qualcomm".into();
+        let ext = |r: &InstanceTypeRecord| {
+            InstanceType::new(r.clone(), vec![], &settings)
+                .allocatable
+                .extended
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ext(&g4dn), [("nvidia.com/gpu".to_string(), 1)]);
+        assert_eq!(ext(&inf2), [("aws.amazon.com/neuron".to_string(), 1)]);
+        assert!(
+            ext(&dl2q).is_empty(),
+            "no device plugin for another maker's accelerator"
+        );
     }
 
     #[test]

@@ -4,6 +4,13 @@
 //! SSM parameters EKS and Bottlerocket publish for each Kubernetes minor version. Each
 //! architecture gets its own image, so arm64 instance types are only offered when an arm64
 //! image exists.
+//!
+//! An alias resolves to a variant per kind of instance type, as Karpenter's
+//! `amifamily/al2023.go` and `bottlerocket.go` do: GPU types launch from the image with the
+//! NVIDIA driver, Inferentia and Trainium types from the one with the Neuron driver, the
+//! rest from the standard image ([`alias_parameters`]). A type no resolved image serves is
+//! not offered ([`ResolvedAmis::image_for`]); a parameter AWS does not publish (a variant
+//! missing for a version) leaves its types out rather than failing the alias.
 
 use std::collections::BTreeMap;
 
@@ -11,31 +18,76 @@ use aws_sdk_ec2::types::Filter;
 
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
-pub use super::records::ResolvedAmis;
+pub use super::records::{AmiVariant, ResolvedAmis, ResolvedImage};
 use super::user_data::AmiFamily;
 use super::CloudError;
 use crate::api::node_class::AmiSelectorTerm;
 use crate::api::NodeClass;
 
-/// The SSM parameter holding an alias's image ID, for an EC2 architecture.
-pub fn alias_parameter(alias: &str, k8s_version: &str, arch: &str) -> Result<String, String> {
+/// One public parameter an alias reads: its name, the architecture of the image it holds,
+/// and the kinds of instance type that image is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AliasParameter {
+    pub name: String,
+    pub arch: String,
+    pub variants: Vec<AmiVariant>,
+}
+
+/// The SSM parameters holding an alias's images, in order of preference.
+///
+/// - AL2023 (`al2023.go`; EKS user guide, "Retrieve recommended Amazon Linux AMI IDs"):
+///   `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<variant>/recommended/image_id`
+///   (or `.../<variant>/amazon-eks-node-al2023-<arch>-<variant>-<k8s>-<version>/image_id`
+///   for a pinned version), `standard` and `nvidia` for x86_64 and arm64, `neuron` for
+///   x86_64 only.
+/// - Bottlerocket (`bottlerocket.go`): `/aws/service/bottlerocket/aws-k8s-<k8s>/<arch>/<version>/image_id`
+///   for standard types, whose x86_64 image also carries the Neuron driver, and
+///   `aws-k8s-<k8s>-nvidia` for GPU types on both architectures.
+pub fn alias_parameters(alias: &str, k8s_version: &str) -> Result<Vec<AliasParameter>, String> {
+    use AmiVariant::{Neuron, Nvidia, Standard};
     let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
+    let p = |name: String, arch: &str, variants: &[AmiVariant]| AliasParameter {
+        name,
+        arch: arch.into(),
+        variants: variants.to_vec(),
+    };
     match family {
         "al2023" => {
-            let leaf = if version == "latest" {
-                "recommended".to_string()
-            } else {
-                format!("amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{version}")
+            let path = |arch: &str, variant: AmiVariant| {
+                let v = variant.as_str();
+                let leaf = if version == "latest" {
+                    "recommended".to_string()
+                } else {
+                    format!("amazon-eks-node-al2023-{arch}-{v}-{k8s_version}-{version}")
+                };
+                format!(
+                    "/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/{v}/{leaf}/image_id"
+                )
             };
-            Ok(format!(
-                "/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard/{leaf}/image_id"
-            ))
+            Ok([
+                ("x86_64", Standard),
+                ("arm64", Standard),
+                ("x86_64", Nvidia),
+                ("arm64", Nvidia),
+                ("x86_64", Neuron),
+            ]
+            .into_iter()
+            .map(|(arch, v)| p(path(arch, v), arch, &[v]))
+            .collect())
         }
         "bottlerocket" => {
             let v = version.trim_start_matches('v');
-            Ok(format!(
-                "/aws/service/bottlerocket/aws-k8s-{k8s_version}/{arch}/{v}/image_id"
-            ))
+            let path = |flavour: &str, arch: &str| {
+                format!(
+                    "/aws/service/bottlerocket/aws-k8s-{k8s_version}{flavour}/{arch}/{v}/image_id"
+                )
+            };
+            Ok(vec![
+                p(path("", "x86_64"), "x86_64", &[Standard, Neuron]),
+                p(path("", "arm64"), "arm64", &[Standard]),
+                p(path("-nvidia", "x86_64"), "x86_64", &[Nvidia]),
+                p(path("-nvidia", "arm64"), "arm64", &[Nvidia]),
+            ])
         }
         other => Err(format!(
             "unsupported AMI alias family {other:?} (al2023 or bottlerocket)"
@@ -61,7 +113,7 @@ impl Ec2Cloud {
         }
         let mut out = ResolvedAmis {
             family: AmiFamily::Al2023,
-            images: BTreeMap::new(),
+            images: Vec::new(),
         };
         // Newest creation date per architecture across the non-alias terms.
         let mut newest: BTreeMap<String, (String, String)> = BTreeMap::new();
@@ -81,8 +133,14 @@ impl Ec2Cloud {
                 }
             }
         }
+        // An alias is the only term (validation), so these are the terms' own images,
+        // each serving every type of its architecture.
         for (arch, (_, id)) in newest {
-            out.images.entry(arch).or_insert(id);
+            out.images.push(ResolvedImage {
+                id,
+                arch,
+                variants: None,
+            });
         }
         if out.images.is_empty() {
             return Err(CloudError::new(
@@ -101,15 +159,15 @@ impl Ec2Cloud {
 
     async fn resolve_alias(&self, alias: &str, out: &mut ResolvedAmis) -> Result<(), CloudError> {
         let version = self.cluster_info().await?.version;
+        let parameters = alias_parameters(alias, &version)
+            .map_err(|m| CloudError::new("ssm:GetParameter", "InvalidAlias", m))?;
         let mut missing = Vec::new();
-        for arch in ["x86_64", "arm64"] {
-            let name = alias_parameter(alias, &version, arch)
-                .map_err(|m| CloudError::new("ssm:GetParameter", "InvalidAlias", m))?;
-            let name = match name.strip_prefix("/aws/service") {
+        for parameter in parameters {
+            let name = match parameter.name.strip_prefix("/aws/service") {
                 Some(rest) => format!("{}{rest}", self.options.public_parameter_root),
-                None => name,
+                None => parameter.name,
             };
-            match self
+            let id = match self
                 .ssm
                 .get_parameter()
                 .name(&name)
@@ -117,13 +175,35 @@ impl Ec2Cloud {
                 .await
                 .cloud("ssm:GetParameter")
             {
-                Ok(p) => {
-                    if let Some(v) = p.parameter().and_then(|p| p.value()) {
-                        out.images.insert(arch.to_string(), v.to_string());
+                Ok(p) => match p.parameter().and_then(|p| p.value()) {
+                    Some(v) => v.to_string(),
+                    None => continue,
+                },
+                // Not every variant is published for every version and architecture.
+                Err(e) if e.is_not_found() => {
+                    missing.push(name);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match out
+                .images
+                .iter_mut()
+                .find(|i| i.id == id && i.arch == parameter.arch)
+            {
+                Some(known) => {
+                    let variants = known.variants.get_or_insert_with(Vec::new);
+                    for v in parameter.variants {
+                        if !variants.contains(&v) {
+                            variants.push(v);
+                        }
                     }
                 }
-                Err(e) if e.is_not_found() => missing.push(name),
-                Err(e) => return Err(e),
+                None => out.images.push(ResolvedImage {
+                    id,
+                    arch: parameter.arch,
+                    variants: Some(parameter.variants),
+                }),
             }
         }
         if out.images.is_empty() {
@@ -135,6 +215,9 @@ impl Ec2Cloud {
                     missing.join(", ")
                 ),
             ));
+        }
+        if !missing.is_empty() {
+            tracing::debug!(alias, missing = %missing.join(", "), "AMI alias: parameters not published; their instance types are not offered");
         }
         Ok(())
     }
@@ -185,23 +268,85 @@ impl Ec2Cloud {
 mod tests {
     use super::*;
 
-    #[test]
-    fn alias_parameters() {
-        assert_eq!(
-            alias_parameter("al2023@latest", "1.33", "x86_64").unwrap(),
-            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id"
-        );
-        assert_eq!(
-            alias_parameter("bottlerocket@latest", "1.33", "arm64").unwrap(),
-            "/aws/service/bottlerocket/aws-k8s-1.33/arm64/latest/image_id"
-        );
-        assert_eq!(
-            alias_parameter("bottlerocket@v1.20.0", "1.33", "x86_64").unwrap(),
-            "/aws/service/bottlerocket/aws-k8s-1.33/x86_64/1.20.0/image_id"
-        );
-        assert!(alias_parameter("al2023@v20240807", "1.30", "x86_64")
+    fn names(alias: &str, k8s: &str) -> Vec<(String, String, Vec<AmiVariant>)> {
+        alias_parameters(alias, k8s)
             .unwrap()
-            .contains("/amazon-eks-node-al2023-x86_64-standard-1.30-v20240807/"));
-        assert!(alias_parameter("windows2022@latest", "1.33", "x86_64").is_err());
+            .into_iter()
+            .map(|p| (p.name, p.arch, p.variants))
+            .collect()
+    }
+
+    #[test]
+    fn alias_parameters_name_every_variant() {
+        use AmiVariant::{Neuron, Nvidia, Standard};
+        let root = "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023";
+        assert_eq!(
+            names("al2023@latest", "1.33"),
+            [
+                (
+                    format!("{root}/x86_64/standard/recommended/image_id"),
+                    "x86_64".into(),
+                    vec![Standard]
+                ),
+                (
+                    format!("{root}/arm64/standard/recommended/image_id"),
+                    "arm64".into(),
+                    vec![Standard]
+                ),
+                (
+                    format!("{root}/x86_64/nvidia/recommended/image_id"),
+                    "x86_64".into(),
+                    vec![Nvidia]
+                ),
+                (
+                    format!("{root}/arm64/nvidia/recommended/image_id"),
+                    "arm64".into(),
+                    vec![Nvidia]
+                ),
+                (
+                    format!("{root}/x86_64/neuron/recommended/image_id"),
+                    "x86_64".into(),
+                    vec![Neuron]
+                ),
+            ]
+        );
+        let pinned = names("al2023@v20240807", "1.30");
+        assert!(pinned[0].0.ends_with(
+            "/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.30-v20240807/image_id"
+        ));
+        assert!(pinned[4].0.ends_with(
+            "/x86_64/neuron/amazon-eks-node-al2023-x86_64-neuron-1.30-v20240807/image_id"
+        ));
+        let br = "/aws/service/bottlerocket";
+        assert_eq!(
+            names("bottlerocket@latest", "1.33"),
+            [
+                (
+                    format!("{br}/aws-k8s-1.33/x86_64/latest/image_id"),
+                    "x86_64".into(),
+                    vec![Standard, Neuron]
+                ),
+                (
+                    format!("{br}/aws-k8s-1.33/arm64/latest/image_id"),
+                    "arm64".into(),
+                    vec![Standard]
+                ),
+                (
+                    format!("{br}/aws-k8s-1.33-nvidia/x86_64/latest/image_id"),
+                    "x86_64".into(),
+                    vec![Nvidia]
+                ),
+                (
+                    format!("{br}/aws-k8s-1.33-nvidia/arm64/latest/image_id"),
+                    "arm64".into(),
+                    vec![Nvidia]
+                ),
+            ]
+        );
+        assert_eq!(
+            names("bottlerocket@v1.20.0", "1.33")[0].0,
+            format!("{br}/aws-k8s-1.33/x86_64/1.20.0/image_id")
+        );
+        assert!(alias_parameters("windows2022@latest", "1.33").is_err());
     }
 }

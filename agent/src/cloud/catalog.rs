@@ -4,7 +4,7 @@
 //! DescribeSpotPriceHistory are region-wide and slow-moving, so they are fetched once per
 //! `Ec2Options::catalog_ttl` and shared by every NodeClass; one caller refreshes while the
 //! others wait for it rather than all asking EC2 at once. What is NodeClass-specific (the
-//! zones of its subnets, its kubelet settings, the architectures its AMIs cover) is applied
+//! zones of its subnets, its kubelet settings, the types its images serve) is applied
 //! when one of those inputs changes; otherwise every caller (each scheduling round, each
 //! launch) gets the catalogue built last time, whose types are shared, not copied (see
 //! [`Catalog`]): a copy per launch in flight cost about 1.5 MB each, 95 MB with 64.
@@ -39,15 +39,22 @@ impl Ec2Cloud {
             .map(|s| s.zone.as_str())
             .collect();
         let raw = self.raw_catalog().await?;
-        // Only architectures the NodeClass has an image for. An unresolvable AMI is not
-        // the catalogue's problem: launch reports it with the parameter or term that failed.
-        let archs: Option<BTreeSet<String>> = match self.amis_for(node_class).await {
-            Ok(a) => Some(a.images.keys().cloned().collect()),
+        // Only types one of the NodeClass's images serves: its architectures, and for an
+        // alias the variant a GPU or Neuron type needs. An unresolvable AMI is not the
+        // catalogue's problem: launch reports it with the parameter or term that failed.
+        let amis = match self.amis_for(node_class).await {
+            Ok(a) => Some(a),
             Err(e) => {
-                tracing::warn!(error = %e, "AMI resolution failed; catalogue not narrowed by architecture");
+                tracing::warn!(error = %e, "AMI resolution failed; catalogue not narrowed by image");
                 None
             }
         };
+        let images: Option<Vec<(&str, &str, String)>> = amis.as_ref().map(|a| {
+            a.images
+                .iter()
+                .map(|i| (i.id.as_str(), i.arch.as_str(), format!("{:?}", i.variants)))
+                .collect()
+        });
         let kubelet = node_class.spec.kubelet_settings();
         // Reservations move with every launch; without them (no permission, a throttled
         // call) the class still has the market.
@@ -60,7 +67,7 @@ impl Ec2Cloud {
         };
         let now = jiff::Timestamp::now().as_second();
         // What the catalogue is built from: the raw data's fetch (its address and time: a
-        // refresh makes a new one), the zones, the architectures, the kubelet settings and
+        // refresh makes a new one), the zones, the images, the kubelet settings and
         // the reservations (their places, and whether a block is still usable).
         let usable: Vec<(&str, u32)> = reservations
             .iter()
@@ -68,7 +75,7 @@ impl Ec2Cloud {
             .map(|r| (r.id.as_str(), r.available))
             .collect();
         let key = format!(
-            "{:p}@{:?}|{zones:?}|{archs:?}|{kubelet:?}|{usable:?}",
+            "{:p}@{:?}|{zones:?}|{images:?}|{kubelet:?}|{usable:?}",
             Arc::as_ptr(&raw),
             raw.at,
         );
@@ -89,11 +96,7 @@ impl Ec2Cloud {
             .value
             .records
             .iter()
-            .filter(|r| {
-                archs
-                    .as_ref()
-                    .is_none_or(|a| r.architectures.iter().any(|x| a.contains(x)))
-            })
+            .filter(|r| amis.as_ref().is_none_or(|a| a.image_for(r).is_some()))
             .cloned()
             .collect();
         let options = CatalogOptions {

@@ -121,13 +121,14 @@ impl Ec2Cloud {
     }
 
     /// The NodeClass's resolved selectors, as its status shows them (Karpenter's
-    /// EC2NodeClass status): subnets, security groups, one AMI per architecture with the
-    /// architecture it requires, and the instance profile (named, or the role's).
+    /// EC2NodeClass status): subnets, security groups, the AMIs with the requirements of the
+    /// instance types each serves (architecture, and for an alias's accelerated variants
+    /// the GPU or accelerator labels), and the instance profile (named, or the role's).
     pub async fn resolve_node_class(
         &self,
         node_class: &NodeClass,
     ) -> Result<crate::api::NodeClassStatus, CloudError> {
-        use crate::api::node_class::{ResolvedAmi, ResolvedId, ResolvedSubnet};
+        use crate::api::node_class::{ResolvedId, ResolvedSubnet};
         let subnets = self.subnets_for(node_class).await?;
         let security_groups = self.security_groups_for(node_class).await?;
         let amis = self.amis_for(node_class).await?;
@@ -144,24 +145,7 @@ impl Ec2Cloud {
                 .into_iter()
                 .map(|id| ResolvedId { id, name: None })
                 .collect(),
-            amis: amis
-                .images
-                .iter()
-                .map(|(arch, id)| ResolvedAmi {
-                    id: id.clone(),
-                    name: None,
-                    requirements: vec![crate::api::NodeSelectorRequirementWithMinValues {
-                        key: crate::labels::ARCH.into(),
-                        operator: "In".into(),
-                        values: vec![if arch == "x86_64" {
-                            "amd64".into()
-                        } else {
-                            arch.clone()
-                        }],
-                        min_values: None,
-                    }],
-                })
-                .collect(),
+            amis: amis.status(),
             instance_profile: node_class
                 .spec
                 .instance_profile

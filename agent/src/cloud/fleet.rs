@@ -51,7 +51,7 @@ pub struct PlannedOverride {
     pub instance_type: String,
     pub zone: String,
     pub subnet_id: String,
-    /// Index into the templates (by architecture).
+    /// Index into the templates (one per image: the one the type launches from).
     pub template: usize,
     /// Its rank among the request's candidates (0 first): the override's `Priority` when
     /// the launch is prioritized (NodeOverlays changed the prices EC2 would go by).
@@ -167,13 +167,13 @@ pub fn client_token(
 /// free addresses), unavailable offerings left out. A candidate's own zones are those of its
 /// cheapest capacity type, which is Spot when it has any: Spot's zones can be fewer than
 /// on-demand's (no Spot market there), so the on-demand fallback looks at every allowed
-/// zone, and Spot never at a zone or type without a market.
+/// zone, and Spot never at a zone or type without a market. `template_of` gives the
+/// template of a type's image; a type without one is left out.
 pub fn plan_overrides(
     request: &LaunchRequest,
     capacity: CapacityType,
     subnets: &[Subnet],
-    templates: &[TemplateRef],
-    arch_of: impl Fn(&str) -> Option<String>,
+    template_of: impl Fn(&str) -> Option<usize>,
     offered: impl Fn(CapacityType, &str, &str) -> bool,
     unavailable: impl Fn(CapacityType, &str, &str) -> bool,
 ) -> Vec<PlannedOverride> {
@@ -201,10 +201,7 @@ pub fn plan_overrides(
         if (capacity == CapacityType::Reserved) != (c.capacity_type == CapacityType::Reserved) {
             continue;
         }
-        let Some(arch) = arch_of(&c.instance_type) else {
-            continue;
-        };
-        let Some(template) = templates.iter().position(|t| t.arch == arch) else {
+        let Some(template) = template_of(&c.instance_type) else {
             continue;
         };
         // A reservation is in its own zone; the market is wherever the claim allows.
@@ -299,6 +296,22 @@ impl Ec2Cloud {
             }
         };
 
+        // The image each candidate launches from (its architecture's, and for an alias the
+        // variant a GPU or Neuron type needs), and the images needed: one template each.
+        let image_of: BTreeMap<&str, &str> = request
+            .candidates
+            .iter()
+            .filter_map(|c| {
+                let r = records.get(c.instance_type.as_str())?;
+                Some((c.instance_type.as_str(), amis.image_for(r)?.id.as_str()))
+            })
+            .collect();
+        let needed: Vec<&super::ami::ResolvedImage> = amis
+            .images
+            .iter()
+            .filter(|i| image_of.values().any(|id| *id == i.id))
+            .collect();
+
         let mut tried: Vec<String> = Vec::new();
         let mut template_retry = true;
         for &capacity in &request.capacity_types {
@@ -311,12 +324,12 @@ impl Ec2Cloud {
                 _ => None,
             };
             let mut templates = self
-                .ensure_templates(request, &amis, capacity, reservation)
+                .ensure_templates(request, (amis.family, &needed), capacity, reservation)
                 .await?;
             loop {
-                let arch_of = |t: &str| -> Option<String> {
-                    let r = records.get(t)?;
-                    templates_arch(&templates, &r.architectures)
+                let template_of = |t: &str| -> Option<usize> {
+                    let image = image_of.get(t)?;
+                    templates.iter().position(|tpl| tpl.image_id == *image)
                 };
                 // A subnet that ran out of addresses is passed over for the next of its
                 // zone; a zone with none left is not asked.
@@ -329,8 +342,7 @@ impl Ec2Cloud {
                     request,
                     capacity,
                     &usable,
-                    &templates,
-                    arch_of,
+                    template_of,
                     offered,
                     |ct, t, z| self.ice.contains(ct, t, z),
                 );
@@ -358,7 +370,12 @@ impl Ec2Cloud {
                             self.forget_template(&t.id);
                         }
                         templates = self
-                            .ensure_templates(request, &amis, capacity, reservation)
+                            .ensure_templates(
+                                request,
+                                (amis.family, &needed),
+                                capacity,
+                                reservation,
+                            )
                             .await?;
                     }
                     Err(e) => return Err(e),
@@ -689,14 +706,6 @@ impl Ec2Cloud {
     }
 }
 
-/// The architecture of `templates` an instance type can run.
-fn templates_arch(templates: &[TemplateRef], archs: &[String]) -> Option<String> {
-    templates
-        .iter()
-        .find(|t| archs.contains(&t.arch))
-        .map(|t| t.arch.clone())
-}
-
 /// Full jitter: uniformly between half the backoff and all of it.
 fn jitter(d: Duration) -> Duration {
     let f: f64 = rand::random::<f64>() * 0.5 + 0.5;
@@ -746,15 +755,6 @@ mod tests {
         ]
     }
 
-    fn templates() -> Vec<TemplateRef> {
-        vec![TemplateRef {
-            id: "lt-1".into(),
-            name: "joiner/c/default/x".into(),
-            arch: "x86_64".into(),
-            image_id: "ami-1".into(),
-        }]
-    }
-
     #[test]
     fn overrides_are_type_by_zone_cheapest_first_without_unavailable_ones() {
         let r = request();
@@ -762,8 +762,7 @@ mod tests {
             &r,
             CapacityType::Spot,
             &subnets(),
-            &templates(),
-            |_| Some("x86_64".into()),
+            |_| Some(0),
             |_, _, _| true,
             |ct, t, z| ct == CapacityType::Spot && t == "c5.large" && z == "us-east-1a",
         );
@@ -785,17 +784,87 @@ mod tests {
                 ("m5.large", "us-east-1b", "subnet-b"),
             ]
         );
-        // Types without an image for their architecture are left out.
+        // Types without an image are left out.
         let none = plan_overrides(
             &r,
             CapacityType::Spot,
             &subnets(),
-            &templates(),
             |_| None,
             |_, _, _| true,
             |_, _, _| false,
         );
         assert!(none.is_empty());
+    }
+
+    /// An alias admitting ordinary, GPU and Neuron types: each override goes through the
+    /// template of its own type's image, never the standard image for an accelerated type.
+    #[test]
+    fn each_type_launches_from_its_own_variant() {
+        use crate::cloud::ami::{AmiVariant, ResolvedAmis, ResolvedImage};
+        let image = |id: &str, v: AmiVariant| ResolvedImage {
+            id: id.into(),
+            arch: "x86_64".into(),
+            variants: Some(vec![v]),
+        };
+        let amis = ResolvedAmis {
+            family: crate::cloud::user_data::AmiFamily::Al2023,
+            images: vec![
+                image("ami-standard", AmiVariant::Standard),
+                image("ami-nvidia", AmiVariant::Nvidia),
+                image("ami-neuron", AmiVariant::Neuron),
+            ],
+        };
+        let record = |name: &str, gpus: u32, neurons: u64| InstanceTypeRecord {
+            name: name.into(),
+            architectures: vec!["x86_64".into()],
+            gpu_count: gpus,
+            accelerator_count: neurons,
+            ..Default::default()
+        };
+        let records = [
+            record("c5.large", 0, 0),
+            record("g4dn.xlarge", 1, 0),
+            record("inf2.xlarge", 0, 1),
+        ];
+        let mut r = request();
+        r.zones = vec!["us-east-1a".into()];
+        r.candidates = records
+            .iter()
+            .enumerate()
+            .map(|(i, rec)| Candidate {
+                instance_type: rec.name.clone(),
+                price: i as f64,
+                capacity_type: CapacityType::Spot,
+                zones: vec!["us-east-1a".into()],
+            })
+            .collect();
+        // Templates in the order of the images, as `ensure_templates` returns them.
+        let template_ids = ["ami-standard", "ami-nvidia", "ami-neuron"];
+        let template_of = |t: &str| {
+            let rec = records.iter().find(|r| r.name == t)?;
+            let id = &amis.image_for(rec)?.id;
+            template_ids.iter().position(|i| i == id)
+        };
+        let o = plan_overrides(
+            &r,
+            CapacityType::Spot,
+            &subnets(),
+            template_of,
+            |_, _, _| true,
+            |_, _, _| false,
+        );
+        let got: Vec<(&str, &str)> = o
+            .iter()
+            .map(|o| (o.instance_type.as_str(), template_ids[o.template]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("c5.large", "ami-standard"),
+                ("g4dn.xlarge", "ami-nvidia"),
+                ("inf2.xlarge", "ami-neuron")
+            ]
+        );
     }
 
     /// A candidate's zones are its Spot zones when it has any; on-demand is sold in more.
@@ -813,8 +882,7 @@ mod tests {
                 &r,
                 ct,
                 &subnets(),
-                &templates(),
-                |_| Some("x86_64".into()),
+                |_| Some(0),
                 |ct, t, z| ct != CapacityType::Spot || spot_market(t, z),
                 |_, _, _| false,
             )
@@ -849,8 +917,7 @@ mod tests {
             &r,
             CapacityType::Spot,
             &subnets(),
-            &templates(),
-            |_| Some("x86_64".into()),
+            |_| Some(0),
             |_, _, _| true,
             |_, _, _| false,
         );
@@ -929,8 +996,7 @@ mod tests {
                 &r,
                 ct,
                 &subnets(),
-                &templates(),
-                |_| Some("x86_64".into()),
+                |_| Some(0),
                 |_, _, _| true,
                 |_, _, _| false,
             )

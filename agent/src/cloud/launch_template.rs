@@ -1,5 +1,7 @@
 //! Launch templates: one per distinct set of launch inputs (NodeClass spec, image, security
-//! groups, instance profile, user data with the NodePool's labels and taints).
+//! groups, instance profile, user data with the NodePool's labels and taints). A launch
+//! gets one template per image its candidate types need: per architecture, and for an
+//! alias per variant (GPU and Neuron types launch from their accelerated images).
 //!
 //! The name is `joiner/<cluster>/<nodeclass>/<hash of the inputs>`, so the same inputs always
 //! find the same template (after a restart too) and changed inputs get a new one instead of a
@@ -35,7 +37,7 @@ use base64::Engine;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::ami::ResolvedAmis;
+use super::ami::ResolvedImage;
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
 use super::user_data::{self, AmiFamily, NodeBootstrap};
@@ -48,7 +50,7 @@ use crate::catalog::CapacityType;
 /// Tag with the hash of the NodeClass spec a template was made from.
 pub const TAG_NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
 
-/// A template ready for CreateFleet, for one architecture.
+/// A template ready for CreateFleet, for one image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateRef {
     pub id: String,
@@ -163,13 +165,14 @@ fn tag(k: &str, v: &str) -> Tag {
 }
 
 impl Ec2Cloud {
-    /// The launch templates for a NodeClaim's launch as `capacity`, one per architecture its
-    /// AMIs cover; created when missing. `reservation`: the templates of a launch into that
-    /// reservation. Spot has templates of its own (see the module docs).
+    /// The launch templates for a NodeClaim's launch as `capacity`, one per image of
+    /// `images` (those its candidate types launch from), in that order; created when
+    /// missing. `reservation`: the templates of a launch into that reservation. Spot has
+    /// templates of its own (see the module docs).
     pub(crate) async fn ensure_templates(
         &self,
         request: &LaunchRequest,
-        amis: &ResolvedAmis,
+        (family, images): (AmiFamily, &[&ResolvedImage]),
         capacity: CapacityType,
         reservation: Option<&ReservedLaunch>,
     ) -> Result<Vec<TemplateRef>, CloudError> {
@@ -197,7 +200,7 @@ impl Ec2Cloud {
         let mut taints = request.taints.clone();
         taints.extend(request.startup_taints.iter().cloned());
         let ud = user_data::render(
-            amis.family,
+            family,
             &NodeBootstrap {
                 cluster: &cluster,
                 labels: &request.labels,
@@ -206,13 +209,13 @@ impl Ec2Cloud {
                 custom: nc.spec.user_data.as_deref(),
             },
         );
-        let devices = block_devices(nc, amis.family);
+        let devices = block_devices(nc, family);
         let mut out = Vec::new();
-        for (arch, image_id) in &amis.images {
+        for image in images {
             let inputs = TemplateInputs {
                 cluster: &cluster.name,
                 node_class: &nc_name,
-                image_id,
+                image_id: &image.id,
                 security_groups: &security_groups,
                 instance_profile: &instance_profile,
                 user_data: &ud,
@@ -254,8 +257,8 @@ impl Ec2Cloud {
             out.push(TemplateRef {
                 id,
                 name,
-                arch: arch.clone(),
-                image_id: image_id.clone(),
+                arch: image.arch.clone(),
+                image_id: image.id.clone(),
             });
         }
         Ok(out)

@@ -2,6 +2,7 @@
 //! scripted worlds (checked by `joiner_agent_world::checker`), disruption decisions, prices,
 //! the CRDs generated from the Rust types, and the one creation path of capacity.
 
+mod ami_variants;
 mod crds;
 mod disruption_decisions;
 mod disruption_pricing;

@@ -2,6 +2,7 @@
 //! the real control plane in the `real_control_plane` modules), the AWS emulator under
 //! enforced IAM, and the agent in process or as processes. One module per area.
 
+mod accelerators;
 mod adoption;
 mod beside_node_groups;
 mod capacity;

@@ -5,7 +5,10 @@
 //! schedulable capacity, as it would on EKS. A Node is named after the instance's private
 //! DNS name, carries `aws:///<zone>/<instance-id>` as providerID, capacity from
 //! DescribeInstanceTypes, the well-known labels, and the labels and taints asked for in the
-//! instance's tags or user data (see docs/kube-sim.md for the format).
+//! instance's tags or user data (see docs/kube-sim.md for the format). GPUs and Neuron
+//! devices are advertised (`nvidia.com/gpu`, `aws.amazon.com/neuron`) only when the image
+//! the instance booted from carries their driver ([`Drivers`]): the device plugins find
+//! devices only there.
 //!
 //! Only an instance whose IAM role may join registers (see [`crate::node_auth`]): an access
 //! entry of type EC2_LINUX on the EKS cluster named `cluster`, or a `system:nodes` mapping
@@ -256,6 +259,55 @@ struct TypeInfo {
     memory_mib: i64,
     arch: String,
     max_pods: i64,
+    /// NVIDIA GPUs (GpuInfo of manufacturer NVIDIA).
+    nvidia_gpus: i64,
+    /// Inferentia and Trainium devices (NeuronInfo).
+    neuron_devices: i64,
+}
+
+/// What the bridge has learnt from EC2 and keeps: instance types by name, images by ID.
+#[derive(Default)]
+struct Facts {
+    types: HashMap<String, TypeInfo>,
+    images: HashMap<String, Drivers>,
+}
+
+/// The accelerator drivers an image carries, read from its name as EKS and Bottlerocket
+/// name their images (EKS user guide, "Use EKS-optimized accelerated AMIs for GPU
+/// instances"): `amazon-eks-node-al2023-<arch>-nvidia-...` and
+/// `bottlerocket-aws-k8s-<k8s>-nvidia-...` carry the NVIDIA driver,
+/// `amazon-eks-node-al2023-x86_64-neuron-...` the Neuron driver, and so does Bottlerocket's
+/// standard x86_64 image (`bottlerocket-aws-k8s-<k8s>-x86_64-...`), which ships it for
+/// Inferentia and Trainium. Any other image (a plain Amazon Linux, the standard EKS image)
+/// carries neither. The node's device plugins (Bottlerocket's built-in NVIDIA plugin, or
+/// the DaemonSets a cluster deploys) advertise a device only where its driver is loaded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drivers {
+    pub nvidia: bool,
+    pub neuron: bool,
+}
+
+impl Drivers {
+    pub fn of_image(name: &str, arch: &str) -> Drivers {
+        let name = name.to_ascii_lowercase();
+        if let Some(rest) = name.strip_prefix("amazon-eks-node-al2023-") {
+            // <arch>-<variant>-<k8s>-<release>
+            let variant = rest.split('-').nth(1).unwrap_or("");
+            return Drivers {
+                nvidia: variant == "nvidia",
+                neuron: variant == "neuron",
+            };
+        }
+        if let Some(rest) = name.strip_prefix("bottlerocket-aws-k8s-") {
+            // <k8s>[-nvidia]-<machine>-<release>
+            let nvidia = rest.split('-').nth(1) == Some("nvidia");
+            return Drivers {
+                nvidia,
+                neuron: !nvidia && arch == "x86_64",
+            };
+        }
+        Drivers::default()
+    }
 }
 
 /// Parses `a=b,c=d` into label pairs.
@@ -480,7 +532,7 @@ pub fn spawn_on(
         let mut auth = Authorizer::new(&conf, &opts.cluster);
         let judge = Judge::new(client.clone());
         let mut tracked: HashMap<String, Tracked> = HashMap::new();
-        let mut types: HashMap<String, TypeInfo> = HashMap::new();
+        let mut facts = Facts::default();
         let mut interval = tokio::time::interval(opts.poll);
         loop {
             tokio::select! {
@@ -493,7 +545,7 @@ pub fn spawn_on(
                 (&mut auth, &judge),
                 &opts,
                 &mut tracked,
-                &mut types,
+                &mut facts,
             )
             .await
             {
@@ -509,7 +561,7 @@ async fn poll_once(
     (auth, judge): (&mut Authorizer, &Judge),
     opts: &BridgeOptions,
     tracked: &mut HashMap<String, Tracked>,
-    types: &mut HashMap<String, TypeInfo>,
+    facts: &mut Facts,
 ) -> anyhow::Result<()> {
     let cluster_tag = cluster_tag_key(&opts.cluster);
     auth.begin_poll();
@@ -597,12 +649,21 @@ async fn poll_once(
                         .instance_type()
                         .map(|t| t.as_str().to_string())
                         .unwrap_or_default();
-                    let info = match types.get(&itype) {
+                    let info = match facts.types.get(&itype) {
                         Some(i) => i.clone(),
                         None => {
                             let i = describe_type(client, &itype).await?;
-                            types.insert(itype.clone(), i.clone());
+                            facts.types.insert(itype.clone(), i.clone());
                             i
+                        }
+                    };
+                    let image = inst.image_id().unwrap_or_default().to_string();
+                    let drivers = match facts.images.get(&image) {
+                        Some(d) => *d,
+                        None => {
+                            let d = describe_image(client, &image).await?;
+                            facts.images.insert(image.clone(), d);
+                            d
                         }
                     };
                     let user_data = client
@@ -634,7 +695,7 @@ async fn poll_once(
                         &inst,
                         &id,
                         &itype,
-                        (&info, &kubelet),
+                        (&info, &kubelet, drivers),
                         &opts.region,
                         labels,
                         taints,
@@ -748,19 +809,71 @@ async fn describe_type(client: &aws_sdk_ec2::Client, itype: &str) -> anyhow::Res
             )
         })
         .unwrap_or((3, 10));
+    let nvidia_gpus = t
+        .gpu_info()
+        .map(|g| {
+            g.gpus()
+                .iter()
+                .filter(|d| d.manufacturer() == Some("NVIDIA"))
+                .map(|d| d.count().unwrap_or(0) as i64)
+                .sum()
+        })
+        .unwrap_or(0);
+    let neuron_devices = t
+        .neuron_info()
+        .map(|n| {
+            n.neuron_devices()
+                .iter()
+                .map(|d| d.count().unwrap_or(0) as i64)
+                .sum()
+        })
+        .unwrap_or(0);
     Ok(TypeInfo {
         vcpus,
         memory_mib,
         arch,
         max_pods: enis * (ips - 1) + 2,
+        nvidia_gpus,
+        neuron_devices,
     })
+}
+
+/// The drivers of the image an instance booted from ([`Drivers::of_image`]); none for an
+/// image EC2 no longer describes.
+async fn describe_image(client: &aws_sdk_ec2::Client, id: &str) -> anyhow::Result<Drivers> {
+    if id.is_empty() {
+        return Ok(Drivers::default());
+    }
+    let out = match client.describe_images().image_ids(id).send().await {
+        Ok(out) => out,
+        Err(e) => {
+            let code = e.as_service_error().and_then(|s| {
+                use aws_sdk_ec2::error::ProvideErrorMetadata;
+                s.code().map(str::to_string)
+            });
+            if code.as_deref() == Some("InvalidAMIID.NotFound") {
+                return Ok(Drivers::default());
+            }
+            return Err(e).with_context(|| format!("EC2 DescribeImages {id}"));
+        }
+    };
+    Ok(out
+        .images()
+        .first()
+        .map(|i| {
+            Drivers::of_image(
+                i.name().unwrap_or_default(),
+                i.architecture().map(|a| a.as_str()).unwrap_or_default(),
+            )
+        })
+        .unwrap_or_default())
 }
 
 fn node_object(
     inst: &aws_sdk_ec2::types::Instance,
     id: &str,
     itype: &str,
-    (info, kubelet): (&TypeInfo, &KubeletConfig),
+    (info, kubelet, drivers): (&TypeInfo, &KubeletConfig, Drivers),
     region: &str,
     extra_labels: Vec<(String, String)>,
     taints: Vec<Value>,
@@ -804,7 +917,7 @@ fn node_object(
     let pods = max_pods(info, kubelet);
     let now = crate::store::now_rfc3339();
     let cond = |ty: &str, st: &str, reason: &str, msg: &str| json!({"type": ty, "status": st, "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": now});
-    json!({
+    let mut node = json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0", "alpha.kubernetes.io/provided-node-ip": ip}},
         "spec": {"providerID": format!("aws:///{zone}/{id}"), "taints": taints},
@@ -828,7 +941,25 @@ fn node_object(
                 "kernelVersion": "6.1.0", "osImage": "kube-sim", "machineID": id, "systemUUID": id, "bootID": id,
             },
         },
-    })
+    });
+    for (resource, count) in extended_resources(info, drivers) {
+        node["status"]["capacity"][resource] = json!(count.to_string());
+        node["status"]["allocatable"][resource] = json!(count.to_string());
+    }
+    node
+}
+
+/// The devices the node's device plugins advertise: those of the type whose driver the
+/// image carries.
+fn extended_resources(info: &TypeInfo, drivers: Drivers) -> Vec<(&'static str, i64)> {
+    let mut out = Vec::new();
+    if drivers.nvidia && info.nvidia_gpus > 0 {
+        out.push(("nvidia.com/gpu", info.nvidia_gpus));
+    }
+    if drivers.neuron && info.neuron_devices > 0 {
+        out.push(("aws.amazon.com/neuron", info.neuron_devices));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -860,6 +991,8 @@ mod tests {
                 memory_mib: 8192,
                 arch: "amd64".into(),
                 max_pods: 29,
+                nvidia_gpus: 0,
+                neuron_devices: 0,
             },
             &KubeletConfig::default(),
         );
@@ -889,6 +1022,8 @@ mod tests {
             memory_mib: 8192,
             arch: "amd64".into(),
             max_pods: 29,
+            nvidia_gpus: 0,
+            neuron_devices: 0,
         };
         assert_eq!(max_pods(&m5, &k), 110);
         assert_eq!(
@@ -903,5 +1038,62 @@ mod tests {
         assert_eq!(kubelet_config_from_user_data(br).max_pods, Some(17));
         // Nothing set: the ENI table's figure and EKS's reservations.
         assert_eq!(max_pods(&m5, &kubelet_config_from_user_data("")), 29);
+    }
+
+    #[test]
+    fn devices_are_advertised_only_with_their_driver() {
+        let al2023 = |v: &str| format!("amazon-eks-node-al2023-x86_64-{v}-1.33-v20250715");
+        assert_eq!(
+            Drivers::of_image(&al2023("standard"), "x86_64"),
+            Drivers::default()
+        );
+        assert!(Drivers::of_image(&al2023("nvidia"), "x86_64").nvidia);
+        assert!(!Drivers::of_image(&al2023("nvidia"), "x86_64").neuron);
+        assert!(Drivers::of_image(&al2023("neuron"), "x86_64").neuron);
+        assert!(
+            Drivers::of_image(
+                "bottlerocket-aws-k8s-1.33-nvidia-aarch64-v1.40.0-1a2b3c4d",
+                "arm64"
+            )
+            .nvidia
+        );
+        // Bottlerocket's standard x86_64 image ships the Neuron driver; its arm64 one has
+        // nothing to drive.
+        assert!(
+            Drivers::of_image(
+                "bottlerocket-aws-k8s-1.33-x86_64-v1.40.0-1a2b3c4d",
+                "x86_64"
+            )
+            .neuron
+        );
+        assert_eq!(
+            Drivers::of_image(
+                "bottlerocket-aws-k8s-1.33-aarch64-v1.40.0-1a2b3c4d",
+                "arm64"
+            ),
+            Drivers::default()
+        );
+        // Only the EKS and Bottlerocket names say what an image carries.
+        assert_eq!(
+            Drivers::of_image(
+                "al2022-ami-ecs-neuron-hvm-2022.0.20230127-kernel-5.15-x86_64",
+                "x86_64"
+            ),
+            Drivers::default()
+        );
+        let g4dn = TypeInfo {
+            vcpus: 4,
+            memory_mib: 16384,
+            arch: "amd64".into(),
+            max_pods: 29,
+            nvidia_gpus: 1,
+            neuron_devices: 0,
+        };
+        let nvidia = Drivers {
+            nvidia: true,
+            neuron: false,
+        };
+        assert_eq!(extended_resources(&g4dn, nvidia), [("nvidia.com/gpu", 1)]);
+        assert!(extended_resources(&g4dn, Drivers::default()).is_empty());
     }
 }

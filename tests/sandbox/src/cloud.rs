@@ -115,8 +115,8 @@ impl Cloud {
 
     /// Reads the public SSM parameters the AMI aliases resolve through (`al2023@latest`,
     /// `bottlerocket@latest`) for Kubernetes `k8s_version`, at their real names: the local
-    /// world serves them (`joiner_local.public_parameters`), pointing at moto's built-in
-    /// Amazon Linux images. Returns (parameter, image id) pairs of those that exist.
+    /// world serves them (`joiner_local.public_parameters`), pointing at images the
+    /// emulator has. Returns (parameter, image id) pairs of those that exist.
     pub async fn ami_parameters(&self, k8s_version: &str) -> Result<Vec<(String, String)>> {
         let ssm = aws_sdk_ssm::Client::new(&self.config);
         let mut found = Vec::new();

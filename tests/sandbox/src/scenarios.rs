@@ -422,7 +422,7 @@ async fn show_ami_parameters(w: &World, client: &Client) -> Result<()> {
     step(
         w,
         &format!(
-            "the AMI alias parameters for Kubernetes {version} (/aws/service/eks/optimized-ami/..., /aws/service/bottlerocket/...) point at moto's built-in images {}",
+            "the AMI alias parameters for Kubernetes {version} (/aws/service/eks/optimized-ami/..., /aws/service/bottlerocket/...) point at the emulator's images {}",
             images.into_iter().collect::<Vec<_>>().join(", ")
         ),
     );

@@ -1,6 +1,11 @@
-//! Initialization: a registered Node is initialized once it is Ready and its startup
-//! taints (and the kubelet's not-ready taints) are gone. Until then the provisioner counts
-//! it as capacity that is coming, not as a node pods can be placed on now.
+//! Initialization: a registered Node is initialized once it is Ready, its startup taints
+//! (and the kubelet's not-ready taints) are gone, and every resource its claim was sized
+//! for is advertised with a non-zero allocatable (Karpenter's `RequestedResourcesRegistered`
+//! in `nodeclaim/lifecycle/initialization.go`): an extended resource such as
+//! `nvidia.com/gpu` or `aws.amazon.com/neuron` appears only once the node's device plugin
+//! finds its driver, so a node booted from an image without it never initializes. Until
+//! then the provisioner counts it as capacity that is coming, not as a node pods can be
+//! placed on now.
 
 use std::time::Duration;
 
@@ -35,7 +40,30 @@ pub fn pending_reason(node: &Node, claim: &NodeClaim) -> Option<String> {
     }) {
         return Some(format!("startup taint {} is still present", t.key));
     }
+    if let Some(name) = unregistered_resource(node, claim) {
+        return Some(format!(
+            "resource {name} was requested but is not registered: the node's allocatable has none"
+        ));
+    }
     None
+}
+
+/// The first resource the claim's requests name with a non-zero quantity that the node's
+/// allocatable lacks or holds at zero.
+fn unregistered_resource(node: &Node, claim: &NodeClaim) -> Option<String> {
+    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+    claim
+        .spec
+        .resources
+        .requests
+        .iter()
+        .filter(|(_, q)| crate::resources::parse_quantity(q).is_ok_and(|v| v > 0.0))
+        .find(|(name, _)| {
+            !allocatable
+                .and_then(|a| a.get(name.as_str()))
+                .is_some_and(|q| crate::resources::parse_quantity(&q.0).is_ok_and(|v| v > 0.0))
+        })
+        .map(|(name, _)| name.clone())
 }
 
 pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
@@ -66,5 +94,42 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
             None
         }
         Err(_) => Some(Duration::from_secs(2)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(allocatable: serde_json::Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "allocatable": allocatable,
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn requested_extended_resources_must_be_advertised() {
+        let mut spec = crate::api::node_claim::NodeClaimSpec::default();
+        for (k, v) in [("cpu", "500m"), ("memory", "1Gi"), ("nvidia.com/gpu", "1")] {
+            spec.resources.requests.insert(k.into(), v.into());
+        }
+        let claim = NodeClaim::new("gpu-1", spec);
+        let base = json!({"cpu": "3920m", "memory": "14Gi", "pods": "29"});
+        let why = pending_reason(&node(base.clone()), &claim).expect("no GPU yet");
+        assert!(why.contains("nvidia.com/gpu"), "{why}");
+        let mut zero = base.clone();
+        zero["nvidia.com/gpu"] = json!("0");
+        assert!(
+            pending_reason(&node(zero), &claim).is_some(),
+            "a zero is not registered"
+        );
+        let mut one = base;
+        one["nvidia.com/gpu"] = json!("1");
+        assert_eq!(pending_reason(&node(one), &claim), None);
     }
 }
