@@ -8,7 +8,9 @@
 //! - [`catalog`]: instance types, prices, allocatable, DaemonSet overhead.
 //! - [`requirements`]: the node-requirement algebra; [`labels`]: well-known labels.
 //! - [`resources`], [`taints`]: quantities, taints and tolerations.
+//! - [`admission`]: which instance types a NodePool admits.
 
+pub mod admission;
 pub mod api;
 pub mod catalog;
 #[cfg(feature = "controllers")]

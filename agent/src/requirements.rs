@@ -463,23 +463,22 @@ impl Requirements {
     /// tolerates the label's absence, or when the key is a well-known label whose values
     /// come from the instance type and offering. Otherwise the error says which key and why.
     pub fn compatible(&self, pod: &Requirements) -> Result<(), String> {
-        for (key, want) in &pod.0 {
-            match self.0.get(key) {
-                Some(have) => {
-                    if !have.intersect(want).is_satisfiable() {
-                        return Err(format!("{key} {want} conflicts with {key} {have}"));
-                    }
-                }
-                None => {
-                    if want.requires_presence() && !labels::is_well_known(key) {
-                        return Err(format!(
-                            "{key} {want} is not offered: the label is not defined by the nodepool"
-                        ));
-                    }
-                }
-            }
+        match self.conflict(pod) {
+            Some(c) => Err(c.to_string()),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// The first key on which [`Requirements::compatible`] fails, with both sides.
+    pub fn conflict<'s, 'p>(&'s self, pod: &'p Requirements) -> Option<Conflict<'s, 'p>> {
+        pod.0.iter().find_map(|(key, want)| {
+            let have = self.0.get(key);
+            let refused = match have {
+                Some(have) => !have.intersect(want).is_satisfiable(),
+                None => want.requires_presence() && !labels::is_well_known(key),
+            };
+            refused.then_some(Conflict { key, want, have })
+        })
     }
 
     /// Whether some node described by `self` can satisfy `other`, where `self` describes the
@@ -512,23 +511,72 @@ impl Requirements {
     where
         I: IntoIterator<Item = &'a BTreeMap<String, String>> + Clone,
     {
-        for (key, req) in &self.0 {
-            let Some(min) = req.min_values else { continue };
-            let distinct: BTreeSet<&str> = candidates
+        match self.min_values_shortfalls(candidates).next() {
+            None => Ok(()),
+            Some(s) => Err(format!(
+                "minValues {} for {} not met: only {} value(s) available",
+                s.min,
+                s.key,
+                s.values.len()
+            )),
+        }
+    }
+
+    /// Every `minValues` the candidates fall short of, lazily: the scheduler stops at the
+    /// first, the plan names them all, and both count the same way.
+    pub fn min_values_shortfalls<'r, 'a, I>(
+        &'r self,
+        candidates: I,
+    ) -> impl Iterator<Item = MinValuesShortfall<'r, 'a>> + 'r
+    where
+        I: IntoIterator<Item = &'a BTreeMap<String, String>> + Clone + 'r,
+    {
+        self.0.iter().filter_map(move |(key, req)| {
+            let min = req.min_values?;
+            let values: BTreeSet<&'a str> = candidates
                 .clone()
                 .into_iter()
                 .filter_map(|l| l.get(key).map(String::as_str))
                 .filter(|v| req.has(v))
                 .collect();
-            if distinct.len() < min {
-                return Err(format!(
-                    "minValues {min} for {key} not met: only {} value(s) available",
-                    distinct.len()
-                ));
-            }
-        }
-        Ok(())
+            (values.len() < min).then_some(MinValuesShortfall {
+                key: key.as_str(),
+                min,
+                values,
+            })
+        })
     }
+}
+
+/// A key on which a node cannot satisfy a pod: what the pod wants, and what the node side
+/// has (None: the label is not defined there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conflict<'s, 'p> {
+    pub key: &'p str,
+    pub want: &'p Requirement,
+    pub have: Option<&'s Requirement>,
+}
+
+impl fmt::Display for Conflict<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Conflict { key, want, have } = self;
+        match have {
+            Some(have) => write!(f, "{key} {want} conflicts with {key} {have}"),
+            None => write!(
+                f,
+                "{key} {want} is not offered: the label is not defined by the nodepool"
+            ),
+        }
+    }
+}
+
+/// A `minValues` the candidates do not meet: its key, the minimum, and the distinct values
+/// they do show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinValuesShortfall<'r, 'a> {
+    pub key: &'r str,
+    pub min: usize,
+    pub values: BTreeSet<&'a str>,
 }
 
 impl fmt::Display for Requirements {

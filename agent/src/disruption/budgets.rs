@@ -141,12 +141,19 @@ impl Budgets {
     /// How many nodes may be disrupting for `reason` at `now` in a pool of `total` nodes
     /// (`usize::MAX` when no budget is in force).
     pub fn limit(&self, reason: Reason, total: usize, now: i64) -> usize {
+        self.strictest(reason, total, now)
+            .map_or(usize::MAX, |(_, nodes)| nodes)
+    }
+
+    /// The budget that sets [`Budgets::limit`] (its index, first of equals) and its node
+    /// count, or None when none is in force: what a plan names as the pace of replacement.
+    pub fn strictest(&self, reason: Reason, total: usize, now: i64) -> Option<(usize, usize)> {
         self.0
             .iter()
-            .filter(|b| b.applies_to(reason) && b.in_force(now))
-            .map(|b| b.nodes.of(total))
-            .min()
-            .unwrap_or(usize::MAX)
+            .enumerate()
+            .filter(|(_, b)| b.applies_to(reason) && b.in_force(now))
+            .map(|(i, b)| (i, b.nodes.of(total)))
+            .min_by_key(|&(i, nodes)| (nodes, i))
     }
 
     /// How many more nodes may start disrupting, given `disrupting` already are.

@@ -15,14 +15,21 @@
 //! budgets must not drift nodes. (A whole-spec `joiner.dev/nodepool-hash` the provisioner
 //! once wrote was never read and is gone.)
 //!
+//! The NodePool's share of drift is [`PoolDrift`]: the loop reaches it through
+//! [`drift_reason`] with the hash a claim was stamped with, and the provider's plan preview
+//! through [`template_drift`] with the template in Terraform's state, so that a plan never
+//! promises a drift the agent will not act on, nor hides one it will.
+//!
 //! The hash is FNV-1a over canonical JSON: stable across Rust releases and agent restarts,
 //! unlike `std`'s hasher, and it needs no crate in the pure half.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::Serialize;
 
 use crate::api::{NodeClassSpec, NodePoolSpec};
+use crate::catalog::Catalog;
 
 pub const NODEPOOL_HASH: &str = "joiner.dev/nodepool-template-hash";
 pub const NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
@@ -45,7 +52,147 @@ fn hash_of<T: Serialize>(v: &T) -> String {
     format!("{:016x}", fnv1a(&json))
 }
 
-/// The hash of a NodePool template's static fields.
+/// A static field of a NodePool template: changing any of them drifts every node of the
+/// pool. [`nodepool_hash`] covers exactly these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateField {
+    NodeClass,
+    Labels,
+    Annotations,
+    Taints,
+    StartupTaints,
+}
+
+impl TemplateField {
+    /// In the order a reviewer is pointed at them when several changed.
+    pub const ALL: [TemplateField; 5] = [
+        TemplateField::NodeClass,
+        TemplateField::Labels,
+        TemplateField::Annotations,
+        TemplateField::Taints,
+        TemplateField::StartupTaints,
+    ];
+
+    fn differs(self, a: &NodePoolSpec, b: &NodePoolSpec) -> bool {
+        let (a, b) = (&a.template, &b.template);
+        match self {
+            TemplateField::NodeClass => a.spec.node_class_ref != b.spec.node_class_ref,
+            TemplateField::Labels => a.metadata.labels != b.metadata.labels,
+            TemplateField::Annotations => a.metadata.annotations != b.metadata.annotations,
+            TemplateField::Taints => a.spec.taints != b.spec.taints,
+            TemplateField::StartupTaints => a.spec.startup_taints != b.spec.startup_taints,
+        }
+    }
+}
+
+/// Why a node no longer fits its NodePool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolDrift {
+    /// The template's static fields hash differently from the hash stamped at launch. The
+    /// field is known only when the template the node was launched from is.
+    Template(Option<TemplateField>),
+    /// The node's label violates the pool's requirement at `index`.
+    Requirement {
+        index: usize,
+        key: String,
+        value: String,
+        requirement: String,
+    },
+    /// The node's label differs from the template's.
+    Label {
+        key: String,
+        want: String,
+        have: String,
+    },
+}
+
+impl fmt::Display for PoolDrift {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolDrift::Template(_) => f.write_str("the NodePool's template changed"),
+            PoolDrift::Requirement {
+                key, requirement, ..
+            } => write!(
+                f,
+                "it violates the NodePool's requirement {key} {requirement}"
+            ),
+            PoolDrift::Label { key, want, .. } => write!(f, "its label {key} is not {want}"),
+        }
+    }
+}
+
+/// The labels drift judges a node by: its own, completed with the catalogue's labels of
+/// its instance type, which a node may not carry (a kubelet that labels only a few).
+pub fn completed_labels(
+    catalog: &Catalog,
+    instance_type: &str,
+    node_labels: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut full = node_labels.clone();
+    if let Some(t) = catalog.get(instance_type) {
+        for (k, v) in &t.labels {
+            full.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    full
+}
+
+/// Whether a node launched from `old` drifts once its pool is `new`, and why: exactly what
+/// [`drift_reason`] decides for a claim stamped from `old` whose NodeClass and AMI have not
+/// changed. `node_labels` as for [`DriftInput::node_labels`].
+pub fn template_drift(
+    old: &NodePoolSpec,
+    new: &NodePoolSpec,
+    node_labels: &BTreeMap<String, String>,
+) -> Option<PoolDrift> {
+    if nodepool_hash(old) != nodepool_hash(new) {
+        let field = TemplateField::ALL.into_iter().find(|f| f.differs(old, new));
+        return Some(PoolDrift::Template(field));
+    }
+    requirement_drift(new, node_labels)
+}
+
+/// The pool's requirements and template labels against the node's labels. A key the node
+/// does not carry is not judged: the agent cannot tell what the node would have had.
+fn requirement_drift(
+    pool: &NodePoolSpec,
+    node_labels: &BTreeMap<String, String>,
+) -> Option<PoolDrift> {
+    let reqs = &pool.template.spec.requirements;
+    // A pool whose requirements do not parse is refused by validation; drifting its nodes
+    // on a guess would replace them for nothing.
+    crate::api::convert_requirements(reqs).ok()?;
+    for (index, r) in reqs.iter().enumerate() {
+        let Some(value) = node_labels.get(&r.key) else {
+            continue;
+        };
+        let req = r
+            .operator
+            .parse()
+            .and_then(|op| crate::requirements::Requirement::new(op, &r.values))
+            .ok()?;
+        if !req.has(value) {
+            return Some(PoolDrift::Requirement {
+                index,
+                key: r.key.clone(),
+                value: value.clone(),
+                requirement: req.to_string(),
+            });
+        }
+    }
+    for (k, v) in &pool.template.metadata.labels {
+        if let Some(have) = node_labels.get(k).filter(|have| *have != v) {
+            return Some(PoolDrift::Label {
+                key: k.clone(),
+                want: v.clone(),
+                have: have.clone(),
+            });
+        }
+    }
+    None
+}
+
+/// The hash of a NodePool template's static fields ([`TemplateField`]).
 pub fn nodepool_hash(spec: &NodePoolSpec) -> String {
     let t = &spec.template;
     hash_of(&(
@@ -103,7 +250,7 @@ pub fn drift_reason(d: &DriftInput) -> Option<String> {
     if versioned {
         if let Some(h) = d.claim_annotations.get(NODEPOOL_HASH) {
             if *h != nodepool_hash(d.pool) {
-                return Some("the NodePool's template changed".into());
+                return Some(PoolDrift::Template(None).to_string());
             }
         }
         if let (Some(h), Some(class)) = (d.claim_annotations.get(NODECLASS_HASH), d.class) {
@@ -138,27 +285,7 @@ pub fn drift_reason(d: &DriftInput) -> Option<String> {
             ));
         }
     }
-    match crate::api::convert_requirements(&d.pool.template.spec.requirements) {
-        Ok(reqs) => {
-            // Keys the node does not carry are not judged: the agent cannot tell.
-            let mut known = crate::requirements::Requirements::new();
-            for (k, r) in reqs.iter() {
-                if d.node_labels.contains_key(k) {
-                    known.add(k, r.clone());
-                }
-            }
-            if let Some(m) = known.first_mismatch(d.node_labels) {
-                return Some(format!("it violates the NodePool's requirement {m}"));
-            }
-        }
-        Err(_) => return None,
-    }
-    for (k, v) in &d.pool.template.metadata.labels {
-        if d.node_labels.get(k).is_some_and(|have| have != v) {
-            return Some(format!("its label {k} is not {v}"));
-        }
-    }
-    None
+    requirement_drift(d.pool, d.node_labels).map(|r| r.to_string())
 }
 
 #[cfg(test)]
@@ -233,6 +360,55 @@ mod tests {
         assert_ne!(nodeclass_hash(&d), nodeclass_hash(&c));
         // Pinned, so a change to the hashing is a conscious one (it would drift every node).
         assert_eq!(nodepool_hash(&NodePoolSpec::default()).len(), 16);
+    }
+
+    #[test]
+    fn every_template_field_is_hashed_and_named() {
+        let p = pool();
+        let node = labels(&[("karpenter.sh/capacity-type", "spot")]);
+        type Change = fn(&mut NodePoolSpec);
+        let changes: [(TemplateField, Change); 5] = [
+            (TemplateField::NodeClass, |q| {
+                q.template.spec.node_class_ref.name = "other".into()
+            }),
+            (TemplateField::Labels, |q| {
+                q.template.metadata.labels.insert("k".into(), "v".into());
+            }),
+            (TemplateField::Annotations, |q| {
+                q.template
+                    .metadata
+                    .annotations
+                    .insert("k".into(), "v".into());
+            }),
+            (TemplateField::Taints, |q| {
+                q.template.spec.taints.push(Taint {
+                    key: "k".into(),
+                    value: "v".into(),
+                    effect: "NoSchedule".into(),
+                })
+            }),
+            (TemplateField::StartupTaints, |q| {
+                q.template.spec.startup_taints.push(Taint {
+                    key: "k".into(),
+                    value: "v".into(),
+                    effect: "NoSchedule".into(),
+                })
+            }),
+        ];
+        for (field, change) in changes {
+            let mut q = p.clone();
+            change(&mut q);
+            assert_ne!(nodepool_hash(&q), nodepool_hash(&p), "{field:?}");
+            assert_eq!(
+                template_drift(&p, &q, &node),
+                Some(PoolDrift::Template(Some(field)))
+            );
+            // What the loop decides for a claim stamped from `p`.
+            let ann = stamp(&p, &class());
+            let reason = drift_reason(&input(&ann, &node, None, &q, Some(&class()), &[]));
+            assert_eq!(reason, Some(PoolDrift::Template(Some(field)).to_string()));
+        }
+        assert_eq!(template_drift(&p, &p, &node), None);
     }
 
     fn input<'a>(

@@ -164,6 +164,36 @@ pub fn taint(t: &core::Taint, path: &str) -> Result<Taint, String> {
     })
 }
 
+pub fn owned_by_daemonset(p: &core::Pod) -> bool {
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+}
+
+/// Pods that live and die with their node: DaemonSet pods (the DaemonSet controller puts
+/// one on every matching node) and static pods (their mirror objects). A drain leaves them.
+pub fn goes_with_node(p: &core::Pod) -> bool {
+    owned_by_daemonset(p)
+        || p.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
+}
+
+/// Whether the pod needs a place elsewhere when its node goes: not one that goes with the
+/// node, not finished, not already being deleted. The one definition shared by
+/// provisioning (pods of disrupted nodes count as needing capacity), consolidation's
+/// simulation, interruption, the drain, and the provider's plan preview.
+pub fn reschedulable(p: &core::Pod) -> bool {
+    let done = matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    );
+    !(goes_with_node(p) || done || p.metadata.deletion_timestamp.is_some())
+}
+
 /// A pending pod for the scheduler.
 pub fn pod(p: &core::Pod) -> Result<Pod, String> {
     let spec = p.spec.as_ref().ok_or("spec: missing")?;

@@ -27,6 +27,7 @@ mod bitset;
 mod candidates;
 mod claims;
 pub mod convert;
+pub mod fit;
 pub mod headroom;
 pub mod input;
 mod pod;
@@ -1015,30 +1016,17 @@ impl<'a> Scheduler<'a> {
         }
         let reqs = &self.terms.list[term as usize];
         let pool = &self.pools[p];
-        // The pool's own name is a label its nodes get but its requirements do not list:
-        // a pod selecting another NodePool by name is checked here.
-        let other_pool = [labels::KARPENTER_NODEPOOL, labels::JOINER_NODEPOOL]
-            .into_iter()
-            .find(|k| {
-                reqs.get(k)
-                    .is_some_and(|r| !r.matches(Some(&pool.input.name)))
-            });
-        let result = match (other_pool, pool.input.requirements.compatible(reqs)) {
-            (_, Err(e)) => Err(format!("incompatible requirements: {e}")),
-            (Some(k), Ok(())) => Err(format!(
-                "the pod requires {k} {}",
-                reqs.get(k).map(|r| r.to_string()).unwrap_or_default()
-            )),
-            (None, Ok(())) => {
+        let result = fit::term_refusal(&pool.input, reqs)
+            .map_err(|r| r.message)
+            .map(|()| {
                 let mut b = Bitset::empty(self.catalog.types.len());
                 for t in pool.types.iter() {
                     if self.catalog.types[t].labels_match(reqs) {
                         b.set(t);
                     }
                 }
-                Ok(b)
-            }
-        };
+                b
+            });
         self.pool_term_types.insert((p, term), result.clone());
         result
     }

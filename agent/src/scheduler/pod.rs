@@ -85,15 +85,10 @@ pub(crate) fn compile(
     terms: &mut Terms,
     topo: &mut Topology,
 ) -> PodInfo {
-    let selector = Requirements::from_labels(&pod.node_selector);
-    let term_ids = if pod.required_node_affinity.is_empty() {
-        vec![terms.intern(selector)]
-    } else {
-        pod.required_node_affinity
-            .iter()
-            .map(|t| terms.intern(selector.intersect(t)))
-            .collect()
-    };
+    let term_ids = super::fit::terms(pod)
+        .into_iter()
+        .map(|t| terms.intern(t))
+        .collect();
     let mut preferred: Vec<(i32, &Requirements)> = pod
         .preferred_node_affinity
         .iter()

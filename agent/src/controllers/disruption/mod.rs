@@ -266,12 +266,7 @@ impl Disruption {
             let itype = label(labels::INSTANCE_TYPE);
             let zone = label(labels::ZONE);
             let ct = CapacityType::parse(&label(labels::CAPACITY_TYPE));
-            let mut full_labels = node_labels.clone();
-            if let Some(it) = catalog.get(&itype) {
-                for (k, v) in &it.labels {
-                    full_labels.entry(k.clone()).or_insert_with(|| v.clone());
-                }
-            }
+            let full_labels = drift::completed_labels(&catalog, &itype, &node_labels);
             let amis: Vec<String> = class
                 .as_ref()
                 .and_then(|c| c.status.as_ref())

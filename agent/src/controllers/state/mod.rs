@@ -71,31 +71,8 @@ pub enum PodClass {
     Provisionable,
 }
 
-fn owned_by_daemonset(p: &Pod) -> bool {
-    p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
-}
-
-/// Pods that live and die with their node: DaemonSet pods (the DaemonSet controller puts
-/// one on every matching node) and static pods (their mirror objects). A drain leaves them.
-pub fn goes_with_node(p: &Pod) -> bool {
-    owned_by_daemonset(p) || p.annotations().contains_key("kubernetes.io/config.mirror")
-}
-
-/// Whether the pod needs a place elsewhere when its node goes: not one that goes with the
-/// node, not finished, not already being deleted. The one definition shared by
-/// provisioning (pods of disrupted nodes count as needing capacity), consolidation's
-/// simulation, interruption and the drain.
-pub fn reschedulable(p: &Pod) -> bool {
-    let done = matches!(
-        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded") | Some("Failed")
-    );
-    !(goes_with_node(p) || done || p.metadata.deletion_timestamp.is_some())
-}
+// Which pods move when their node goes is the pure half's: the plan preview asks it too.
+pub use crate::scheduler::convert::{goes_with_node, owned_by_daemonset, reschedulable};
 
 /// Karpenter's rule: a pod is provisionable when kube-scheduler marked it
 /// `PodScheduled=False, reason Unschedulable`. DaemonSet pods (they follow nodes), pods for

@@ -4,14 +4,17 @@
 //! The catalogue is the emulator's DescribeInstanceTypes/Offerings dump for us-east-1
 //! (`agent/fixtures/ec2-instance-types.json`, 1,395 real types), priced with the agent's
 //! embedded on-demand table and its Spot model; it is parsed once per provider process.
+//!
+//! Which types a pool admits, which line of it empties the set and whether `min_values`
+//! holds is the agent's own answer ([`joiner_agent::admission::admit`]): this module only
+//! puts it in attribute paths, sentences and the `admitted_instance_types` value.
 
-use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use joiner_agent::api::launch_policy::{MinValuesPolicy, PriceRatio};
+use joiner_agent::admission::{admit, Refusal, Scope, Shortfall, Source};
+use joiner_agent::api::launch_policy::PriceRatio;
 use joiner_agent::catalog::{CapacityType, Catalog, CatalogOptions, InstanceType};
-use joiner_agent::labels;
-use joiner_agent::requirements::{Operator, Requirement, Requirements};
+use joiner_agent::requirements::Requirements;
 
 use crate::model::node_pool::NodePoolModel;
 use crate::protocol::prelude::*;
@@ -105,63 +108,6 @@ pub struct Empty {
     pub detail: String,
 }
 
-/// The pool's requirements in the algebra's form: its requirement blocks plus its template
-/// labels (a label is an `In [value]` requirement, as in Karpenter).
-///
-/// The catalogue is one region's (us-east-1). A region requirement, and a zone requirement
-/// naming none of its zones, describe where the cluster runs rather than which types fit:
-/// checked here they would refuse every pool outside us-east-1 (`zone In
-/// [ap-southeast-1a]`), so they are left to the agent, which sees its own region's zones.
-///
-/// Capacity reservations are the account's, not the catalogue's: any type with on-demand
-/// offerings may have one. So capacity type `reserved` admits what on-demand admits, and
-/// the reservation labels (`capacity-reservation-id`, `-type`, `-interruptible`) are left
-/// to the agent, which reads the reservations the node class selects.
-fn steps(
-    m: &NodePoolModel,
-    catalog_zones: &BTreeSet<String>,
-) -> Result<Vec<(AttributePath, String, Requirements)>, String> {
-    let mut out = Vec::new();
-    for (i, r) in m.requirements.iter().enumerate() {
-        let op: Operator = r.operator.parse()?;
-        let elsewhere = r.key == labels::REGION
-            || (r.key == labels::ZONE
-                && matches!(op, Operator::In)
-                && !r.values.iter().any(|z| catalog_zones.contains(z)));
-        if elsewhere || labels::is_reservation_label(&r.key) {
-            continue;
-        }
-        let mut req = Requirement::new(op, &r.values)?
-            .with_min_values(r.min_values.map(|v| v.max(0) as usize));
-        if r.key == labels::CAPACITY_TYPE && req.has(labels::CAPACITY_TYPE_RESERVED) {
-            let allowed: std::collections::BTreeSet<String> =
-                [labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND]
-                    .into_iter()
-                    .filter(|ct| req.has(ct) || *ct == labels::CAPACITY_TYPE_ON_DEMAND)
-                    .map(str::to_string)
-                    .collect();
-            req = Requirement::listed(allowed).with_min_values(req.min_values);
-        }
-        let mut one = Requirements::new();
-        one.add(&r.key, req);
-        out.push((
-            AttributePath::new("requirement").index(i as i64),
-            format!("requirement {} {} {:?}", r.key, r.operator, r.values),
-            one,
-        ));
-    }
-    for (k, v) in m.labels.iter() {
-        let mut one = Requirements::new();
-        one.add(k, Requirement::one(v));
-        out.push((
-            AttributePath::new("labels").key(k),
-            format!("label {k}={v}"),
-            one,
-        ));
-    }
-    Ok(out)
-}
-
 fn price(t: &InstanceType, reqs: &Requirements, ct: CapacityType) -> Option<f64> {
     t.offerings
         .iter()
@@ -237,69 +183,83 @@ type Admission<'c> = (
     Vec<(AttributePath, String)>,
 );
 
-/// The pool's requirements and the types they admit, or why none.
+/// The attribute a line of the spec came from, and how the plan names it.
+fn source(m: &NodePoolModel, source: &Source) -> (AttributePath, String) {
+    match source {
+        Source::Requirement(i) => {
+            let r = &m.requirements[*i];
+            (
+                AttributePath::new("requirement").index(*i as i64),
+                format!("requirement {} {} {:?}", r.key, r.operator, r.values),
+            )
+        }
+        Source::Label(k) => (
+            AttributePath::new("labels").key(k),
+            format!(
+                "label {k}={}",
+                m.labels.get(k).map(String::as_str).unwrap_or("")
+            ),
+        ),
+    }
+}
+
+fn shortfall_detail(m: &NodePoolModel, s: &Shortfall) -> (AttributePath, String) {
+    let (path, what) = source(m, &s.source);
+    (
+        path.attr("min_values"),
+        format!(
+            "{what} asks for at least {} distinct values of {}, but the admitted types have \
+             only {} ({})",
+            s.min,
+            s.key,
+            s.values.len(),
+            s.values.join(", ")
+        ),
+    )
+}
+
+/// The agent's admission of the pool against the plan's catalogue, in attribute paths.
 fn admitted_types<'c>(catalog: &'c Catalog, m: &NodePoolModel) -> Result<Admission<'c>, Empty> {
-    let steps = steps(m, &catalog.zones()).map_err(|e| Empty {
-        path: AttributePath::new("requirement"),
-        detail: e,
-    })?;
-    let mut reqs = Requirements::new();
-    let mut found: Vec<&InstanceType> = catalog.types.iter().map(|t| &**t).collect();
-    for (path, what, one) in &steps {
-        reqs = reqs.intersect(one);
-        let before = found.len();
-        found.retain(|t| t.allowed_by(&reqs));
-        if found.is_empty() {
-            return Err(Empty {
-                path: path.clone(),
+    match admit(catalog, &m.spec(), Scope::AnyRegion) {
+        Ok(a) => {
+            let relaxed = a
+                .relaxed
+                .iter()
+                .map(|s| {
+                    let (path, detail) = shortfall_detail(m, s);
+                    (
+                        path,
+                        format!(
+                            "{detail}; with min_values_policy = \"BestEffort\" its \
+                             NodeClaims launch with {} and are annotated \
+                             karpenter.sh/nodeclaim-min-values-relaxed=true",
+                            s.values.len()
+                        ),
+                    )
+                })
+                .collect();
+            Ok((a.requirements, a.types, relaxed))
+        }
+        Err(Refusal::Invalid(detail)) => Err(Empty {
+            path: AttributePath::new("requirement"),
+            detail,
+        }),
+        Err(Refusal::Emptied { source: s, before }) => {
+            let (path, what) = source(m, &s);
+            Err(Empty {
+                path,
                 detail: format!(
                     "the NodePool admits no instance type: {what} leaves none of the {before} \
                      types the previous requirements allowed (of {} in the catalogue)",
                     catalog.len()
                 ),
-            });
+            })
+        }
+        Err(Refusal::MinValues(s)) => {
+            let (path, detail) = shortfall_detail(m, &s);
+            Err(Empty { path, detail })
         }
     }
-    // minValues: enough distinct values of the key among what is left. A BestEffort pool
-    // launches with fewer, so there it is a warning, not an error.
-    let best_effort = MinValuesPolicy::of(m.min_values_policy.as_deref())
-        .is_ok_and(|p| p == MinValuesPolicy::BestEffort);
-    let mut min_values_shortfalls = Vec::new();
-    for (path, what, one) in &steps {
-        for (key, r) in one.iter() {
-            if let Some(min) = r.min_values {
-                let mut distinct: Vec<&str> = found
-                    .iter()
-                    .filter_map(|t| t.labels.get(key).map(String::as_str))
-                    .collect();
-                distinct.sort();
-                distinct.dedup();
-                if distinct.len() < min {
-                    let detail = format!(
-                        "{what} asks for at least {min} distinct values of {key}, but the \
-                         admitted types have only {} ({})",
-                        distinct.len(),
-                        distinct.join(", ")
-                    );
-                    let path = path.clone().attr("min_values");
-                    if best_effort {
-                        min_values_shortfalls.push((
-                            path,
-                            format!(
-                                "{detail}; with min_values_policy = \"BestEffort\" its \
-                                 NodeClaims launch with {} and are annotated \
-                                 karpenter.sh/nodeclaim-min-values-relaxed=true",
-                                distinct.len()
-                            ),
-                        ));
-                    } else {
-                        return Err(Empty { path, detail });
-                    }
-                }
-            }
-        }
-    }
-    Ok((reqs, found, min_values_shortfalls))
 }
 
 #[cfg(test)]

@@ -7,11 +7,25 @@
 //!
 //! Best effort by design: a plan must never fail because the cluster is unreachable or
 //! does not exist yet, so a failed lookup yields a short note that the preview was skipped.
+//!
+//! What a change means is the agent's to say, never this module's: which nodes drift is
+//! its [`template_drift`] (the check its disruption loop makes), the pace its budgets'
+//! [`strictest`](joiner_agent::disruption::Budgets::strictest), which pods could not run
+//! on the new pool its scheduler's [`stranded`]. Here the cluster's JSON is read into the
+//! agent's types, and the answers are put in words and attribute paths.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joiner_agent::api::node_pool::NodePoolSpec;
+use joiner_agent::catalog::Catalog;
+use joiner_agent::disruption::drift::{completed_labels, template_drift, PoolDrift, TemplateField};
+use joiner_agent::disruption::{PoolPolicy, Reason};
+use joiner_agent::requirements::Requirement;
+use joiner_agent::scheduler::convert::{self, reschedulable};
+use joiner_agent::scheduler::fit::{stranded, Stranded};
+use joiner_agent::scheduler::NodePoolInput;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value as Json;
 
 use crate::kubernetes::{kinds, Kube};
@@ -96,226 +110,230 @@ fn labels(obj: &Json) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Whether a node launched for `old` no longer fits `new`, why, and the attribute that
-/// made it so. Like Karpenter's drift: the node's labels must satisfy the new
-/// requirements, and a change to the template's node class, labels or taints drifts every
-/// node.
-fn drifted(node: &Json, old: &NodePoolSpec, new: &NodePoolSpec) -> Option<(AttributePath, String)> {
-    let (o, n) = (&old.template, &new.template);
-    if o.spec.node_class_ref != n.spec.node_class_ref {
-        return Some(("node_class".into(), "the node class changed".into()));
-    }
-    if o.metadata.labels != n.metadata.labels {
-        return Some(("labels".into(), "the template labels changed".into()));
-    }
-    if o.spec.taints != n.spec.taints {
-        return Some(("taint".into(), "the taints changed".into()));
-    }
-    if o.spec.startup_taints != n.spec.startup_taints {
-        return Some(("startup_taint".into(), "the startup taints changed".into()));
-    }
-    let node_labels = labels(node);
-    for (i, r) in n.spec.requirements.iter().enumerate() {
-        let Ok(op) = r.operator.parse::<joiner_agent::requirements::Operator>() else {
-            continue;
-        };
-        let Ok(req) = joiner_agent::requirements::Requirement::new(op, &r.values) else {
-            continue;
-        };
-        let value = node_labels.get(&r.key).map(String::as_str);
-        if !req.matches(value) {
-            return Some((
-                AttributePath::new("requirement")
-                    .index(i as i64)
-                    .attr("values"),
-                format!(
-                    "{}={} no longer satisfies {} {} {:?}",
-                    r.key,
-                    value.unwrap_or("<unset>"),
-                    r.key,
-                    r.operator,
-                    r.values
+/// The seconds since the epoch the preview judges budget windows at: the plan's.
+pub fn plan_time() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The attribute a drift comes from, and the sentence the plan shows for it.
+fn drift_text(d: &PoolDrift, new: &NodePoolSpec) -> (Option<AttributePath>, String) {
+    let field = |path: &str, why: &str| (Some(AttributePath::new(path)), why.to_string());
+    match d {
+        PoolDrift::Template(Some(TemplateField::NodeClass)) => {
+            field("node_class", "the node class changed")
+        }
+        PoolDrift::Template(Some(TemplateField::Labels)) => {
+            field("labels", "the template labels changed")
+        }
+        PoolDrift::Template(Some(TemplateField::Annotations)) => {
+            field("annotations", "the template annotations changed")
+        }
+        PoolDrift::Template(Some(TemplateField::Taints)) => field("taint", "the taints changed"),
+        PoolDrift::Template(Some(TemplateField::StartupTaints)) => {
+            field("startup_taint", "the startup taints changed")
+        }
+        PoolDrift::Template(None) => (None, d.to_string()),
+        PoolDrift::Requirement {
+            index, key, value, ..
+        } => {
+            let r = &new.template.spec.requirements[*index];
+            (
+                Some(
+                    AttributePath::new("requirement")
+                        .index(*index as i64)
+                        .attr("values"),
                 ),
-            ));
+                format!(
+                    "{key}={value} no longer satisfies {key} {} {:?}",
+                    r.operator, r.values
+                ),
+            )
         }
-    }
-    None
-}
-/// How many nodes the budgets let the agent replace at once for drift.
-fn budget(spec: &NodePoolSpec, total: usize) -> (usize, String) {
-    let mut allowed = usize::MAX;
-    let mut why = String::new();
-    for b in &spec.disruption.budgets {
-        if !b.reasons.is_empty() && !b.reasons.iter().any(|r| r == "Drifted") {
-            continue;
-        }
-        let n = match b.nodes.strip_suffix('%') {
-            Some(p) => {
-                let p: f64 = p.parse().unwrap_or(0.0);
-                ((p / 100.0) * total as f64).ceil() as usize
-            }
-            None => b.nodes.parse().unwrap_or(0),
-        };
-        let scheduled = b
-            .schedule
-            .as_ref()
-            .map(|s| format!(" during {s} for {}", b.duration.clone().unwrap_or_default()))
-            .unwrap_or_default();
-        if n < allowed {
-            allowed = n;
-            why = format!("budget nodes={}{scheduled}", b.nodes);
-        }
-    }
-    if allowed == usize::MAX {
-        (total, "no budget applies to drift".into())
-    } else {
-        (allowed, why)
+        PoolDrift::Label { key, want, have } => (
+            Some(AttributePath::new("labels").key(key)),
+            format!("{key}={have} is not the template's {key}={want}"),
+        ),
     }
 }
 
-fn tolerates(pod: &Json, key: &str, value: &str, effect: &str) -> bool {
-    pod["spec"]["tolerations"]
-        .as_array()
-        .map(|ts| {
-            ts.iter().any(|t| {
-                let tk = t["key"].as_str().unwrap_or("");
-                let op = t["operator"].as_str().unwrap_or("Equal");
-                let te = t["effect"].as_str().unwrap_or("");
-                let key_ok = (tk.is_empty() && op == "Exists") || tk == key;
-                let value_ok = op == "Exists" || t["value"].as_str().unwrap_or("") == value;
-                key_ok && value_ok && (te.is_empty() || te == effect)
-            })
+/// How many nodes the budgets let the agent replace at once for drift at `now`, and which
+/// budget says so: the agent's own reading of the pool's disruption settings.
+fn budget(spec: &NodePoolSpec, total: usize, now: i64) -> (usize, String) {
+    let policy = match PoolPolicy::from_api("", spec) {
+        Ok(p) => p,
+        // The agent leaves the nodes of a pool it cannot read alone.
+        Err(e) => return (0, format!("unreadable: {e}")),
+    };
+    match policy.budgets.strictest(Reason::Drifted, total, now) {
+        None => (total, "no budget applies to drift".into()),
+        Some((i, n)) => {
+            let b = &spec.disruption.budgets[i];
+            let scheduled = b
+                .schedule
+                .as_ref()
+                .map(|s| format!(" during {s} for {}", b.duration.clone().unwrap_or_default()))
+                .unwrap_or_default();
+            (n, format!("budget nodes={}{scheduled}", b.nodes))
+        }
+    }
+}
+
+/// Why a pod is stranded, in the words of the pod's and the pool's own attributes where
+/// the refused key is one the pod's nodeSelector names.
+fn stranded_text(why: &Stranded, pod: &Json, new: &NodePoolSpec) -> String {
+    let Stranded::Requirements(refusal) = why else {
+        return why.to_string();
+    };
+    let k = &refusal.key;
+    let Some(v) = pod["spec"]["nodeSelector"][k].as_str() else {
+        return why.to_string();
+    };
+    if let Some(l) = new.template.metadata.labels.get(k).filter(|l| *l != v) {
+        return format!("nodeSelector {k}={v} but the pool labels {k}={l}");
+    }
+    let excluding = new.template.spec.requirements.iter().find(|r| {
+        r.key == *k
+            && r.operator
+                .parse()
+                .and_then(|op| Requirement::new(op, &r.values))
+                .is_ok_and(|req| !req.has(v))
+    });
+    match excluding {
+        Some(r) => format!(
+            "nodeSelector {k}={v} is excluded by {k} {} {:?}",
+            r.operator, r.values
+        ),
+        None => why.to_string(),
+    }
+}
+
+/// What one NodePool change does to the live pool, before it is put in words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// Every node that drifts: its name, the attribute responsible, why.
+    pub drifted: Vec<(String, Option<AttributePath>, String)>,
+    /// Nodes the budgets let the agent replace at once, and the budget that says so.
+    pub at_once: usize,
+    pub budget: String,
+    /// The pods on drifted nodes no node of the new pool could run: `namespace/name`, why.
+    pub stranded: Vec<(String, String)>,
+}
+
+/// The verdict on one pool going from `old` to `new`, given its live nodes and the pods on
+/// them, at `now`. Each question is the agent's own function; this only reads the JSON.
+pub fn verdict(
+    catalog: &Catalog,
+    old: &NodePoolSpec,
+    new: &NodePoolSpec,
+    nodes: &[Json],
+    pods: &[Json],
+    now: i64,
+) -> Verdict {
+    let drifted: Vec<(String, Option<AttributePath>, String)> = nodes
+        .iter()
+        .filter_map(|n| {
+            let own = labels(n);
+            let itype = own.get(joiner_agent::labels::INSTANCE_TYPE).cloned();
+            let full = completed_labels(catalog, itype.as_deref().unwrap_or(""), &own);
+            let d = template_drift(old, new, &full)?;
+            let (path, why) = drift_text(&d, new);
+            Some((
+                n["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                path,
+                why,
+            ))
         })
-        .unwrap_or(false)
-}
-
-/// Why `pod` could not run on a node of the new pool, if it could not.
-fn stranded(pod: &Json, new: &NodePoolSpec) -> Option<String> {
-    for t in &new.template.spec.taints {
-        if t.effect != "PreferNoSchedule" && !tolerates(pod, &t.key, &t.value, &t.effect) {
-            return Some(format!(
-                "does not tolerate taint {}={}:{}",
-                t.key, t.value, t.effect
-            ));
-        }
-    }
-    if let Some(sel) = pod["spec"]["nodeSelector"].as_object() {
-        for (k, v) in sel {
-            let v = v.as_str().unwrap_or("");
-            if let Some(l) = new.template.metadata.labels.get(k) {
-                if l != v {
-                    return Some(format!("nodeSelector {k}={v} but the pool labels {k}={l}"));
-                }
+        .collect();
+    let (at_once, budget) = budget(new, nodes.len(), now);
+    let pool = NodePoolInput::from_api("", new, Default::default()).ok();
+    let stranded = pods
+        .iter()
+        .filter(|p| {
+            p["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| drifted.iter().any(|(d, _, _)| d == n))
+        })
+        .filter_map(|p| {
+            let k8s: Pod = serde_json::from_value(p.clone()).ok()?;
+            if !reschedulable(&k8s) {
+                return None;
             }
-            for r in new
-                .template
-                .spec
-                .requirements
-                .iter()
-                .filter(|r| &r.key == k)
-            {
-                let Ok(op) = r.operator.parse::<joiner_agent::requirements::Operator>() else {
-                    continue;
-                };
-                if let Ok(req) = joiner_agent::requirements::Requirement::new(op, &r.values) {
-                    if !req.has(v) {
-                        return Some(format!(
-                            "nodeSelector {k}={v} is excluded by {k} {} {:?}",
-                            r.operator, r.values
-                        ));
-                    }
-                }
-            }
-        }
+            let why = stranded(catalog, pool.as_ref()?, &convert::pod(&k8s).ok()?)?;
+            Some((
+                format!(
+                    "{}/{}",
+                    p["metadata"]["namespace"].as_str().unwrap_or(""),
+                    p["metadata"]["name"].as_str().unwrap_or("")
+                ),
+                stranded_text(&why, p, new),
+            ))
+        })
+        .collect();
+    Verdict {
+        drifted,
+        at_once,
+        budget,
+        stranded,
     }
-    None
-}
-
-fn is_daemon(pod: &Json) -> bool {
-    pod["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"))
 }
 
 /// The impact of one pool going from `old` to `new`, given its live nodes and the pods
-/// on them.
+/// on them, at `now`.
 pub fn describe(
+    catalog: &Catalog,
     pool: &str,
     old: &NodePoolSpec,
     new: &NodePoolSpec,
     nodes: &[Json],
     pods: &[Json],
+    now: i64,
 ) -> Impact {
     let total = nodes.len();
-    let drift: Vec<(String, AttributePath, String)> = nodes
-        .iter()
-        .filter_map(|n| {
-            drifted(n, old, new).map(|(path, why)| {
-                (
-                    n["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                    path,
-                    why,
-                )
-            })
-        })
-        .collect();
+    let v = verdict(catalog, old, new, nodes, pods, now);
     let mut out = format!(
         "NodePool {pool}: {} of {total} live nodes become drifted",
-        drift.len()
+        v.drifted.len()
     );
-    let path = drift.first().map(|(_, p, _)| p.clone());
-    if let Some((_, _, why)) = drift.first() {
+    let path = v.drifted.first().and_then(|(_, p, _)| p.clone());
+    if let Some((_, _, why)) = v.drifted.first() {
         out.push_str(&format!(" ({why})"));
     }
-    if drift.is_empty() {
+    if v.drifted.is_empty() {
         return Impact {
             text: out + ".",
             path,
         };
     }
-    let (at_once, why) = budget(new, total);
+    let (at_once, why) = (v.at_once, &v.budget);
     if at_once == 0 {
         out.push_str(&format!(
             "; the disruption budget ({why}) allows none at a time, so they stay until it opens"
         ));
     } else {
-        let rounds = drift.len().div_ceil(at_once);
+        let rounds = v.drifted.len().div_ceil(at_once);
         out.push_str(&format!(
             "; replaced {at_once} at a time ({why}): {rounds} round(s)"
         ));
     }
-    let drifted_names: Vec<&str> = drift.iter().map(|(n, _, _)| n.as_str()).collect();
-    let stranded: Vec<String> = pods
-        .iter()
-        .filter(|p| {
-            p["spec"]["nodeName"]
-                .as_str()
-                .is_some_and(|n| drifted_names.contains(&n))
-                && !is_daemon(p)
-        })
-        .filter_map(|p| {
-            stranded(p, new).map(|why| {
-                format!(
-                    "{}/{} ({why})",
-                    p["metadata"]["namespace"].as_str().unwrap_or(""),
-                    p["metadata"]["name"].as_str().unwrap_or("")
-                )
-            })
-        })
-        .collect();
-    if stranded.is_empty() {
+    if v.stranded.is_empty() {
         out.push_str("; no running pod would become unschedulable.");
     } else {
         out.push_str(&format!(
             "; {} pod(s) would become unschedulable: {}{}.",
-            stranded.len(),
-            stranded
+            v.stranded.len(),
+            v.stranded
                 .iter()
                 .take(NAMED)
-                .cloned()
+                .map(|(pod, why)| format!("{pod} ({why})"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            if stranded.len() > NAMED { ", ..." } else { "" }
+            if v.stranded.len() > NAMED {
+                ", ..."
+            } else {
+                ""
+            }
         ));
     }
     Impact { text: out, path }
@@ -475,7 +493,15 @@ pub async fn node_pool(ctx: &ProviderContext, old: &NodePoolModel, new: &NodePoo
     let kube = client(ctx, cluster).await?;
     let nodes = nodes_of(&kube, pool).await?;
     let pods = pods(&kube).await?;
-    Ok(describe(pool, &old.spec(), &new.spec(), &nodes, &pods))
+    Ok(describe(
+        super::admission::catalog(),
+        pool,
+        &old.spec(),
+        &new.spec(),
+        &nodes,
+        &pods,
+        plan_time(),
+    ))
 }
 
 async fn pods(kube: &Kube) -> Result<Vec<Json>, String> {
@@ -502,7 +528,7 @@ pub async fn node_class(
         }
         let name = p["metadata"]["name"].as_str().unwrap_or("").to_string();
         let nodes = nodes_of(&kube, &name).await?;
-        parts.push(class_part(&name, &spec, nodes.len()));
+        parts.push(class_part(&name, &spec, nodes.len(), plan_time()));
     }
     let text = if parts.is_empty() {
         format!("NodeClass {class}: no NodePool uses it; no node drifts.")
@@ -513,8 +539,8 @@ pub async fn node_class(
 }
 
 /// One pool's share of a NodeClass change: all `nodes` of it drift.
-fn class_part(name: &str, spec: &NodePoolSpec, nodes: usize) -> String {
-    let (at_once, why) = budget(spec, nodes);
+fn class_part(name: &str, spec: &NodePoolSpec, nodes: usize, now: i64) -> String {
+    let (at_once, why) = budget(spec, nodes, now);
     let rounds = if nodes == 0 {
         "nothing to replace".to_string()
     } else if at_once == 0 {
@@ -553,6 +579,62 @@ mod tests {
         json!({"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": ct}}})
     }
 
+    fn cat() -> &'static Catalog {
+        super::super::admission::catalog()
+    }
+
+    #[test]
+    fn a_template_annotation_change_drifts_every_node() {
+        // The agent hashes the template's annotations with its labels and taints.
+        let old = pool(&["spot", "on-demand"]);
+        let mut new = old.clone();
+        new.template
+            .metadata
+            .annotations
+            .insert("example.com/owner".into(), "team-a".into());
+        let nodes = vec![node("a", "spot"), node("b", "on-demand")];
+        let impact = describe(cat(), "p", &old, &new, &nodes, &[], 0);
+        assert!(
+            impact.text.starts_with(
+                "NodePool p: 2 of 2 live nodes become drifted (the template annotations changed)"
+            ),
+            "{}",
+            impact.text
+        );
+        assert_eq!(impact.path, Some(AttributePath::new("annotations")));
+    }
+
+    #[test]
+    fn a_requirement_on_a_label_the_node_lacks_drifts_nothing() {
+        // The agent does not judge a key the node does not carry (nor its instance type,
+        // which would fill it in from the catalogue).
+        let old = pool(&["spot", "on-demand"]);
+        let mut new = old.clone();
+        new.template.spec.requirements.push(
+            joiner_agent::api::NodeSelectorRequirementWithMinValues {
+                key: "karpenter.k8s.aws/instance-category".into(),
+                operator: "In".into(),
+                values: vec!["c".into()],
+                min_values: None,
+            },
+        );
+        let nodes = vec![node("a", "spot"), node("b", "on-demand")];
+        let impact = describe(cat(), "p", &old, &new, &nodes, &[], 0);
+        assert_eq!(impact.text, "NodePool p: 0 of 2 live nodes become drifted.");
+        // A node whose type the catalogue knows is judged by the type's category.
+        let mut m5 = node("c", "spot");
+        m5["metadata"]["labels"]["node.kubernetes.io/instance-type"] = json!("m5.large");
+        let impact = describe(cat(), "p", &old, &new, &[m5], &[], 0);
+        assert!(
+            impact.text.starts_with(
+                "NodePool p: 1 of 1 live nodes become drifted \
+                 (karpenter.k8s.aws/instance-category=m no longer satisfies"
+            ),
+            "{}",
+            impact.text
+        );
+    }
+
     #[test]
     fn drift_budget_and_stranded_pods() {
         let old = pool(&["spot", "on-demand"]);
@@ -570,7 +652,7 @@ mod tests {
             json!({"metadata": {"name": "ok", "namespace": "default"}, "spec": {"nodeName": "n1",
                 "tolerations": [{"key": "critical", "operator": "Exists"}]}}),
         ];
-        let impact = describe("general", &old, &new, &nodes, &pods);
+        let impact = describe(cat(), "general", &old, &new, &nodes, &pods, 0);
         // A taint change drifts every node, so the taint is what the warning points at.
         assert_eq!(impact.path, Some(AttributePath::new("taint")));
         let text = impact.text;
@@ -589,7 +671,7 @@ mod tests {
         let old = pool(&["spot", "on-demand"]);
         let new = pool(&["on-demand"]);
         let nodes = vec![node("a", "spot"), node("b", "on-demand")];
-        let impact = describe("p", &old, &new, &nodes, &[]);
+        let impact = describe(cat(), "p", &old, &new, &nodes, &[], 0);
         let text = &impact.text;
         assert!(
             text.starts_with("NodePool p: 1 of 2 live nodes become drifted"),
@@ -610,7 +692,15 @@ mod tests {
         let spec = pool(&["on-demand"]);
         let mut heavier = spec.clone();
         heavier.weight = Some(5);
-        let impact = describe("p", &spec, &heavier, &[node("a", "on-demand")], &[]);
+        let impact = describe(
+            cat(),
+            "p",
+            &spec,
+            &heavier,
+            &[node("a", "on-demand")],
+            &[],
+            0,
+        );
         assert_eq!(impact.text, "NodePool p: 0 of 1 live nodes become drifted.");
         assert_eq!(impact.path, None);
     }
@@ -619,11 +709,11 @@ mod tests {
     fn class_change_paces_each_pool_by_its_budget() {
         let spec = pool(&["on-demand"]);
         assert_eq!(
-            class_part("a", &spec, 25),
+            class_part("a", &spec, 25, 0),
             "NodePool a: 25 live nodes become drifted; replaced 3 at a time (budget nodes=10%): 9 round(s)"
         );
         assert_eq!(
-            class_part("b", &spec, 0),
+            class_part("b", &spec, 0, 0),
             "NodePool b: 0 live nodes become drifted; nothing to replace"
         );
     }
