@@ -2,8 +2,6 @@
 //! `joiner_agent::controllers`); `crds` prints the CustomResourceDefinitions it serves.
 
 use clap::{Parser, Subcommand};
-use kube::CustomResourceExt;
-
 use joiner_agent::controllers::{self, operator, Config};
 
 #[derive(Parser)]
@@ -26,12 +24,7 @@ enum Command {
 }
 
 fn print_crds() -> i32 {
-    for crd in [
-        joiner_agent::api::NodePool::crd(),
-        joiner_agent::api::NodeClass::crd(),
-        joiner_agent::api::NodeClaim::crd(),
-        joiner_agent::api::NodeOverlay::crd(),
-    ] {
+    for crd in joiner_agent::api::schema::crds() {
         match serde_yaml::to_string(&crd) {
             Ok(y) => print!("---\n{y}"),
             Err(e) => {

@@ -5,7 +5,9 @@
 //! generated from these types (`UPDATE_CRDS=1 cargo test -p joiner-agent crds`).
 //!
 //! [`validate`] checks a spec and returns every problem with its field path; the provider
-//! calls the same functions at plan time, so they use no Kubernetes client.
+//! calls the same functions at plan time, so they use no Kubernetes client. [`schema::crds`]
+//! is the CRDs with what of it the API server can check itself (enums, patterns, bounds,
+//! CEL rules), so that a bad object is refused at `kubectl apply`.
 
 pub mod duration;
 pub mod launch_policy;
@@ -13,6 +15,7 @@ pub mod node_claim;
 pub mod node_class;
 pub mod node_overlay;
 pub mod node_pool;
+pub mod schema;
 pub mod validate;
 
 use schemars::JsonSchema;

@@ -124,6 +124,9 @@ pub fn check_reservation_terms(spec: &NodeClassSpec, path: &str) -> Vec<(String,
                 ));
             }
         }
+        if t.tags.len() > 50 {
+            e.push((format!("{p}.tags"), "at most 50 tags".into()));
+        }
         for (k, v) in &t.tags {
             if k.is_empty() || v.is_empty() {
                 e.push((

@@ -168,6 +168,12 @@ pub fn validate(spec: &NodeOverlaySpec, path: &str) -> Vec<FieldError> {
     }
     for (i, r) in spec.requirements.iter().enumerate() {
         let p = format!("{path}.requirements[{i}]");
+        if r.values.len() > super::validate::MAX_VALUES {
+            push(
+                format!("{p}.values"),
+                format!("at most {} values", super::validate::MAX_VALUES),
+            );
+        }
         if !selectable(&r.key) {
             push(
                 format!("{p}.key"),
@@ -210,6 +216,12 @@ pub fn validate(spec: &NodeOverlaySpec, path: &str) -> Vec<FieldError> {
             }
         }
         (None, None) => {}
+    }
+    if spec.capacity.len() > 50 {
+        push(
+            format!("{path}.capacity"),
+            "at most 50 extended resources".into(),
+        );
     }
     for (k, q) in &spec.capacity {
         let p = format!("{path}.capacity[{k:?}]");

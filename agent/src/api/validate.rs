@@ -42,6 +42,56 @@ impl Errors {
 pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     let mut e = Errors::default();
     let t = format!("{path}.template");
+    let meta = &spec.template.metadata;
+    at_most(
+        &mut e,
+        &format!("{t}.metadata.labels"),
+        meta.labels.len(),
+        100,
+        "labels",
+    );
+    let n = meta.annotations.len();
+    at_most(
+        &mut e,
+        &format!("{t}.metadata.annotations"),
+        n,
+        100,
+        "annotations",
+    );
+    let ts = &spec.template.spec;
+    at_most(
+        &mut e,
+        &format!("{t}.spec.taints"),
+        ts.taints.len(),
+        100,
+        "taints",
+    );
+    let n = ts.startup_taints.len();
+    at_most(&mut e, &format!("{t}.spec.startupTaints"), n, 100, "taints");
+    at_most(
+        &mut e,
+        &format!("{path}.limits"),
+        spec.limits.len(),
+        100,
+        "limits",
+    );
+    at_most(
+        &mut e,
+        &format!("{path}.headroom"),
+        spec.headroom.len(),
+        50,
+        "headroom entries",
+    );
+    if let Some(r) = &spec.repair {
+        let n = r.policies.len();
+        at_most(
+            &mut e,
+            &format!("{path}.repair.policies"),
+            n,
+            50,
+            "policies",
+        );
+    }
     for (k, v) in &spec.template.metadata.labels {
         let p = format!("{t}.metadata.labels[{k:?}]");
         label_key(&mut e, &p, k);
@@ -137,6 +187,13 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     }
     for (i, b) in spec.disruption.budgets.iter().enumerate() {
         let p = format!("{d}.budgets[{i}]");
+        at_most(
+            &mut e,
+            &format!("{p}.reasons"),
+            b.reasons.len(),
+            50,
+            "reasons",
+        );
         budget_nodes(&mut e, &format!("{p}.nodes"), &b.nodes);
         match (&b.schedule, &b.duration) {
             (Some(sc), Some(du)) => {
@@ -189,7 +246,7 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
 pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"];
 
 /// Condition statuses a repair policy may name.
-const CONDITION_STATUSES: &[&str] = &["True", "False", "Unknown"];
+pub const CONDITION_STATUSES: &[&str] = &["True", "False", "Unknown"];
 
 /// The capacity fields: static `replicas`, `headroom`, `repair`.
 fn capacity(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
@@ -296,6 +353,39 @@ fn window(e: &mut Errors, p: &str, schedule: &Option<String>, dur: &Option<Strin
 /// Checks a NodeClass spec.
 pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
     let mut e = Errors::default();
+    for (field, n) in [
+        ("subnetSelectorTerms", spec.subnet_selector_terms.len()),
+        (
+            "securityGroupSelectorTerms",
+            spec.security_group_selector_terms.len(),
+        ),
+        ("amiSelectorTerms", spec.ami_selector_terms.len()),
+    ] {
+        at_most(&mut e, &format!("{path}.{field}"), n, 30, "terms");
+    }
+    let n = spec.block_device_mappings.len();
+    at_most(
+        &mut e,
+        &format!("{path}.blockDeviceMappings"),
+        n,
+        50,
+        "mappings",
+    );
+    at_most(&mut e, &format!("{path}.tags"), spec.tags.len(), 50, "tags");
+    if let Some(k) = &spec.kubelet {
+        for (field, n) in [
+            ("systemReserved", k.system_reserved.len()),
+            ("kubeReserved", k.kube_reserved.len()),
+            ("evictionHard", k.eviction_hard.len()),
+            ("evictionSoft", k.eviction_soft.len()),
+            (
+                "evictionSoftGracePeriod",
+                k.eviction_soft_grace_period.len(),
+            ),
+        ] {
+            at_most(&mut e, &format!("{path}.kubelet.{field}"), n, 10, "entries");
+        }
+    }
     if spec.subnet_selector_terms.is_empty() {
         e.push(
             format!("{path}.subnetSelectorTerms"),
@@ -401,7 +491,7 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
                 }
             }
             if let Some(vt) = &ebs.volume_type {
-                if !["gp2", "gp3", "io1", "io2", "sc1", "st1", "standard"].contains(&vt.as_str()) {
+                if !VOLUME_TYPES.contains(&vt.as_str()) {
                     e.push(
                         format!("{p}.ebs.volumeType"),
                         "must be one of gp2, gp3, io1, io2, sc1, st1, standard",
@@ -472,7 +562,7 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
         ] {
             for (r, q) in map {
                 let p = format!("{kp}.{field}[{r:?}]");
-                if !["cpu", "memory", "ephemeral-storage", "pid"].contains(&r.as_str()) {
+                if !RESERVED_RESOURCES.contains(&r.as_str()) {
                     e.push(
                         &p,
                         "resource must be one of cpu, memory, ephemeral-storage, pid",
@@ -521,7 +611,8 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
     e.0
 }
 
-const EVICTION_SIGNALS: &[&str] = &[
+/// The kubelet's eviction signals.
+pub const EVICTION_SIGNALS: &[&str] = &[
     "memory.available",
     "nodefs.available",
     "nodefs.inodesFree",
@@ -529,6 +620,23 @@ const EVICTION_SIGNALS: &[&str] = &[
     "imagefs.inodesFree",
     "pid.available",
 ];
+
+/// The most values one requirement may list (a claim lists at most 60 instance types).
+pub const MAX_VALUES: usize = 1000;
+
+/// EBS volume types.
+pub const VOLUME_TYPES: &[&str] = &["gp2", "gp3", "io1", "io2", "sc1", "st1", "standard"];
+
+/// Resources the kubelet may reserve.
+pub const RESERVED_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage", "pid"];
+
+/// A list or map with more than `max` entries; the CRDs carry the same bounds, which keep
+/// the API server's cost estimate of their CEL rules within its budget.
+fn at_most(e: &mut Errors, path: &str, len: usize, max: usize, what: &str) {
+    if len > max {
+        e.push(path, format!("at most {max} {what}"));
+    }
+}
 
 fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithMinValues]) {
     if reqs.len() > 100 {
@@ -576,6 +684,13 @@ fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithM
                 ),
             );
         }
+        at_most(
+            e,
+            &format!("{p}.values"),
+            r.values.len(),
+            MAX_VALUES,
+            "values",
+        );
         let op = match r.operator.parse::<Operator>() {
             Ok(op) => op,
             Err(_) => {
@@ -693,6 +808,7 @@ fn name_ok(n: &str) -> bool {
 }
 
 fn selector_tags(e: &mut Errors, path: &str, tags: &std::collections::BTreeMap<String, String>) {
+    at_most(e, path, tags.len(), 50, "tags");
     for (k, v) in tags {
         if k.is_empty() {
             e.push(path, "tag keys must not be empty");

@@ -1,11 +1,13 @@
-//! The CRD YAML in `agent/crds/` is generated from the Rust types. This test regenerates it
+//! The CRD YAML in `agent/crds/` is generated from the Rust types and the rules
+//! `joiner_agent::api::schema` adds (`rules`: what they refuse). This test regenerates it
 //! and fails when the committed files are stale; `UPDATE_CRDS=1 cargo test -p joiner-agent
 //! crds` rewrites them.
 
 use std::path::PathBuf;
 
-use joiner_agent::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
-use kube::CustomResourceExt;
+use joiner_agent::api::{schema, NodePool};
+
+mod rules;
 
 fn crds() -> Vec<(&'static str, String)> {
     let yaml = |crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
@@ -15,10 +17,10 @@ fn crds() -> Vec<(&'static str, String)> {
         )
     };
     vec![
-        ("joiner.dev_nodepools.yaml", yaml(NodePool::crd())),
-        ("joiner.dev_nodeclasses.yaml", yaml(NodeClass::crd())),
-        ("joiner.dev_nodeclaims.yaml", yaml(NodeClaim::crd())),
-        ("joiner.dev_nodeoverlays.yaml", yaml(NodeOverlay::crd())),
+        ("joiner.dev_nodepools.yaml", yaml(schema::node_pool())),
+        ("joiner.dev_nodeclasses.yaml", yaml(schema::node_class())),
+        ("joiner.dev_nodeclaims.yaml", yaml(schema::node_claim())),
+        ("joiner.dev_nodeoverlays.yaml", yaml(schema::node_overlay())),
     ]
 }
 
@@ -48,12 +50,7 @@ fn crds_are_up_to_date() {
 
 #[test]
 fn crds_have_group_version_and_scope() {
-    for crd in [
-        NodePool::crd(),
-        NodeClass::crd(),
-        NodeClaim::crd(),
-        NodeOverlay::crd(),
-    ] {
+    for crd in schema::crds() {
         assert_eq!(crd.spec.group, "joiner.dev");
         assert_eq!(crd.spec.scope, "Cluster");
         assert_eq!(crd.spec.versions.len(), 1);

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{CustomResourceExt, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
@@ -71,10 +71,18 @@ mod real_control_plane {
         .unwrap();
 
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+        let joiner = || {
+            use joiner_agent::api::schema;
+            [
+                schema::node_pool(),
+                schema::node_class(),
+                schema::node_claim(),
+            ]
+        };
+        for crd in joiner() {
             crds.create(&PostParams::default(), &crd).await.unwrap();
         }
-        for crd in [NodePool::crd(), NodeClass::crd(), NodeClaim::crd()] {
+        for crd in joiner() {
             let name = crd.name_any();
             wait_for(
                 &format!("CRD {name} Established"),

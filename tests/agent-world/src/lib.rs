@@ -33,10 +33,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::CustomResourceExt;
 use serde_json::json;
 
-use joiner_agent::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
+use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
 use joiner_agent::cloud::ec2::{Ec2Cloud, Ec2Options};
 use joiner_agent::controllers::{self, Config};
 
@@ -385,23 +384,13 @@ impl World {
         let agent_credentials = agent_identity(&sdk_config(&moto.endpoint()).await).await;
 
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in [
-            NodePool::crd(),
-            NodeClass::crd(),
-            NodeClaim::crd(),
-            NodeOverlay::crd(),
-        ] {
+        for crd in joiner_agent::api::schema::crds() {
             crds.create(&PostParams::default(), &crd)
                 .await
                 .expect("CRD create");
         }
         // A real API server serves a CRD's objects only once it is Established.
-        for crd in [
-            NodePool::crd(),
-            NodeClass::crd(),
-            NodeClaim::crd(),
-            NodeOverlay::crd(),
-        ] {
+        for crd in joiner_agent::api::schema::crds() {
             let name = crd.metadata.name.clone().unwrap_or_default();
             wait_for(
                 &format!("CRD {name} Established"),

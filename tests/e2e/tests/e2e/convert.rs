@@ -91,7 +91,6 @@ fn converted_manifests_format_check_and_plan() {
 #[test]
 fn converted_resources_import_back_with_no_change() {
     use kube::api::DynamicObject;
-    use kube::CustomResourceExt;
 
     let moto = MotoServer::start();
     let sim = kube_sim::KubeSim::start(kube_sim::Options {
@@ -116,8 +115,8 @@ fn converted_resources_import_back_with_no_change() {
             },
         );
         for crd in [
-            joiner_agent::api::NodePool::crd(),
-            joiner_agent::api::NodeClass::crd(),
+            joiner_agent::api::schema::node_pool(),
+            joiner_agent::api::schema::node_class(),
         ] {
             let crd: DynamicObject =
                 serde_json::from_value(serde_json::to_value(crd).unwrap()).unwrap();
