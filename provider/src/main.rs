@@ -83,7 +83,7 @@ fn print_policy(binary: &str, args: &[String]) -> ExitCode {
     use joiner_provider::policy::deployer::deployer_policy;
     use joiner_provider::resources::interruption_rules::naming::rule_prefix;
     let usage = format!(
-        "usage: {binary} policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN\n       {binary} policy deployer CLUSTER_ARN"
+        "usage: {binary} policy agent CLUSTER_ARN QUEUE_ARN NODE_ROLE_ARN [QUEUE_KMS_KEY_ARN]\n       {binary} policy deployer CLUSTER_ARN"
     );
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         eprintln!("{binary}: {what}: {e}");
@@ -99,7 +99,7 @@ fn print_policy(binary: &str, args: &[String]) -> ExitCode {
             println!("{}", deployer_policy(&cluster, &prefix).to_json());
             ExitCode::SUCCESS
         }
-        [kind, cluster, queue, node_role] if kind == "agent" => {
+        [kind, cluster, queue, node_role, key @ ..] if kind == "agent" && key.len() <= 1 => {
             let cluster = match Arn::expect(cluster, "eks", "cluster/") {
                 Ok(a) => a,
                 Err(e) => return fail("CLUSTER_ARN", &e),
@@ -107,7 +107,10 @@ fn print_policy(binary: &str, args: &[String]) -> ExitCode {
             for (what, arn, service, prefix) in [
                 ("QUEUE_ARN", queue, "sqs", ""),
                 ("NODE_ROLE_ARN", node_role, "iam", "role/"),
-            ] {
+            ]
+            .into_iter()
+            .chain(key.iter().map(|k| ("QUEUE_KMS_KEY_ARN", k, "kms", "key/")))
+            {
                 if let Err(e) = Arn::expect(arn, service, prefix) {
                     return fail(what, &e);
                 }
@@ -116,6 +119,7 @@ fn print_policy(binary: &str, args: &[String]) -> ExitCode {
                 cluster,
                 queue_arn: queue.clone(),
                 node_role_arn: node_role.clone(),
+                queue_kms_key_arn: key.first().cloned(),
             };
             println!("{}", agent_policy(&scope).to_json());
             ExitCode::SUCCESS

@@ -162,3 +162,111 @@ async fn a_refused_permission_is_reported_and_the_other_loops_keep_working() {
     );
     agent.stop().await.expect("agent stops cleanly");
 }
+
+/// The agent's policy for an SSE-KMS interruption queue, as `terraform-provider-joiner
+/// policy agent` renders it with or without the queue's key.
+fn agent_policy_for(queue: &str, key: Option<&str>) -> String {
+    use joiner_agent_world::{ACCOUNT, CLUSTER, NODE_ROLE};
+    let mut args = vec![
+        "policy".to_string(),
+        "agent".into(),
+        format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{CLUSTER}"),
+        format!("arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}"),
+        format!("arn:aws:iam::{ACCOUNT}:role/{NODE_ROLE}"),
+    ];
+    args.extend(key.map(str::to_string));
+    let out = std::process::Command::new(joiner_test_support::provider_bin())
+        .args(&args)
+        .output()
+        .expect("run terraform-provider-joiner policy agent");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// Reading a queue encrypted with a customer managed key is a `kms:Decrypt` that SQS makes
+/// as the reader: without the key in its policy the agent is refused (naming the KMS
+/// action), and `joiner_agent_role.queue_kms_key_arn` grants it through SQS only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_kms_queue_is_read_only_with_its_key_in_the_policy() {
+    use joiner_agent_world::{sdk_config, sdk_config_as, ACCOUNT};
+    const QUEUE: &str = "agent-test-interruptions";
+    let key = format!("arn:aws:kms:us-east-1:{ACCOUNT}:key/0f3c3e2a-5b7d-4f0e-9a51-6d2b8c1e7a90");
+    let moto = joiner_test_support::MotoServer::start_enforced();
+    let admin = sdk_config(&moto.endpoint()).await;
+    let sqs = aws_sdk_sqs::Client::new(&admin);
+    let url = sqs
+        .create_queue()
+        .queue_name(QUEUE)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::KmsMasterKeyId, &key)
+        .send()
+        .await
+        .expect("sqs:CreateQueue")
+        .queue_url
+        .expect("a queue URL");
+    sqs.send_message()
+        .queue_url(&url)
+        .message_body("{}")
+        .send()
+        .await
+        .expect("sqs:SendMessage as the admin");
+    let iam = aws_sdk_iam::Client::new(&admin);
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:user/local-admin")},
+        "Action": "sts:AssumeRole"}]});
+    iam.create_role()
+        .role_name("kms-reader")
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await
+        .expect("iam:CreateRole");
+    let receive_as_agent = |policy: String| {
+        let (iam, admin, url) = (iam.clone(), admin.clone(), url.clone());
+        let endpoint = moto.endpoint();
+        async move {
+            iam.put_role_policy()
+                .role_name("kms-reader")
+                .policy_name("joiner-agent")
+                .policy_document(policy)
+                .send()
+                .await
+                .expect("iam:PutRolePolicy");
+            let c = aws_sdk_sts::Client::new(&admin)
+                .assume_role()
+                .role_arn(format!("arn:aws:iam::{ACCOUNT}:role/kms-reader"))
+                .role_session_name("joiner-agent")
+                .send()
+                .await
+                .expect("sts:AssumeRole")
+                .credentials
+                .expect("credentials");
+            let creds = aws_credential_types::Credentials::new(
+                c.access_key_id(),
+                c.secret_access_key(),
+                Some(c.session_token().to_string()),
+                None,
+                "assumed",
+            );
+            aws_sdk_sqs::Client::new(&sdk_config_as(&endpoint, creds).await)
+                .receive_message()
+                .queue_url(url)
+                .send()
+                .await
+        }
+    };
+    let refused = receive_as_agent(agent_policy_for(QUEUE, None))
+        .await
+        .expect_err("no kms:Decrypt on the queue's key");
+    let said = format!("{:?}", aws_sdk_sqs::error::DisplayErrorContext(&refused));
+    assert!(
+        said.contains("kms:Decrypt") && said.contains(&key),
+        "the refusal names the KMS action and key: {said}"
+    );
+    let got = receive_as_agent(agent_policy_for(QUEUE, Some(&key)))
+        .await
+        .expect("sqs:ReceiveMessage with the key granted");
+    assert_eq!(got.messages().len(), 1, "the message is read");
+}

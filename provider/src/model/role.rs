@@ -149,5 +149,6 @@ model! {
         pub service_account: Planned<Option<String>>,
         pub node_role_arn: Planned<Option<String>>,
         pub queue_arn: Planned<Option<String>>,
+        pub queue_kms_key_arn: Planned<Option<String>>,
     }
 }

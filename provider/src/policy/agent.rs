@@ -63,6 +63,9 @@ pub struct AgentScope {
     pub queue_arn: String,
     /// The node role passed to EC2 through the instance profile.
     pub node_role_arn: String,
+    /// The customer managed KMS key of an SSE-KMS queue: reading an encrypted message is
+    /// a `kms:Decrypt` by SQS on the reader's behalf, which IAM authorizes for the reader.
+    pub queue_kms_key_arn: Option<String>,
 }
 
 /// The agent's inline policy.
@@ -85,7 +88,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
     // An instant fleet is authorized as both (see the module docs).
     let launch = ["ec2:RunInstances", "ec2:CreateFleet"];
 
-    let statements = vec![
+    let mut statements = vec![
         // Objects created by a launch, and launch templates, must be tagged for this cluster.
         Statement::allow("CreateTagged")
             .actions(launch.into_iter().chain(["ec2:CreateLaunchTemplate"]))
@@ -186,6 +189,19 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             )])
             .condition("StringEquals", "iam:AWSServiceName", ["spot.amazonaws.com"]),
     ];
+    // Only through SQS: the key is the queue's, not the agent's to use elsewhere.
+    if let Some(key) = &scope.queue_kms_key_arn {
+        statements.push(
+            Statement::allow("InterruptionQueueKey")
+                .actions(["kms:Decrypt"])
+                .resources([key.clone()])
+                .condition(
+                    "StringEquals",
+                    "kms:ViaService",
+                    [format!("sqs.{r}.amazonaws.com")],
+                ),
+        );
+    }
     PolicyDocument::new(statements)
 }
 
@@ -213,6 +229,9 @@ mod tests {
             .unwrap(),
             queue_arn: format!("arn:{p}:sqs:{region}:{account}:{}", "q".repeat(80)),
             node_role_arn: format!("arn:{p}:iam::{account}:role/{}", "n".repeat(64)),
+            queue_kms_key_arn: Some(format!(
+                "arn:{p}:kms:{region}:{account}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+            )),
         }
     }
 
@@ -419,6 +438,25 @@ mod tests {
                 assert_eq!(st["Action"], serde_json::json!("ec2:Describe*"));
             }
         }
+    }
+
+    #[test]
+    fn an_sse_kms_queue_key_is_decrypted_through_sqs_only() {
+        let mut sc = scope("eu-west-1", "prod");
+        let doc = agent_policy(&sc).to_value();
+        let key = statement(&doc, "InterruptionQueueKey");
+        assert_eq!(key["Action"], "kms:Decrypt");
+        assert_eq!(key["Resource"], sc.queue_kms_key_arn.as_deref().unwrap());
+        assert_eq!(
+            key["Condition"]["StringEquals"]["kms:ViaService"],
+            "sqs.eu-west-1.amazonaws.com"
+        );
+        sc.queue_kms_key_arn = None;
+        let doc = agent_policy(&sc).to_value();
+        assert!(
+            !doc.to_string().contains("kms:"),
+            "SSE-SQS needs no KMS grant"
+        );
     }
 
     /// The agent has no IAM client: a NodeClass names a profile Terraform made

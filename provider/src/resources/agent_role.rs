@@ -101,6 +101,10 @@ impl RoleFlavor for AgentRoleFlavor {
                 .required()
                 .validate(arn_of("sqs", ""))
                 .description("The interruption queue (joiner_interruption_queue.arn): the only queue the agent may read."),
+            Attribute::string("queue_kms_key_arn")
+                .optional()
+                .validate(arn_of("kms", "key/"))
+                .description("The customer managed KMS key ARN of an SSE-KMS interruption queue (the key given as the queue's kms_key_id). The agent may decrypt with it through SQS only. Leave unset for SQS-managed encryption (the queue's default)."),
         ]
     }
 
@@ -126,12 +130,15 @@ impl RoleFlavor for AgentRoleFlavor {
 
     fn documents(inputs: &AgentRoleInputs, env: &Env) -> Documents {
         let cluster = input(&inputs.cluster_name).flatten();
+        // Unknown (None) keeps the policy unknown; null (Some(None)) is SSE-SQS.
+        let queue_key = input(&inputs.queue_kms_key_arn);
         let policy = match (
             cluster,
             input(&inputs.queue_arn).flatten(),
             input(&inputs.node_role_arn).flatten(),
+            queue_key,
         ) {
-            (Some(cluster), Some(queue), Some(node_role)) => Arn::parse(&format!(
+            (Some(cluster), Some(queue), Some(node_role), Some(key)) => Arn::parse(&format!(
                 "arn:{}:eks:{}:{}:cluster/{cluster}",
                 env.partition, env.region, env.account
             ))
@@ -141,6 +148,7 @@ impl RoleFlavor for AgentRoleFlavor {
                     cluster,
                     queue_arn: queue.to_string(),
                     node_role_arn: node_role.to_string(),
+                    queue_kms_key_arn: key.map(str::to_string),
                 })
                 .to_json()
             }),
@@ -200,6 +208,9 @@ impl RoleFlavor for AgentRoleFlavor {
                         }
                     }
                     (Some("InterruptionQueue"), Some(r)) => inputs.queue_arn = Some(r).into(),
+                    (Some("InterruptionQueueKey"), Some(r)) => {
+                        inputs.queue_kms_key_arn = Some(r).into()
+                    }
                     (Some("PassNodeRole"), Some(r)) => inputs.node_role_arn = Some(r).into(),
                     _ => {}
                 }

@@ -652,6 +652,7 @@ mod tests {
             service_account: some("joiner-agent").into(),
             node_role_arn: some("arn:aws:iam::123456789012:role/nodes").into(),
             queue_arn: some("arn:aws:sqs:us-east-1:123456789012:q").into(),
+            queue_kms_key_arn: some("arn:aws:kms:us-east-1:123456789012:key/k").into(),
         });
     }
 

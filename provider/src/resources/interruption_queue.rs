@@ -119,7 +119,7 @@ impl Resource<ProviderContext> for InterruptionQueue {
             .attribute(
                 Attribute::string("kms_key_id")
                     .optional()
-                    .description("KMS key (id, alias or ARN) for SSE-KMS. Default: SQS-managed encryption (SSE-SQS).")
+                    .description("KMS key (id, alias or ARN) for SSE-KMS. Default: SQS-managed encryption (SSE-SQS). With a customer managed key, give its ARN to joiner_agent_role.queue_kms_key_arn, and let the key policy allow events.amazonaws.com kms:GenerateDataKey and kms:Decrypt, or EventBridge cannot deliver to the queue.")
                     .validate(validators::string_length(1, 2048)),
             )
             .attribute(Attribute::string_map("tags").optional().description("Tags on the queue."))

@@ -798,7 +798,43 @@ def _sqs_checks(call: Call) -> list[Check] | None:
         tags = call.body.get("tags") or {}
         ctx = _tag_ctx("aws:RequestTag", tags)
         ctx["aws:TagKeys"] = sorted(tags)
-    return [(action, call.arn("sqs", name), ctx)]
+    return [(action, call.arn("sqs", name), ctx)] + _sqs_key_checks(call, name, action)
+
+
+# What SQS asks of KMS on the caller's behalf for an SSE-KMS queue (SQS developer guide,
+# "Configuring KMS permissions for Amazon SQS"): a consumer needs kms:Decrypt, a producer
+# kms:GenerateDataKey and kms:Decrypt, both "via" SQS.
+_SQS_KEY_ACTIONS = {
+    "sqs:ReceiveMessage": ["kms:Decrypt"],
+    "sqs:SendMessage": ["kms:GenerateDataKey", "kms:Decrypt"],
+}
+
+
+def _sqs_key_checks(call: Call, queue_name: str, action: str) -> list[Check]:
+    """The KMS checks of a send or receive on a queue encrypted with a customer managed key.
+    The AWS managed key (`alias/aws/sqs`) is granted to the account's principals by its own
+    key policy, so it needs nothing of the identity policy. Key policies are not evaluated:
+    a customer managed key is taken to have the default policy, which delegates to IAM.
+    Stricter than SQS in one way: an empty receive is checked too (SQS only decrypts what
+    it returns), so a reader the local world admits is one AWS admits."""
+    kms_actions = _SQS_KEY_ACTIONS.get(action)
+    if not kms_actions:
+        return []
+    from moto.sqs.models import sqs_backends
+
+    queue = sqs_backends[call.account][call.region].queues.get(queue_name)
+    key = getattr(queue, "kms_master_key_id", None) if queue is not None else None
+    if not key or key == "alias/aws/sqs" or key.endswith(":alias/aws/sqs"):
+        return []
+    from moto.kms.models import kms_backends
+
+    kms = kms_backends[call.account][call.region]
+    try:
+        arn = kms.keys[kms.any_id_to_key_id(key)].arn
+    except Exception:  # not a key this world knows: check the name as given
+        arn = key
+    via = {"kms:ViaService": [f"sqs.{call.region}.amazonaws.com"]}
+    return [(a, arn, via) for a in kms_actions]
 
 
 _EKS_PATH = re.compile(
