@@ -1029,21 +1029,7 @@ async fn terminate_and_prune_launch_templates() {
 #[tokio::test]
 async fn cluster_details_come_from_describe_cluster_when_not_given() {
     let w = world().await;
-    let direct = sdk_config(&w._moto.endpoint()).await;
-    let eks = aws_sdk_eks::Client::new(&direct);
-    eks.create_cluster()
-        .name(CLUSTER)
-        .version("1.33")
-        .role_arn("arn:aws:iam::123456789012:role/cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids(&w.subnets["us-east-1a"])
-                .subnet_ids(&w.subnets["us-east-1b"])
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let eks = create_cluster(&w, None).await;
     let described = eks.describe_cluster().name(CLUSTER).send().await.unwrap();
     let endpoint = described.cluster().unwrap().endpoint().unwrap().to_string();
 
@@ -1065,6 +1051,31 @@ async fn cluster_details_come_from_describe_cluster_when_not_given() {
         cfg["spec"]["cluster"]["apiServerEndpoint"],
         endpoint.as_str()
     );
+}
+
+/// The cluster `CLUSTER` (Kubernetes 1.33) in two of the world's zones, straight to the
+/// emulator; `service_cidr` as CreateCluster's `serviceIpv4Cidr`, else EKS's default.
+async fn create_cluster(w: &World, service_cidr: Option<&str>) -> aws_sdk_eks::Client {
+    let eks = aws_sdk_eks::Client::new(&sdk_config(&w._moto.endpoint()).await);
+    eks.create_cluster()
+        .name(CLUSTER)
+        .version("1.33")
+        .role_arn("arn:aws:iam::123456789012:role/cluster")
+        .resources_vpc_config(
+            aws_sdk_eks::types::VpcConfigRequest::builder()
+                .subnet_ids(&w.subnets["us-east-1a"])
+                .subnet_ids(&w.subnets["us-east-1b"])
+                .build(),
+        )
+        .set_kubernetes_network_config(service_cidr.map(|c| {
+            aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
+                .service_ipv4_cidr(c)
+                .build()
+        }))
+        .send()
+        .await
+        .expect("eks:CreateCluster");
+    eks
 }
 
 /// The NodeConfig of the cluster's first launch template, as nodeadm would read it.
@@ -1106,26 +1117,7 @@ async fn node_config(w: &World) -> serde_yaml::Value {
 #[tokio::test]
 async fn the_service_cidr_is_read_even_when_the_endpoint_and_ca_are_given() {
     let w = world().await;
-    let direct = sdk_config(&w._moto.endpoint()).await;
-    let eks = aws_sdk_eks::Client::new(&direct);
-    eks.create_cluster()
-        .name(CLUSTER)
-        .version("1.33")
-        .role_arn("arn:aws:iam::123456789012:role/cluster")
-        .resources_vpc_config(
-            aws_sdk_eks::types::VpcConfigRequest::builder()
-                .subnet_ids(&w.subnets["us-east-1a"])
-                .subnet_ids(&w.subnets["us-east-1b"])
-                .build(),
-        )
-        .kubernetes_network_config(
-            aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
-                .service_ipv4_cidr("10.100.0.0/16")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    create_cluster(&w, Some("10.100.0.0/16")).await;
     let mut options = Ec2Options::new(CLUSTER);
     options.public_parameter_root = PARAMETER_ROOT.into();
     options.cluster_endpoint = Some("https://flag.example".into());
