@@ -121,6 +121,9 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
         Box::pin(garbage_collection::run(c))
     }),
     ("nodepool.validation", |c| Box::pin(nodepool::run(c))),
+    ("metrics.inventory", |c| {
+        Box::pin(operator::inventory::run(c))
+    }),
     ("nodeclass.termination", |c| Box::pin(nodeclass::run(c))),
     ("nodeclass.status", |c| Box::pin(nodeclass::status::run(c))),
     ("interruption", |c| Box::pin(interruption::run(c))),

@@ -34,6 +34,16 @@ impl Queue {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Keys waiting: ready or delayed, not those being worked on.
+    pub fn len(&self) -> usize {
+        let i = self.lock();
+        i.ready.len() + i.delayed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn add(&self, key: &str) {
         let mut i = self.lock();
         if i.running.contains(key) {

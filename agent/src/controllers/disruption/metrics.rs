@@ -51,7 +51,7 @@ impl Default for DisruptionMetrics {
 
 impl DisruptionMetrics {
     pub fn new() -> DisruptionMetrics {
-        DisruptionMetrics {
+        let m = DisruptionMetrics {
             decisions: Family::default(),
             nodes_disrupted: Family::default(),
             blocked: Family::default(),
@@ -64,7 +64,18 @@ impl DisruptionMetrics {
             nodes_repaired: Family::default(),
             repair_held: Family::default(),
             consolidation_evictions: Family::default(),
+        };
+        // Every reason and action from the start: a dashboard's rate over a series that
+        // appears only at the first decision shows nothing, not zero, until then.
+        for r in crate::disruption::budgets::Reason::ALL {
+            for action in ["delete", "replace"] {
+                drop(
+                    m.decisions
+                        .get_or_create(&labels(&[("reason", r.as_str()), ("action", action)])),
+                );
+            }
         }
+        m
     }
 
     pub fn register(&self, r: &mut Registry) {

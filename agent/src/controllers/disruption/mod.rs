@@ -96,7 +96,12 @@ fn ts(t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Optio
     t.as_ref().map(|t| t.0.as_second())
 }
 
-fn price_of(catalog: &Catalog, itype: &str, zone: &str, ct: Option<CapacityType>) -> f64 {
+pub(crate) fn price_of(
+    catalog: &Catalog,
+    itype: &str,
+    zone: &str,
+    ct: Option<CapacityType>,
+) -> f64 {
     let Some(it) = catalog.get(itype) else {
         return crate::catalog::prices::on_demand(itype).unwrap_or(0.0);
     };

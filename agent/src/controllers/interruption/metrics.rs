@@ -1,10 +1,11 @@
 //! Interruption metrics (`joiner_interruption_*`). Kept in their own struct, registered into
 //! the agent's registry with one call, so tests and benchmarks can read them directly.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -30,6 +31,13 @@ pub struct InterruptionMetrics {
     pub message_to_replacement: Histogram,
     /// NodeClaims the provisioner created holding pods of interrupted nodes.
     pub replacements: Counter<u64, AtomicU64>,
+    /// Messages received and not yet handled: a number that stays up means the handlers
+    /// are slower than the warnings arrive.
+    pub in_flight: Gauge<i64, AtomicI64>,
+    /// How long the oldest message of the latest receive had waited in the queue, in
+    /// seconds (0 after an empty receive). A warning gives two minutes: time spent queued is
+    /// time not spent replacing.
+    pub message_age: Gauge<f64, AtomicU64>,
 }
 
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -47,7 +55,7 @@ impl Default for InterruptionMetrics {
 
 impl InterruptionMetrics {
     pub fn new() -> InterruptionMetrics {
-        InterruptionMetrics {
+        let m = InterruptionMetrics {
             received: Family::default(),
             actions: Family::default(),
             dropped: Family::default(),
@@ -60,7 +68,14 @@ impl InterruptionMetrics {
                 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0,
             ]),
             replacements: Counter::default(),
+            in_flight: Gauge::default(),
+            message_age: Gauge::default(),
+        };
+        // Every kind from the start, so a quiet queue reads as zero warnings, not as none.
+        for k in crate::interruption::messages::Kind::ALL {
+            drop(m.received.get_or_create(&labels(&[("kind", k.as_str())])));
         }
+        m
     }
 
     pub fn register(&self, r: &mut Registry) {
@@ -103,6 +118,16 @@ impl InterruptionMetrics {
             "interruption_replacements",
             "NodeClaims created by the provisioner for pods of interrupted nodes",
             self.replacements.clone(),
+        );
+        r.register(
+            "interruption_messages_in_flight",
+            "Interruption messages received and not yet handled",
+            self.in_flight.clone(),
+        );
+        r.register(
+            "interruption_message_age_seconds",
+            "Time the oldest message of the latest receive had waited in the queue (0 when it was empty)",
+            self.message_age.clone(),
         );
     }
 

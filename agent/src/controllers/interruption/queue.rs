@@ -127,9 +127,19 @@ impl Consumer {
             })?;
         let n = msgs.len();
         if n == 0 {
+            // An empty long poll: nothing is waiting.
+            self.metrics.message_age.set(0.0);
             return Ok(0);
         }
+        let oldest = msgs
+            .iter()
+            .filter_map(|m| SystemTime::now().duration_since(m.sent_at?).ok())
+            .max()
+            .unwrap_or_default();
+        self.metrics.message_age.set(oldest.as_secs_f64());
+        self.metrics.in_flight.inc_by(n as i64);
         let results = join_all(msgs.iter().map(|m| self.handle_one(handler, m))).await;
+        self.metrics.in_flight.dec_by(n as i64);
         let done: Vec<&QueueMessage> = msgs
             .iter()
             .zip(results)

@@ -295,7 +295,7 @@ async fn launch(
     match result {
         Ok(l) => Ok(l),
         Err(e) if e.is_insufficient_capacity() => {
-            ctx.metrics.cloud_error(&e);
+            ctx.metrics.launch_failure(&request.nodepool, &e);
             let msg = format!(
                 "no capacity for NodeClaim {name} in any of its {} candidate types ({}): {e}; the pods will be planned again",
                 request.candidates.len(),
@@ -315,7 +315,7 @@ async fn launch(
             Err(Failure::Gone)
         }
         Err(e) => {
-            ctx.metrics.cloud_error(&e);
+            ctx.metrics.launch_failure(&request.nodepool, &e);
             let explained = e.explained();
             tracing::warn!(nodeclaim = %name, error = %explained, "launch failed; retrying");
             fail(ctx, claim, "LaunchFailed", &explained).await;

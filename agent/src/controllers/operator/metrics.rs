@@ -46,6 +46,31 @@ pub struct Metrics {
     pub adoption_failures: Counter<u64, AtomicU64>,
     pub adoption_refused: Counter<u64, AtomicU64>,
     pub leader: Gauge<i64, AtomicI64>,
+    /// Launched NodeClaims, by nodepool, capacity type and zone (`inventory`).
+    pub nodes: Family<Labels, Gauge<i64, AtomicI64>>,
+    /// What those nodes cost, USD per hour, at the agent's own prices.
+    pub nodes_price: Family<Labels, Gauge<f64, AtomicU64>>,
+    /// Pods bound to the agent's nodes, by nodepool.
+    pub pods_bound: Family<Labels, Gauge<i64, AtomicI64>>,
+    /// Age of the oldest pod waiting for capacity, read from the watch (not from the last
+    /// round: a pod a pool's limit holds back triggers no new round, yet keeps waiting).
+    pub pods_pending_oldest: Gauge<f64, AtomicU64>,
+    /// Pod-seconds spent waiting for capacity: its rate is the average number of pods
+    /// waiting.
+    pub pods_pending_seconds: Counter<f64, AtomicU64>,
+    /// 1 when the last round left pods unplaced because this pool's limits were reached.
+    pub nodepool_at_limit: Family<Labels, Gauge<i64, AtomicI64>>,
+    /// Launches that failed, by nodepool and the AWS error code.
+    pub launch_failures: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Cloud calls IAM refused (any service); by operation in `cloud_errors`.
+    pub iam_refusals: Counter<u64, AtomicU64>,
+    /// NodeClaims waiting in the launch and termination work queue.
+    pub claim_queue_depth: Gauge<i64, AtomicI64>,
+    /// NodeClaim deletion requested → instance terminated and claim released: the
+    /// replacement wait and the drain, which is what an interrupted node's pods live through.
+    pub termination_duration: Histogram,
+    /// Read from /proc at each scrape.
+    pub resident_memory: Gauge<i64, AtomicI64>,
     /// `joiner_interruption_*` (see `crate::controllers::interruption::metrics`).
     pub interruption:
         std::sync::Arc<crate::controllers::interruption::metrics::InterruptionMetrics>,
@@ -103,6 +128,19 @@ impl Metrics {
             adoption_failures: Counter::default(),
             adoption_refused: Counter::default(),
             leader: Gauge::default(),
+            nodes: Family::default(),
+            nodes_price: Family::default(),
+            pods_bound: Family::default(),
+            pods_pending_oldest: Gauge::default(),
+            pods_pending_seconds: Counter::default(),
+            nodepool_at_limit: Family::default(),
+            launch_failures: Family::default(),
+            iam_refusals: Counter::default(),
+            claim_queue_depth: Gauge::default(),
+            termination_duration: Histogram::new([
+                1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0, 600.0,
+            ]),
+            resident_memory: Gauge::default(),
             interruption: Default::default(),
             disruption: Default::default(),
         };
@@ -227,6 +265,61 @@ impl Metrics {
             "1 while this replica holds the leader Lease",
             m.leader.clone(),
         );
+        r.register(
+            "nodes",
+            "Launched NodeClaims, by nodepool, capacity type and zone",
+            m.nodes.clone(),
+        );
+        r.register(
+            "nodes_price_usd_per_hour",
+            "Hourly price of the launched NodeClaims at the agent's prices, by nodepool, capacity type and zone",
+            m.nodes_price.clone(),
+        );
+        r.register(
+            "pods_bound",
+            "Pods bound to the agent's nodes, by nodepool",
+            m.pods_bound.clone(),
+        );
+        r.register(
+            "pods_pending_oldest_seconds",
+            "Age of the oldest pod kube-scheduler could not place and the agent provisions for (0 when none)",
+            m.pods_pending_oldest.clone(),
+        );
+        r.register(
+            "pods_pending_seconds",
+            "Pod-seconds spent waiting for capacity",
+            m.pods_pending_seconds.clone(),
+        );
+        r.register(
+            "nodepool_at_limit",
+            "1 when the last scheduling round left pods unplaced because the nodepool's limits were reached",
+            m.nodepool_at_limit.clone(),
+        );
+        r.register(
+            "nodeclaims_launch_failures",
+            "NodeClaim launches that failed, by nodepool and error code",
+            m.launch_failures.clone(),
+        );
+        r.register(
+            "iam_refusals",
+            "Cloud calls refused by IAM (UnauthorizedOperation, AccessDenied)",
+            m.iam_refusals.clone(),
+        );
+        r.register(
+            "nodeclaim_queue_depth",
+            "NodeClaims waiting in the launch and termination work queue",
+            m.claim_queue_depth.clone(),
+        );
+        r.register(
+            "nodeclaims_termination_duration_seconds",
+            "NodeClaim deletion requested to instance terminated and claim released (replacement wait and drain included)",
+            m.termination_duration.clone(),
+        );
+        r.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the agent process",
+            m.resident_memory.clone(),
+        );
         m.interruption.register(r);
         m.disruption.register(r);
         m
@@ -235,6 +328,17 @@ impl Metrics {
     pub fn cloud_error(&self, e: &crate::cloud::CloudError) {
         self.cloud_errors
             .get_or_create(&l(&[("operation", &e.operation), ("code", &e.code)]))
+            .inc();
+        if is_iam_refusal(&e.code) {
+            self.iam_refusals.inc();
+        }
+    }
+
+    /// A failed launch: counted as a cloud error and by its pool and code.
+    pub fn launch_failure(&self, nodepool: &str, e: &crate::cloud::CloudError) {
+        self.cloud_error(e);
+        self.launch_failures
+            .get_or_create(&l(&[("nodepool", nodepool), ("code", &e.code)]))
             .inc();
     }
 
@@ -256,6 +360,9 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn encode(&self) -> String {
+        if let Some(rss) = resident_memory_bytes() {
+            self.resident_memory.set(rss);
+        }
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             out.clear();
@@ -268,4 +375,21 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
     }
+}
+
+/// The codes AWS answers a call IAM did not allow with: EC2's, and the query and JSON
+/// protocols' (SQS, STS, IAM; SSM, EKS, KMS, Pricing).
+pub fn is_iam_refusal(code: &str) -> bool {
+    matches!(
+        code,
+        "UnauthorizedOperation" | "AccessDenied" | "AccessDeniedException"
+    )
+}
+
+/// VmRSS from /proc/self/status (Linux), in bytes.
+fn resident_memory_bytes() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }

@@ -107,6 +107,22 @@ pub async fn run(ctx: Arc<Context>) {
     }
 }
 
+/// Which pools the round found at their limits: the scheduler names the pool and the limit
+/// in an unplaced pod's reasons.
+fn record_limits(ctx: &Context, r: &input::Round, plan: &crate::scheduler::Plan) {
+    for name in r.pools.keys() {
+        let marker = format!("nodepool {name:?}: limit ");
+        let at = plan
+            .unschedulable
+            .iter()
+            .any(|u| u.reasons.iter().any(|why| why.starts_with(&marker)));
+        ctx.metrics
+            .nodepool_at_limit
+            .get_or_create(&l(&[("nodepool", name)]))
+            .set(i64::from(at));
+    }
+}
+
 /// One scheduling round. Returns the pods that were pending: uid to resourceVersion.
 pub async fn round(
     ctx: &Context,
@@ -126,6 +142,7 @@ pub async fn round(
         .iter()
         .filter_map(|p| Some((p.uid()?, p.resource_version().unwrap_or_default())))
         .collect();
+    record_limits(ctx, &r, &plan);
     let caps = capacity::pools(ctx, &r, &plan);
     if !caps.is_empty() {
         let now = jiff::Timestamp::now().as_second();

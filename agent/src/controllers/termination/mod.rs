@@ -350,6 +350,9 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         .nodeclaims_terminated
         .get_or_create(&crate::controllers::operator::metrics::claim_labels(claim))
         .inc();
+    ctx.metrics
+        .termination_duration
+        .observe(deleting_for(claim));
     tracing::info!(nodeclaim = %name, reason = reason.as_str(), "terminated");
     ctx.state.notify(Change::NodeClaim(name));
     None
