@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools"
 mkdir -p "$tools/bin" "$tools/cache"
 
-# What to install: all (default); base (Terraform 1.0.3 and moto: a minute); go (the tools
+# What to install: all (default); base (Terraform 1.0.3, moto and Prometheus: a minute); go (the tools
 # built from Go), or one half of them: go-terraform (OpenTofu, current Terraform) or
 # go-cluster (the Kubernetes control plane, KWOK, etcd). scripts/test builds them in the
 # background while it compiles and runs the tests that do not need them.
@@ -58,6 +58,10 @@ if [ ! -x "$tools/venv/bin/moto_server" ] || ! "$tools/venv/bin/python" -c "impo
   "$tools/venv/bin/python" -m pip install --quiet --upgrade pip
   "$tools/venv/bin/python" -m pip install --quiet "moto[server]==$MOTO_VERSION"
 fi
+
+# Prometheus and promtool, Debian's build (about 10 s cold): the monitoring tests check
+# monitoring/ with them, and the sandbox scrapes its agent with them.
+"$root/scripts/install-prometheus.sh" >/dev/null
 fi
 
 # ---------------------------------------------------------------------------------------
