@@ -170,6 +170,21 @@ go_tools() {
   built_dir=$dir
 }
 
+# nodeadm's parsing and validation of AL2023 user data (tools/go/nodeadm), which kube-sim's
+# EC2 bridge runs on every instance. Part of base: the main test pass and the sandbox start
+# kube-sim right after the Rust build, before the background Go builds are done. Its own
+# scratch caches, removed here: a base run must not touch those of a Go build beside it.
+if [ "$part" = all ] || [ "$part" = base ]; then
+  nodeadm_scratch="$cache/go-scratch-nodeadm"
+  go_env_saved=("${go_env[@]}")
+  if [ "${JOINER_GO_CACHES:-throwaway}" != keep ]; then
+    go_env=(GOCACHE="$nodeadm_scratch/build" GOMODCACHE="$nodeadm_scratch/mod" GOFLAGS="${GOFLAGS:-} -mod=readonly -modcacherw")
+  fi
+  go_tools nodeadm nodeadm-check
+  go_env=("${go_env_saved[@]}")
+  if [ -d "$nodeadm_scratch" ]; then chmod -R u+w "$nodeadm_scratch" && rm -rf "$nodeadm_scratch"; fi
+fi
+
 # The tools built from Go (scripts/test builds them in the background).
 if want go-terraform; then
 if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
