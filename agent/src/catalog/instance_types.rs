@@ -36,7 +36,13 @@ pub struct InstanceTypeRecord {
     pub current_generation: bool,
     #[serde(default)]
     pub burstable: bool,
+    /// ENIs of all network cards together.
     pub max_enis: u32,
+    /// ENIs of the default network card. The VPC CNI takes pod addresses from that card's
+    /// interfaces only, so it is what bounds a node's pods ([`Self::pod_enis`]); 0 where EC2
+    /// did not say (synthetic records), and then `max_enis` stands in.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub default_card_enis: u32,
     pub ipv4_per_eni: u32,
     #[serde(default)]
     pub gpu_count: u32,
@@ -88,6 +94,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 /// Karpenter's value style for names EC2 gives in any case (`A10G`, `Inferentia2`).
 fn lower_kebab(s: &str) -> String {
     s.trim().to_ascii_lowercase().replace([' ', '_'], "-")
@@ -101,6 +111,15 @@ pub struct OfferingRecord {
 }
 
 impl InstanceTypeRecord {
+    /// The interfaces whose addresses pods get: the default network card's.
+    pub fn pod_enis(&self) -> u32 {
+        if self.default_card_enis > 0 {
+            self.default_card_enis
+        } else {
+            self.max_enis
+        }
+    }
+
     /// Reads the fields the catalogue uses. Types without a name, vCPU count or memory size
     /// are skipped (None): nothing sensible can be planned on them.
     pub fn from_ec2(info: &InstanceTypeInfo) -> Option<InstanceTypeRecord> {
@@ -201,6 +220,16 @@ impl InstanceTypeRecord {
                 .and_then(|n| n.maximum_network_interfaces())
                 .unwrap_or(0)
                 .max(0) as u32,
+            default_card_enis: net
+                .and_then(|n| {
+                    let default = n.default_network_card_index().unwrap_or(0);
+                    n.network_cards()
+                        .iter()
+                        .find(|c| c.network_card_index().unwrap_or(0) == default)
+                        .and_then(|c| c.maximum_network_interfaces())
+                })
+                .unwrap_or(0)
+                .max(0) as u32,
             ipv4_per_eni: net
                 .and_then(|n| n.ipv4_addresses_per_interface())
                 .unwrap_or(0)
@@ -253,12 +282,17 @@ impl InstanceTypeRecord {
             .maximum_network_interfaces(self.max_enis as i32)
             .ipv4_addresses_per_interface(self.ipv4_per_eni as i32)
             .encryption_in_transit_supported(self.encryption_in_transit);
-        if self.network_bandwidth_mbps > 0 {
-            net = net.network_cards(
-                NetworkCardInfo::builder()
-                    .baseline_bandwidth_in_gbps(self.network_bandwidth_mbps as f64 / 1000.0)
-                    .build(),
-            );
+        if self.network_bandwidth_mbps > 0 || self.default_card_enis > 0 {
+            let mut card = NetworkCardInfo::builder().network_card_index(0);
+            if self.network_bandwidth_mbps > 0 {
+                card = card.baseline_bandwidth_in_gbps(self.network_bandwidth_mbps as f64 / 1000.0);
+            }
+            if self.default_card_enis > 0 {
+                card = card.maximum_network_interfaces(self.default_card_enis as i32);
+            }
+            net = net
+                .default_network_card_index(0)
+                .network_cards(card.build());
         }
         let mut b = InstanceTypeInfo::builder()
             .instance_type(InstanceType::from(self.name.as_str()))

@@ -2,10 +2,14 @@
 //!
 //! With the VPC CNI in its default mode every pod takes a secondary IPv4 address, and each
 //! ENI's primary address is not usable by pods; host-network pods (aws-node, kube-proxy)
-//! add two. Hence `ENIs × (IPv4 per ENI − 1) + 2`, the formula of EKS's max-pods table.
-//! A NodeClass's `kubelet.maxPods` overrides it (prefix delegation, custom networking).
+//! add two. Hence `ENIs × (IPv4 per ENI − 1) + 2`, the formula of EKS's max-pods table,
+//! where the ENIs are the default network card's only: the CNI attaches none on the others,
+//! and nodeadm gives the kubelet exactly this figure, uncapped. On a type with several cards
+//! (p5, trn1, the `n` network-optimised sizes) counting them all would promise the scheduler
+//! pods the kubelet refuses. A NodeClass's `kubelet.maxPods` overrides it (prefix
+//! delegation, custom networking).
 
-/// The ENI formula. Returns at least 1 so a type with bogus limits is not treated as
+/// The ENI formula, given the default network card's ENIs. Returns at least 1 so a type with bogus limits is not treated as
 /// unable to run anything... unless its limits are zero, in which case it gets 2 (the
 /// host-network pods) like the EKS table does.
 pub fn from_eni_limits(max_enis: u32, ipv4_per_eni: u32) -> u32 {

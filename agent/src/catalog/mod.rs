@@ -138,7 +138,7 @@ impl InstanceType {
         let max_pods = record
             .max_pods
             .or(settings.max_pods)
-            .unwrap_or_else(|| max_pods::from_eni_limits(record.max_enis, record.ipv4_per_eni));
+            .unwrap_or_else(|| max_pods::from_eni_limits(record.pod_enis(), record.ipv4_per_eni));
         let mut capacity =
             allocatable::capacity(record.vcpus, record.memory_mib, max_pods, settings);
         if record.gpu_count > 0 {
@@ -206,7 +206,7 @@ impl InstanceType {
             .max_pods
             .or(settings.max_pods)
             .unwrap_or_else(|| {
-                max_pods::from_eni_limits(self.record.max_enis, self.record.ipv4_per_eni)
+                max_pods::from_eni_limits(self.record.pod_enis(), self.record.ipv4_per_eni)
             });
         let mut cap = allocatable::capacity(
             self.record.vcpus,

@@ -6,6 +6,7 @@ mod ami_variants;
 mod crds;
 mod disruption_decisions;
 mod disruption_pricing;
+mod max_pods_parity;
 mod one_creation_path;
 mod scheduler_checked;
 mod scheduler_domains;
