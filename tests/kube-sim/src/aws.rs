@@ -10,6 +10,13 @@
 //! the instance booted from carries their driver ([`Drivers`]): the device plugins find
 //! devices only there.
 //!
+//! User data with a NodeConfig (AL2023's) is read by nodeadm itself ([`nodeadm_check`]: its
+//! decoding, merging and validation, built from tools/go/nodeadm): a NodeConfig nodeadm
+//! refuses never becomes a Node, as `nodeadm init` stops before the kubelet starts, and the
+//! Node of one it accepts gets the labels, taints and max pods of nodeadm's merged config.
+//! Without a `maxPods`, the kubelet gets nodeadm's figure: ENIs of the default network card
+//! × (IPv4 addresses per ENI − 1) + 2.
+//!
 //! Only an instance whose IAM role may join registers (see [`crate::node_auth`]): an access
 //! entry of type EC2_LINUX on the EKS cluster named `cluster`, or a `system:nodes` mapping
 //! in the cluster's `kube-system/aws-auth`; and only one whose security groups let its
@@ -251,7 +258,14 @@ struct Tracked {
     down_since: Option<Instant>,
     /// Why the kubelet cannot join, as last logged (logged again only when it changes).
     refused: Option<String>,
+    /// nodeadm's refusal of the user data, once judged: user data never changes, so it is
+    /// judged (and logged) once.
+    nodeadm_refused: Option<String>,
 }
+
+/// The words kube-sim logs once per instance whose user data nodeadm refuses; the sandbox
+/// counts them.
+pub const NODEADM_REFUSED_LOG: &str = "nodeadm refused the user data";
 
 #[derive(Clone)]
 struct TypeInfo {
@@ -403,7 +417,26 @@ pub fn kubelet_config_from_user_data(text: &str) -> KubeletConfig {
         let Ok(doc) = serde_yaml::from_str::<Value>(body) else {
             continue;
         };
-        let c = &doc["spec"]["kubelet"]["config"];
+        apply_kubelet_config(&mut k, &doc["spec"]["kubelet"]["config"]);
+    }
+    for (flag, sep) in [("--max-pods", '='), ("max-pods", ' ')] {
+        let mut start = 0;
+        while let Some(i) = text[start..].find(flag) {
+            let at = start + i + flag.len();
+            let rest = text[at..].trim_start_matches([sep, ' ', '=']);
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if let Ok(m) = digits.parse() {
+                k.max_pods = Some(m);
+            }
+            start = at;
+        }
+    }
+    k
+}
+
+/// Sets what a NodeConfig's `spec.kubelet.config` says onto `k`, over what it had.
+fn apply_kubelet_config(k: &mut KubeletConfig, c: &Value) {
+    {
         if let Some(m) = c["maxPods"].as_i64() {
             k.max_pods = Some(m);
         }
@@ -434,19 +467,97 @@ pub fn kubelet_config_from_user_data(text: &str) -> KubeletConfig {
             k.eviction_hard_memory_mi = Some(v);
         }
     }
-    for (flag, sep) in [("--max-pods", '='), ("max-pods", ' ')] {
-        let mut start = 0;
-        while let Some(i) = text[start..].find(flag) {
-            let at = start + i + flag.len();
-            let rest = text[at..].trim_start_matches([sep, ' ', '=']);
-            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-            if let Ok(m) = digits.parse() {
-                k.max_pods = Some(m);
-            }
-            start = at;
+}
+
+/// What nodeadm makes of an instance's user data.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Nodeadm {
+    /// No NodeConfig in it: not user data an AL2023 node boots from, so not nodeadm's to judge.
+    NotNodeConfig,
+    /// nodeadm's merged NodeConfig (JSON), which configures the kubelet.
+    Accepted(Value),
+    /// nodeadm's error: `nodeadm init` stops there, the kubelet never starts, and the instance
+    /// runs on EC2 without ever registering.
+    Refused(String),
+}
+
+/// User data with a NodeConfig: a MIME part of nodeadm's media type, or a bare document.
+pub fn has_node_config(user_data: &str) -> bool {
+    user_data.contains("application/node.eks.aws") || user_data.contains("kind: NodeConfig")
+}
+
+/// Where `nodeadm-check` is (tools/go/nodeadm, built by `scripts/install-tools.sh --base`):
+/// `JOINER_NODEADM_CHECK`, else the workspace's `.tools/bin`.
+pub fn nodeadm_check_bin() -> std::path::PathBuf {
+    match std::env::var_os("JOINER_NODEADM_CHECK") {
+        Some(p) if !p.is_empty() => p.into(),
+        _ => {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/nodeadm-check")
         }
     }
-    k
+}
+
+/// Runs nodeadm's own decoding, merging and validation on the user data, as `nodeadm init`
+/// does first thing on an AL2023 node. A missing tool is a refusal that says how to install
+/// it, so that no node registers unjudged.
+pub fn nodeadm_check(user_data: &str) -> Nodeadm {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    if !has_node_config(user_data) {
+        return Nodeadm::NotNodeConfig;
+    }
+    let bin = nodeadm_check_bin();
+    let child = Command::new(&bin)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            return Nodeadm::Refused(format!(
+                "cannot run {} ({e}); scripts/install-tools.sh --base builds it",
+                bin.display()
+            ))
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(user_data.as_bytes());
+    }
+    let out = match child.wait_with_output() {
+        Ok(o) => o,
+        Err(e) => return Nodeadm::Refused(format!("{}: {e}", bin.display())),
+    };
+    if !out.status.success() {
+        return Nodeadm::Refused(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    match serde_json::from_slice(&out.stdout) {
+        Ok(v) => Nodeadm::Accepted(v),
+        Err(e) => Nodeadm::Refused(format!("{}: unreadable answer: {e}", bin.display())),
+    }
+}
+
+/// The labels, taints and kubelet settings a NodeConfig that nodeadm merged gives the
+/// kubelet: its flags (`--node-labels`, `--register-with-taints`, `--max-pods`) and its
+/// `kubelet.config` (`registerWithTaints`, `maxPods`, the reservations).
+pub fn kubelet_from_node_config(
+    merged: &Value,
+) -> (Vec<(String, String)>, Vec<Value>, KubeletConfig) {
+    let kubelet = &merged["spec"]["kubelet"];
+    let flags: Vec<&str> = kubelet["flags"]
+        .as_array()
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let flags = flags.join("\n");
+    let (labels, mut taints) = labels_and_taints_from_user_data(&flags);
+    let mut k = kubelet_config_from_user_data(&flags);
+    let config = &kubelet["config"];
+    apply_kubelet_config(&mut k, config);
+    if let Some(ts) = config["registerWithTaints"].as_array() {
+        taints.extend(ts.iter().cloned());
+    }
+    (labels, taints, k)
 }
 
 /// The pods figure the kubelet reports: its configured `maxPods`, else the ENI table's.
@@ -606,6 +717,7 @@ async fn poll_once(
             node: None,
             down_since: None,
             refused: None,
+            nodeadm_refused: None,
         });
         match state {
             InstanceStateName::Running => {
@@ -615,6 +727,8 @@ async fn poll_once(
                         tracing::warn!("kubelet bridge: {e:#}");
                     }
                     entry.down_since = None;
+                } else if entry.nodeadm_refused.is_some() {
+                    // Judged already: the instance runs, unregistered, as on EC2.
                 } else if entry.first_seen.elapsed() >= opts.boot_delay {
                     let profile = inst.iam_instance_profile().and_then(|p| p.arn());
                     match auth.check(profile, || sink.aws_auth_map_roles()).await? {
@@ -683,8 +797,18 @@ async fn poll_once(
                             }
                         })
                         .unwrap_or_default();
-                    let (mut labels, mut taints) = labels_and_taints_from_user_data(&user_data);
-                    let kubelet = kubelet_config_from_user_data(&user_data);
+                    let (mut labels, mut taints, kubelet) = match nodeadm_check(&user_data) {
+                        Nodeadm::Accepted(merged) => kubelet_from_node_config(&merged),
+                        Nodeadm::Refused(why) => {
+                            tracing::warn!(instance = %id, "{NODEADM_REFUSED_LOG}, the kubelet never starts: {why}");
+                            entry.nodeadm_refused = Some(why);
+                            continue;
+                        }
+                        Nodeadm::NotNodeConfig => {
+                            let (labels, taints) = labels_and_taints_from_user_data(&user_data);
+                            (labels, taints, kubelet_config_from_user_data(&user_data))
+                        }
+                    };
                     if let Some(l) = tags.get(NODE_LABELS_TAG) {
                         labels.extend(parse_labels(l));
                     }
@@ -800,11 +924,19 @@ async fn describe_type(client: &aws_sdk_ec2::Client, itype: &str) -> anyhow::Res
         })
         .unwrap_or("amd64")
         .to_string();
+    // nodeadm's derivation: the default network card's interfaces, since the VPC CNI gives
+    // pods addresses only there (`CalcMaxPods`, `internal/kubelet/eni_max_pods.go`).
     let (enis, ips) = t
         .network_info()
         .map(|n| {
+            let default = n.default_network_card_index().unwrap_or(0);
+            let card = n
+                .network_cards()
+                .iter()
+                .find(|c| c.network_card_index().unwrap_or(0) == default)
+                .and_then(|c| c.maximum_network_interfaces());
             (
-                n.maximum_network_interfaces().unwrap_or(3) as i64,
+                card.or(n.maximum_network_interfaces()).unwrap_or(3) as i64,
                 n.ipv4_addresses_per_interface().unwrap_or(10) as i64,
             )
         })

@@ -291,3 +291,153 @@ async fn fleet_instance_becomes_a_node_and_its_termination_sends_pods_back_to_pe
         .iter()
         .all(|p| !old.contains(&p.metadata.name) || p.spec.as_ref().unwrap().node_name.is_none()));
 }
+
+/// AL2023 user data as the agent writes it: a MIME archive whose NodeConfig part carries the
+/// cluster (with or without `cidr`) and the kubelet's labels, taints and max pods.
+fn node_config_user_data(cidr: Option<&str>) -> String {
+    let cidr = cidr.map(|c| format!("    cidr: {c}\n")).unwrap_or_default();
+    format!(
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//b//\"\n\n\
+         --//b//\nContent-Type: text/x-shellscript\n\n#!/bin/bash\necho custom\n\
+         --//b//\nContent-Type: application/node.eks.aws\n\n\
+         apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: {CLUSTER}\n    \
+         apiServerEndpoint: https://example.eks.amazonaws.com\n    certificateAuthority: Y2E=\n{cidr}  \
+         kubelet:\n    config:\n      maxPods: 17\n      registerWithTaints:\n      - key: joiner.dev/config-taint\n        \
+         effect: NoSchedule\n    flags:\n    - --node-labels=joiner.dev/nodepool=al2023\n    \
+         - --register-with-taints=joiner.dev/startup=true:NoExecute\n--//b//--\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_config_nodeadm_refuses_never_becomes_a_node_and_an_accepted_one_configures_the_kubelet(
+) {
+    let moto = joiner_test_support::MotoServer::start();
+    let sim = KubeSim::start(Options {
+        cluster_name: CLUSTER.into(),
+        aws_endpoint: Some(moto.endpoint()),
+        aws_region: "us-east-1".into(),
+        boot_delay: Duration::from_millis(300),
+        node_grace: Duration::from_millis(800),
+        aws_poll: Duration::from_millis(200),
+        ..Default::default()
+    })
+    .unwrap();
+    let client = sim.client().await.unwrap();
+    let ec2 = kube_sim::aws::ec2_client(&moto.endpoint(), "us-east-1").await;
+    let conf = kube_sim::aws::sdk_config(&moto.endpoint(), "us-east-1").await;
+    let role = kube_sim::node_auth::node_role(&conf, CLUSTER, "nodeadm-nodes", true)
+        .await
+        .expect("the node role and its access entry");
+    let cluster_group = kube_sim::network::cluster_security_group(&conf, CLUSTER)
+        .await
+        .expect("the cluster security group");
+    let image_id = ec2
+        .describe_images()
+        .owners("amazon")
+        .send()
+        .await
+        .expect("EC2 DescribeImages")
+        .images()
+        .first()
+        .and_then(|i| i.image_id())
+        .expect("moto ships AMIs")
+        .to_string();
+    let launch = |user_data: String| {
+        let ec2 = ec2.clone();
+        let image_id = image_id.clone();
+        let group = cluster_group.clone();
+        let profile = role.instance_profile.clone();
+        async move {
+            ec2.run_instances()
+                .image_id(image_id)
+                .instance_type(InstanceType::M5Large)
+                .min_count(1)
+                .max_count(1)
+                .security_group_ids(group)
+                .iam_instance_profile(
+                    aws_sdk_ec2::types::IamInstanceProfileSpecification::builder()
+                        .name(profile)
+                        .build(),
+                )
+                .user_data(base64::engine::general_purpose::STANDARD.encode(user_data))
+                .tag_specifications(
+                    TagSpecification::builder()
+                        .resource_type(ResourceType::Instance)
+                        .tags(
+                            Tag::builder()
+                                .key(format!("kubernetes.io/cluster/{CLUSTER}"))
+                                .value("owned")
+                                .build(),
+                        )
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("EC2 RunInstances")
+                .instances()[0]
+                .instance_id()
+                .unwrap()
+                .to_string()
+        }
+    };
+    // Refused first: the bridge judges instances in launch order within a poll, so once the
+    // accepted one's Node exists, the refused one has been judged too.
+    let refused = launch(node_config_user_data(None)).await;
+    let accepted = launch(node_config_user_data(Some("10.100.0.0/16"))).await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = wait_for_async(
+        "the accepted instance's Node",
+        Duration::from_secs(30),
+        || {
+            let nodes = nodes.clone();
+            let accepted = accepted.clone();
+            async move {
+                let list = nodes.list(&ListParams::default()).await.ok()?;
+                list.items.into_iter().find(|n| {
+                    n.spec
+                        .as_ref()
+                        .and_then(|s| s.provider_id.as_deref())
+                        .is_some_and(|p| p.ends_with(&format!("/{accepted}")))
+                })
+            }
+        },
+    )
+    .await;
+    let all = nodes.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        !all.iter().any(|n| n
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .is_some_and(|p| p.ends_with(&format!("/{refused}")))),
+        "the instance whose NodeConfig has no cidr registered"
+    );
+    assert_eq!(all.len(), 1, "only the accepted instance is a Node");
+
+    // nodeadm's merged config reached the kubelet: the flags' label and taint, the config's
+    // taint and maxPods (m5.large's ENI figure would be 29).
+    let labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(labels["joiner.dev/nodepool"], "al2023");
+    let taints = node.spec.clone().unwrap().taints.unwrap_or_default();
+    for (key, effect) in [
+        ("joiner.dev/startup", "NoExecute"),
+        ("joiner.dev/config-taint", "NoSchedule"),
+    ] {
+        assert!(
+            taints.iter().any(|t| t.key == key && t.effect == effect),
+            "{key}:{effect} in {taints:?}"
+        );
+    }
+    let status = node.status.unwrap();
+    assert_eq!(status.capacity.as_ref().unwrap()["pods"].0, "17");
+
+    // What nodeadm said about the refused one.
+    assert!(
+        matches!(
+            kube_sim::aws::nodeadm_check(&node_config_user_data(None)),
+            kube_sim::aws::Nodeadm::Refused(why) if why.contains("CIDR is missing")
+        ),
+        "nodeadm refuses a NodeConfig without cidr"
+    );
+}
