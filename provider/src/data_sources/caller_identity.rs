@@ -1,7 +1,7 @@
 //! `joiner_caller_identity`: the account, ARN and user id of the provider's credentials.
 
+use crate::context::ProviderContext;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
 
 pub struct CallerIdentity;
 

@@ -12,9 +12,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::aws::eks::{cluster, oidc};
-use crate::data_sources::subnets::string_list;
+use crate::context::ProviderContext;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(2 * 60);
 
@@ -117,7 +116,7 @@ impl DataSource<ProviderContext> for Cluster {
             "cluster_security_group_id",
             opt(&info.cluster_security_group_id),
         );
-        state.set_attr("subnet_ids", string_list(subnets));
+        state.set_attr("subnet_ids", Value::string_list(subnets));
         Ok(state)
     }
 }

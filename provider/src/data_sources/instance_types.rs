@@ -14,10 +14,9 @@ use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use tokio::time::Instant;
 
-use super::subnets::string_list;
 use crate::aws::ec2;
+use crate::context::ProviderContext;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(3 * 60);
 const ARCHITECTURES: &[&str] = &["amd64", "arm64"];
@@ -151,8 +150,8 @@ fn row(t: &InstanceType, reqs: &Requirements) -> Value {
         ("vcpus", Value::int(t.record.vcpus as i64)),
         ("memory_mib", Value::int(t.record.memory_mib as i64)),
         ("on_demand_price", price),
-        ("zones", string_list(zones)),
-        ("capacity_types", string_list(capacity)),
+        ("zones", Value::string_list(zones)),
+        ("capacity_types", Value::string_list(capacity)),
     ])
 }
 
@@ -252,7 +251,10 @@ impl DataSource<ProviderContext> for InstanceTypes {
         let reqs = requirements(&config)?;
         let found = select(&catalog, &reqs);
         let mut state = config;
-        state.set_attr("names", string_list(found.iter().map(|t| t.name.clone())));
+        state.set_attr(
+            "names",
+            Value::string_list(found.iter().map(|t| t.name.clone())),
+        );
         state.set_attr(
             "instance_types",
             Value::List(found.iter().map(|t| row(t, &reqs)).collect()),

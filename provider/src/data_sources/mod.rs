@@ -1,7 +1,7 @@
 //! One module per Terraform data source. How to write one: see `crate::protocol::resource`.
 
+use crate::context::ProviderContext;
 use crate::protocol::resource::DataSource;
-use crate::provider::ProviderContext;
 use std::sync::Arc;
 
 pub mod caller_identity;

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::subnets::{string_list, validate_discovery_tags, validate_vpc_id};
 use crate::aws::ec2;
+use crate::context::ProviderContext;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(2 * 60);
 
@@ -33,13 +33,13 @@ impl DataSource<ProviderContext> for SecurityGroups {
             .attribute(
                 Attribute::string_map("tags")
                     .required()
-                    .validate(validate_discovery_tags)
+                    .validate(validators::discovery_tags)
                     .description("Tags every group must carry; the value \"*\" matches any value."),
             )
             .attribute(
                 Attribute::string("vpc_id")
                     .optional()
-                    .validate(validate_vpc_id)
+                    .validate(validators::vpc_id)
                     .description("Only groups of this VPC."),
             )
             .attribute(Attribute::string_list("ids").computed().description("Matching group IDs, sorted."))
@@ -57,7 +57,10 @@ impl DataSource<ProviderContext> for SecurityGroups {
             ec2::security_groups_by_tags(&ctx.aws.ec2(), &tags, vpc, Instant::now() + READ_TIMEOUT)
                 .await?;
         let mut state = config;
-        state.set_attr("ids", string_list(found.iter().map(|g| g.id.clone())));
+        state.set_attr(
+            "ids",
+            Value::string_list(found.iter().map(|g| g.id.clone())),
+        );
         state.set_attr(
             "security_groups",
             Value::List(

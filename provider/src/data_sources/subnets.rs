@@ -8,44 +8,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::aws::ec2;
+use crate::context::ProviderContext;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(2 * 60);
 
 pub struct Subnets;
-
-/// `tags` for discovery: at least one, keys non-empty; `"*"` matches any value.
-pub fn validate_discovery_tags(v: &Value) -> Result<(), String> {
-    // Values known only later (e.g. `var.x` during validate) are checked at plan time.
-    if !v.is_fully_known() {
-        return Ok(());
-    }
-    let tags = v.as_string_map();
-    if tags.is_empty() {
-        return Err(
-            "needs at least one tag to match, e.g. { \"joiner.dev/discovery\" = \"my-cluster\" }"
-                .into(),
-        );
-    }
-    if tags.keys().any(|k| k.is_empty()) {
-        return Err("tag keys cannot be empty".into());
-    }
-    Ok(())
-}
-
-pub fn validate_vpc_id(v: &Value) -> Result<(), String> {
-    match v.as_str() {
-        Some(s) if !s.starts_with("vpc-") || s.len() < 12 => Err(format!(
-            "{s:?} is not a VPC ID: expected vpc- followed by 8 or 17 hex digits"
-        )),
-        _ => Ok(()),
-    }
-}
-
-pub(crate) fn string_list<I: IntoIterator<Item = String>>(items: I) -> Value {
-    Value::List(items.into_iter().map(Value::String).collect())
-}
 
 #[async_trait]
 impl DataSource<ProviderContext> for Subnets {
@@ -69,7 +38,7 @@ impl DataSource<ProviderContext> for Subnets {
             .attribute(
                 Attribute::string_map("tags")
                     .required()
-                    .validate(validate_discovery_tags)
+                    .validate(validators::discovery_tags)
                     .description(
                         "Tags every subnet must carry; the value \"*\" matches any value.",
                     ),
@@ -77,7 +46,7 @@ impl DataSource<ProviderContext> for Subnets {
             .attribute(
                 Attribute::string("vpc_id")
                     .optional()
-                    .validate(validate_vpc_id)
+                    .validate(validators::vpc_id)
                     .description("Only subnets of this VPC."),
             )
             .attribute(
@@ -108,8 +77,11 @@ impl DataSource<ProviderContext> for Subnets {
         zones.sort();
         zones.dedup();
         let mut state = config;
-        state.set_attr("ids", string_list(found.iter().map(|s| s.id.clone())));
-        state.set_attr("availability_zones", string_list(zones));
+        state.set_attr(
+            "ids",
+            Value::string_list(found.iter().map(|s| s.id.clone())),
+        );
+        state.set_attr("availability_zones", Value::string_list(zones));
         state.set_attr(
             "subnets",
             Value::List(

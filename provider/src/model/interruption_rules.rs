@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::attr::{get, Attr, Model, Planned};
+use crate::policy::events::RuleKind;
 use crate::protocol::prelude::*;
-use crate::resources::interruption_rules::kinds::RuleKind;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InterruptionRulesModel {

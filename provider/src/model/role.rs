@@ -13,8 +13,58 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 
 use super::attr::{get, model, Attr, Model, Planned};
+use crate::aws::iam::RemoteRole;
 use crate::protocol::prelude::*;
-use crate::resources::iam_role::RoleFlavor;
+
+/// Where the role lives: derived from the provider's region and the caller's account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Env {
+    pub partition: String,
+    pub region: String,
+    pub account: String,
+}
+
+/// The documents a flavour derives from its inputs. `None` means "not known until apply"
+/// (an input comes from a resource not created yet): the plan shows it as unknown. Trust and
+/// permissions are separate so the agent's permissions are reviewable in the very first plan
+/// even though its trust waits for the cluster's OIDC provider.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Documents {
+    pub trust: Option<String>,
+    pub managed_policy_arns: Vec<String>,
+    /// The inline policy (named `INLINE_POLICY_NAME`), exposed as the `policy` attribute.
+    pub inline: Option<String>,
+}
+
+/// One kind of joiner role.
+///
+/// The `Clone`/`Debug`/`Default`/`PartialEq` bounds let [`RoleModel`] derive them.
+pub trait RoleFlavor:
+    Send + Sync + 'static + Clone + std::fmt::Debug + Default + PartialEq
+{
+    const TYPE_NAME: &'static str;
+    /// What the resource is, for the schema description.
+    const SUMMARY: &'static str;
+    const DEFAULT_DESCRIPTION: &'static str;
+    /// The inline policy exposed as `policy`, if the flavour has one.
+    const INLINE_POLICY_NAME: Option<&'static str> = None;
+    /// Whether the role also gets an instance profile (EC2 nodes).
+    const INSTANCE_PROFILE: bool = false;
+
+    /// The flavour's own inputs, as attributes and as the model that reads them.
+    fn attributes() -> Vec<Attribute>;
+    type Inputs: Model + Clone + std::fmt::Debug + Default + PartialEq + Send + Sync;
+    /// Cross-attribute checks; `config` may contain unknowns.
+    fn validate(_config: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+    /// The documents for the inputs (which may be unknown, see [`Documents`]).
+    /// Takes the raw value rather than [`Self::Inputs`]: "unknown until apply" must stay
+    /// apart from null here, and a model reads both as absent.
+    fn documents(inputs: &Self::Inputs, env: &Env) -> Documents;
+    /// Writes into `inputs` what an existing role's documents say about them, for import.
+    fn recover_inputs(_role: &RemoteRole, _inputs: &mut Self::Inputs) {}
+}
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RoleModel<F: RoleFlavor> {

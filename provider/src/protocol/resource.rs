@@ -6,7 +6,7 @@
 //! 1. Create `provider/src/resources/<name>.rs` with a unit struct, and add one line for it
 //!    in `resources::all()` (`provider/src/resources/mod.rs`).
 //! 2. `impl Resource<ProviderContext> for YourType` (use `#[async_trait]`; import
-//!    `crate::protocol::prelude::*` and `crate::provider::ProviderContext`):
+//!    `crate::protocol::prelude::*` and `crate::context::ProviderContext`):
 //!    - `type_name()`: `"joiner_<name>"`.
 //!    - `schema()`: build it with [`Schema::new`] and [`Attribute`]. Mark outputs
 //!      `.computed()`, inputs `.required()`/`.optional()`, immutable inputs `.force_new()`,

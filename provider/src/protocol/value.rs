@@ -234,6 +234,11 @@ impl Value {
         )
     }
     /// A string, or null when `None`.
+    /// A list of strings, e.g. IDs found by a data source.
+    pub fn string_list<I: IntoIterator<Item = String>>(items: I) -> Value {
+        Value::List(items.into_iter().map(Value::String).collect())
+    }
+
     pub fn opt_string(s: Option<impl Into<String>>) -> Value {
         s.map(|s| Value::String(s.into())).unwrap_or(Value::Null)
     }

@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::cluster::inputs;
 use crate::aws::eks::access_entry::{self, EntryInfo, EntrySpec, PolicySpec};
 use crate::aws::eks::cluster as eks_cluster;
+use crate::context::ProviderContext;
 use crate::model::access_entry::{AccessEntryModel, AccessPolicyModel};
 use crate::model::Model;
 use crate::policy::arn::Arn;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 const TIMEOUT: Duration = Duration::from_secs(5 * 60);
 pub const DEFAULT_TYPE: &str = "STANDARD";
@@ -202,7 +202,7 @@ impl Resource<ProviderContext> for AccessEntry {
                 Attribute::string("cluster_name")
                     .required()
                     .force_new()
-                    .validate(inputs::cluster_name)
+                    .validate(validators::cluster_name)
                     .description("The EKS cluster (e.g. `joiner_cluster.x.name`). Its `authentication_mode` must not be `CONFIG_MAP`."),
             )
             .attribute(
@@ -237,7 +237,7 @@ impl Resource<ProviderContext> for AccessEntry {
             .attribute(
                 Attribute::string_map("tags")
                     .optional()
-                    .validate(inputs::tags)
+                    .validate(validators::tags)
                     .description("Tags for the entry."),
             )
             .attribute(Attribute::string("arn").computed().description("Access entry ARN."))
@@ -495,7 +495,7 @@ impl Resource<ProviderContext> for AccessEntry {
         let Some((cluster, principal)) = import_id.split_once(':') else {
             return Err(invalid("no \":\" after the cluster name".into()));
         };
-        inputs::cluster_name(&Value::string(cluster))
+        validators::cluster_name(&Value::string(cluster))
             .map_err(|e| invalid(format!("the cluster name {e}")))?;
         principal_arn(&Value::string(principal))
             .map_err(|e| invalid(format!("the principal ARN {e}")))?;

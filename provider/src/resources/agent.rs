@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
+use crate::context::ProviderContext;
 use crate::kubernetes::wait::{self, Step};
 use crate::kubernetes::{custom, kinds, Kube, KubeError};
 use crate::model::agent::AgentModel;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
 
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5 * 60);

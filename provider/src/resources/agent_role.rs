@@ -10,9 +10,10 @@ use crate::policy::agent::{agent_policy, AgentScope};
 use crate::policy::arn::Arn;
 use crate::policy::trust::{self, AgentTrust};
 use crate::protocol::prelude::*;
+use crate::validators;
 
 use super::fargate_role::cluster_name_attribute;
-use super::iam_role::{arn_of, input, Documents, Env, RoleFlavor, RoleResource};
+use super::iam_role::{input, Documents, Env, RoleFlavor, RoleResource};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgentRoleFlavor;
@@ -79,7 +80,7 @@ impl RoleFlavor for AgentRoleFlavor {
                 .description("How the agent's pods get the role: \"irsa\" (default; works on Fargate) or \"pod_identity\"."),
             Attribute::string("oidc_provider_arn")
                 .optional()
-                .validate(arn_of("iam", "oidc-provider/"))
+                .validate(validators::arn_of("iam", "oidc-provider/"))
                 .description("The cluster's IAM OIDC provider ARN (joiner_cluster.oidc_provider_arn). Required for IRSA."),
             Attribute::string("oidc_issuer_url")
                 .optional()
@@ -95,15 +96,15 @@ impl RoleFlavor for AgentRoleFlavor {
                 .description("Name of the agent's service account."),
             Attribute::string("node_role_arn")
                 .required()
-                .validate(arn_of("iam", "role/"))
+                .validate(validators::arn_of("iam", "role/"))
                 .description("The node role (joiner_node_role.arn): the only role the agent may pass to EC2."),
             Attribute::string("queue_arn")
                 .required()
-                .validate(arn_of("sqs", ""))
+                .validate(validators::arn_of("sqs", ""))
                 .description("The interruption queue (joiner_interruption_queue.arn): the only queue the agent may read."),
             Attribute::string("queue_kms_key_arn")
                 .optional()
-                .validate(arn_of("kms", "key/"))
+                .validate(validators::arn_of("kms", "key/"))
                 .description("The customer managed KMS key ARN of an SSE-KMS interruption queue (the key given as the queue's kms_key_id). The agent may decrypt with it through SQS only. Leave unset for SQS-managed encryption (the queue's default)."),
         ]
     }

@@ -22,7 +22,6 @@
 //! role, subnets, security groups, encryption key, bootstrap admin) is `force_new` and the
 //! plan shows the replacement.
 
-pub mod inputs;
 pub mod versions;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,10 +33,11 @@ use tokio::time::Instant;
 use crate::aws::eks::cluster::{self as eks_cluster, ClusterInfo, ClusterSpec};
 use crate::aws::eks::wait::PollInterval;
 use crate::aws::eks::{oidc, EksError};
+use crate::context::ProviderContext;
 use crate::model::cluster::ClusterModel;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 /// The mode a new cluster gets: access entries work, and an existing `aws-auth` mapping
 /// keeps working.
@@ -277,13 +277,13 @@ impl Resource<ProviderContext> for Cluster {
                 Attribute::string("name")
                     .required()
                     .force_new()
-                    .validate(inputs::cluster_name)
+                    .validate(validators::cluster_name)
                     .description("Cluster name: 1-100 letters, digits, `-` and `_`, starting with a letter or digit."),
             )
             .attribute(
                 Attribute::string("version")
                     .optional_computed()
-                    .validate(inputs::kubernetes_version)
+                    .validate(validators::kubernetes_version)
                     .description(
                         "Kubernetes minor version, e.g. \"1.35\". Changing it upgrades in place, one minor \
                          version at a time. Defaults to EKS's current default (read back after creation). \
@@ -295,21 +295,21 @@ impl Resource<ProviderContext> for Cluster {
                 Attribute::string("role_arn")
                     .required()
                     .force_new()
-                    .validate(inputs::role_arn)
+                    .validate(validators::role_arn)
                     .description("ARN of the cluster IAM role (e.g. `joiner_cluster_role.x.arn`)."),
             )
             .attribute(
                 Attribute::string_set("subnet_ids")
                     .required()
                     .force_new()
-                    .validate(inputs::ec2_ids("subnet-", 2))
+                    .validate(validators::ec2_ids("subnet-", 2))
                     .description("Subnets for the control plane's network interfaces, in at least two AZs."),
             )
             .attribute(
                 Attribute::string_set("security_group_ids")
                     .default(Value::Set(vec![]))
                     .force_new()
-                    .validate(inputs::ec2_ids("sg-", 0))
+                    .validate(validators::ec2_ids("sg-", 0))
                     .description("Additional security groups for the control plane's network interfaces."),
             )
             .attribute(
@@ -325,26 +325,26 @@ impl Resource<ProviderContext> for Cluster {
             .attribute(
                 Attribute::string_set("public_access_cidrs")
                     .default(Value::Set(vec![Value::string("0.0.0.0/0")]))
-                    .validate(inputs::cidrs)
+                    .validate(validators::cidrs)
                     .description("IPv4 CIDR blocks allowed to reach the public endpoint."),
             )
             .attribute(
                 Attribute::string("kms_key_arn")
                     .optional()
                     .force_new()
-                    .validate(inputs::kms_key_arn)
+                    .validate(validators::kms_key_arn)
                     .description("KMS key for envelope encryption of Kubernetes secrets. Cannot be changed later."),
             )
             .attribute(
                 Attribute::string_set("enabled_log_types")
                     .default(Value::Set(vec![]))
-                    .validate(inputs::log_types)
+                    .validate(validators::log_types)
                     .description("Control-plane logs sent to CloudWatch: api, audit, authenticator, controllerManager, scheduler."),
             )
             .attribute(
                 Attribute::string_map("tags")
                     .optional()
-                    .validate(inputs::tags)
+                    .validate(validators::tags)
                     .description("Tags for the cluster. The discovery tag is added to them (see `tags_all`)."),
             )
             .attribute(
@@ -379,7 +379,7 @@ impl Resource<ProviderContext> for Cluster {
             .attribute(
                 Attribute::string("authentication_mode")
                     .default(Value::string(DEFAULT_AUTHENTICATION_MODE))
-                    .validate(inputs::authentication_mode)
+                    .validate(validators::authentication_mode)
                     .description(
                         "How EKS authenticates IAM principals: `CONFIG_MAP` (the `aws-auth` ConfigMap only), \
                          `API_AND_CONFIG_MAP` (access entries and `aws-auth`; the default) or `API` (access \
@@ -502,8 +502,10 @@ impl Resource<ProviderContext> for Cluster {
         // Version: in place, forward only, one minor at a time (EKS's rules).
         if !replacing && plan.changed("version") {
             if let (Some(old), Some(new)) = (prior.version.as_deref(), planned.version.as_deref()) {
-                if let (Some(o), Some(n)) = (inputs::parse_version(old), inputs::parse_version(new))
-                {
+                if let (Some(o), Some(n)) = (
+                    validators::parse_version(old),
+                    validators::parse_version(new),
+                ) {
                     if n < o {
                         return Err(Diagnostic::error_at(
                             "version",
@@ -782,7 +784,7 @@ impl Resource<ProviderContext> for Cluster {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        inputs::cluster_name(&Value::string(id)).map_err(|e| {
+        validators::cluster_name(&Value::string(id)).map_err(|e| {
             Diagnostic::error(
                 "Invalid import ID",
                 format!("expected the EKS cluster name: {e}"),

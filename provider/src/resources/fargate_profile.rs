@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::cluster::inputs;
 use crate::aws::eks::addon::{self, AddonOutcome};
 use crate::aws::eks::fargate::{self, ProfileInfo, ProfileSpec, Selector};
 use crate::aws::eks::wait::PollInterval;
+use crate::context::ProviderContext;
 use crate::model::fargate_profile::{FargateProfileModel, SelectorModel};
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 const CREATE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -164,34 +164,34 @@ impl Resource<ProviderContext> for FargateProfile {
                 Attribute::string("cluster_name")
                     .required()
                     .force_new()
-                    .validate(inputs::cluster_name)
+                    .validate(validators::cluster_name)
                     .description("The EKS cluster (e.g. `joiner_cluster.x.name`)."),
             )
             .attribute(
                 Attribute::string("name")
                     .required()
                     .force_new()
-                    .validate(inputs::profile_name)
+                    .validate(validators::profile_name)
                     .description("Profile name: 1-100 letters, digits, `-` and `_`."),
             )
             .attribute(
                 Attribute::string("pod_execution_role_arn")
                     .required()
                     .force_new()
-                    .validate(inputs::role_arn)
+                    .validate(validators::role_arn)
                     .description("ARN of the pod execution role (e.g. `joiner_fargate_role.x.arn`)."),
             )
             .attribute(
                 Attribute::string_set("subnet_ids")
                     .required()
                     .force_new()
-                    .validate(inputs::ec2_ids("subnet-", 1))
+                    .validate(validators::ec2_ids("subnet-", 1))
                     .description("Private subnets for the pods (Fargate pods get no public IP)."),
             )
             .attribute(
                 Attribute::string_map("tags")
                     .optional()
-                    .validate(inputs::tags)
+                    .validate(validators::tags)
                     .description("Tags; the only input EKS can change in place."),
             )
             .attribute(Attribute::string("arn").computed().description("Profile ARN."))
@@ -215,7 +215,7 @@ impl Resource<ProviderContext> for FargateProfile {
                         .attribute(
                             Attribute::string("namespace")
                                 .required()
-                                .validate(inputs::namespace)
+                                .validate(validators::namespace)
                                 .description("Kubernetes namespace."),
                         )
                         .attribute(
@@ -417,7 +417,7 @@ impl Resource<ProviderContext> for FargateProfile {
             .into());
         };
         for (what, v) in [("cluster name", cluster), ("profile name", profile)] {
-            inputs::cluster_name(&Value::string(v)).map_err(|e| {
+            validators::cluster_name(&Value::string(v)).map_err(|e| {
                 Diagnostic::error(
                     "Invalid import ID",
                     format!("the {what} in {import_id:?} {e}"),

@@ -5,6 +5,7 @@
 use crate::model::role::FargateRoleInputs;
 use crate::policy::{managed, trust};
 use crate::protocol::prelude::*;
+use crate::validators;
 
 use super::iam_role::{input, Documents, Env, RoleFlavor, RoleResource};
 use crate::aws::iam::RemoteRole;
@@ -14,33 +15,10 @@ pub struct FargateRoleFlavor;
 
 pub type FargateRole = RoleResource<FargateRoleFlavor>;
 
-/// EKS cluster names: 1-100 characters, a letter or digit first, then letters, digits, `-`, `_`.
-pub fn validate_cluster_name(v: &Value) -> Result<(), String> {
-    let Some(s) = v.as_str() else { return Ok(()) };
-    let n = s.chars().count();
-    if !(1..=100).contains(&n) {
-        return Err(format!(
-            "must be 1 to 100 characters long, got {n} characters"
-        ));
-    }
-    if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        return Err(format!("must start with a letter or digit, got {s:?}"));
-    }
-    match s
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-    {
-        Some(c) => Err(format!(
-            "may contain only letters, digits, - and _; found {c:?}"
-        )),
-        None => Ok(()),
-    }
-}
-
 pub fn cluster_name_attribute(what: &str) -> Attribute {
     Attribute::string("cluster_name")
         .required()
-        .validate(validate_cluster_name)
+        .validate(validators::cluster_name)
         .description(what)
 }
 
@@ -101,10 +79,10 @@ mod tests {
 
     #[test]
     fn cluster_names() {
-        assert!(validate_cluster_name(&Value::string("prod-eu_1")).is_ok());
-        assert!(validate_cluster_name(&Value::string("-x")).is_err());
-        assert!(validate_cluster_name(&Value::string("a.b")).is_err());
-        assert!(validate_cluster_name(&Value::string("c".repeat(101))).is_err());
+        assert!(validators::cluster_name(&Value::string("prod-eu_1")).is_ok());
+        assert!(validators::cluster_name(&Value::string("-x")).is_err());
+        assert!(validators::cluster_name(&Value::string("a.b")).is_err());
+        assert!(validators::cluster_name(&Value::string("c".repeat(101))).is_err());
     }
 
     #[test]

@@ -19,65 +19,16 @@ use tokio::time::Instant;
 
 use crate::aws::error::AwsError;
 use crate::aws::iam::{self, RemoteRole, RoleSpec};
-use crate::model::role::RoleModel;
+use crate::context::ProviderContext;
+pub use crate::model::role::{Documents, Env, RoleFlavor, RoleModel};
 use crate::model::{Model, Planned};
 use crate::policy::arn::{partition_for_region, Arn};
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
-
-/// Where the role lives: derived from the provider's region and the caller's account.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Env {
-    pub partition: String,
-    pub region: String,
-    pub account: String,
-}
-
-/// The documents a flavour derives from its inputs. `None` means "not known until apply"
-/// (an input comes from a resource not created yet): the plan shows it as unknown. Trust and
-/// permissions are separate so the agent's permissions are reviewable in the very first plan
-/// even though its trust waits for the cluster's OIDC provider.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Documents {
-    pub trust: Option<String>,
-    pub managed_policy_arns: Vec<String>,
-    /// The inline policy (named `INLINE_POLICY_NAME`), exposed as the `policy` attribute.
-    pub inline: Option<String>,
-}
+use crate::validators;
 
 /// A string input: `None` while unknown, `Some(None)` when null.
 pub fn input(v: &Planned<Option<String>>) -> Option<Option<&str>> {
     v.known().map(Option::as_deref)
-}
-
-/// One kind of joiner role.
-///
-/// The `Clone`/`Debug`/`Default`/`PartialEq` bounds let [`RoleModel`] derive them.
-pub trait RoleFlavor:
-    Send + Sync + 'static + Clone + std::fmt::Debug + Default + PartialEq
-{
-    const TYPE_NAME: &'static str;
-    /// What the resource is, for the schema description.
-    const SUMMARY: &'static str;
-    const DEFAULT_DESCRIPTION: &'static str;
-    /// The inline policy exposed as `policy`, if the flavour has one.
-    const INLINE_POLICY_NAME: Option<&'static str> = None;
-    /// Whether the role also gets an instance profile (EC2 nodes).
-    const INSTANCE_PROFILE: bool = false;
-
-    /// The flavour's own inputs, as attributes and as the model that reads them.
-    fn attributes() -> Vec<Attribute>;
-    type Inputs: Model + Clone + std::fmt::Debug + Default + PartialEq + Send + Sync;
-    /// Cross-attribute checks; `config` may contain unknowns.
-    fn validate(_config: &Value) -> Diagnostics {
-        Diagnostics::new()
-    }
-    /// The documents for the inputs (which may be unknown, see [`Documents`]).
-    /// Takes the raw value rather than [`Self::Inputs`]: "unknown until apply" must stay
-    /// apart from null here, and a model reads both as absent.
-    fn documents(inputs: &Self::Inputs, env: &Env) -> Documents;
-    /// Writes into `inputs` what an existing role's documents say about them, for import.
-    fn recover_inputs(_role: &RemoteRole, _inputs: &mut Self::Inputs) {}
 }
 
 pub struct RoleResource<F>(PhantomData<F>);
@@ -94,82 +45,10 @@ impl<F> Default for RoleResource<F> {
     }
 }
 
-/// IAM role names: 1-64 characters of letters, digits and `+=,.@_-`.
-pub fn is_role_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "+=,.@_-".contains(c)
-}
-
-pub fn validate_role_name(v: &Value) -> Result<(), String> {
-    validators::string_length(1, 64)(v)?;
-    validators::string_chars("letters, digits and +=,.@_-", is_role_name_char)(v)
-}
-
-/// IAM paths: `/` alone, or `/a/b/`, 1-512 printable ASCII characters.
-pub fn validate_path(v: &Value) -> Result<(), String> {
-    let Some(p) = v.as_str() else { return Ok(()) };
-    if p.is_empty() || p.len() > 512 || !p.starts_with('/') || !p.ends_with('/') {
-        return Err(format!(
-            "must start and end with \"/\" and be 1 to 512 characters (e.g. \"/\" or \"/eks/\"), got {p:?}"
-        ));
-    }
-    match p.chars().find(|c| !('\u{21}'..='\u{7e}').contains(c)) {
-        Some(c) => Err(format!(
-            "may contain only printable ASCII characters without spaces; found {c:?}"
-        )),
-        None => Ok(()),
-    }
-}
-
-/// A validator for an ARN of `service` with a resource starting with `prefix`.
-pub fn arn_of(
-    service: &'static str,
-    prefix: &'static str,
-) -> impl Fn(&Value) -> Result<(), String> + Send + Sync {
-    move |v| match v.as_str() {
-        Some(s) => Arn::expect(s, service, prefix)
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        None => Ok(()),
-    }
-}
-
 /// `additional_policy_arns`: every element must be an IAM policy ARN.
 fn validate_policy_arns(v: &Value) -> Result<(), String> {
     for s in v.as_string_list() {
         Arn::expect(&s, "iam", "policy/").map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
-/// IAM (and EKS) tags: up to 50 with the provider's own `joiner.dev/created-by`, which the
-/// configuration may not set (`aws::iam::CREATED_BY_TAG`: what marks an object a later
-/// create may adopt); keys 1-128 and values 0-256 characters.
-pub fn validate_tags(v: &Value) -> Result<(), String> {
-    let tags = v.as_string_map();
-    if tags.len() > 49 {
-        return Err(format!(
-            "at most 49 tags are allowed (AWS allows 50, and the provider adds {}), got {}",
-            iam::CREATED_BY_TAG,
-            tags.len()
-        ));
-    }
-    for (k, val) in &tags {
-        if k == iam::CREATED_BY_TAG {
-            return Err(format!(
-                "tag key {k:?} is the provider's own: it marks what this provider created"
-            ));
-        }
-        if k.is_empty() || k.chars().count() > 128 {
-            return Err(format!("tag key {k:?} must be 1 to 128 characters"));
-        }
-        if k.starts_with("aws:") {
-            return Err(format!("tag key {k:?}: the aws: prefix is reserved"));
-        }
-        if val.chars().count() > 256 {
-            return Err(format!(
-                "the value of tag {k:?} must be at most 256 characters"
-            ));
-        }
     }
     Ok(())
 }
@@ -313,14 +192,14 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
                 Attribute::string("name")
                     .required()
                     .force_new()
-                    .validate(validate_role_name)
+                    .validate(validators::role_name)
                     .description("Role name: 1 to 64 letters, digits and +=,.@_-. Changing it replaces the role."),
             )
             .attribute(
                 Attribute::string("path")
                     .default("/")
                     .force_new()
-                    .validate(validate_path)
+                    .validate(validators::iam_path)
                     .description("IAM path, e.g. \"/eks/\". Changing it replaces the role."),
             )
             .attribute(
@@ -332,7 +211,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
             .attribute(
                 Attribute::string("permissions_boundary")
                     .optional()
-                    .validate(arn_of("iam", "policy/"))
+                    .validate(validators::arn_of("iam", "policy/"))
                     .description("ARN of a managed policy used as the role's permissions boundary."),
             )
             .attribute(
@@ -344,7 +223,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
             .attribute(
                 Attribute::string_map("tags")
                     .optional()
-                    .validate(validate_tags)
+                    .validate(validators::aws_tags)
                     .description("Tags on the role (and its instance profile)."),
             )
             .attribute(Attribute::string("arn").computed().description("The role ARN."))
@@ -374,7 +253,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
                     Attribute::string("instance_profile_name")
                         .optional_computed()
                         .force_new()
-                        .validate(validate_role_name)
+                        .validate(validators::role_name)
                         .description("Name of the instance profile; defaults to the role name."),
                 )
                 .attribute(
@@ -553,7 +432,7 @@ impl<F: RoleFlavor> Resource<ProviderContext> for RoleResource<F> {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        if validate_role_name(&Value::string(id)).is_err() {
+        if validators::role_name(&Value::string(id)).is_err() {
             return Err(Diagnostic::error(
                 "Invalid import ID",
                 format!(
@@ -689,26 +568,30 @@ mod tests {
 
     #[test]
     fn role_names() {
-        assert!(validate_role_name(&Value::string("joiner-node_role+=,.@")).is_ok());
-        assert!(validate_role_name(&Value::string("")).is_err());
-        assert!(validate_role_name(&Value::string("a b")).is_err());
-        assert!(validate_role_name(&Value::string("x".repeat(65))).is_err());
+        assert!(validators::role_name(&Value::string("joiner-node_role+=,.@")).is_ok());
+        assert!(validators::role_name(&Value::string("")).is_err());
+        assert!(validators::role_name(&Value::string("a b")).is_err());
+        assert!(validators::role_name(&Value::string("x".repeat(65))).is_err());
     }
 
     #[test]
     fn paths() {
-        assert!(validate_path(&Value::string("/")).is_ok());
-        assert!(validate_path(&Value::string("/eks/nodes/")).is_ok());
-        assert!(validate_path(&Value::string("eks/")).is_err());
-        assert!(validate_path(&Value::string("/eks")).is_err());
-        assert!(validate_path(&Value::string("/a b/")).is_err());
+        assert!(validators::iam_path(&Value::string("/")).is_ok());
+        assert!(validators::iam_path(&Value::string("/eks/nodes/")).is_ok());
+        assert!(validators::iam_path(&Value::string("eks/")).is_err());
+        assert!(validators::iam_path(&Value::string("/eks")).is_err());
+        assert!(validators::iam_path(&Value::string("/a b/")).is_err());
     }
 
     #[test]
     fn tags() {
-        assert!(validate_tags(&Value::string_map([("a", "b")])).is_ok());
-        assert!(validate_tags(&Value::string_map([("aws:x", "b")])).is_err());
-        assert!(validate_tags(&Value::string_map([("joiner.dev/created-by", "me")])).is_err());
-        assert!(validate_tags(&Value::string_map([("k".repeat(129), "b".to_string())])).is_err());
+        assert!(validators::aws_tags(&Value::string_map([("a", "b")])).is_ok());
+        assert!(validators::aws_tags(&Value::string_map([("aws:x", "b")])).is_err());
+        assert!(
+            validators::aws_tags(&Value::string_map([("joiner.dev/created-by", "me")])).is_err()
+        );
+        assert!(
+            validators::aws_tags(&Value::string_map([("k".repeat(129), "b".to_string())])).is_err()
+        );
     }
 }

@@ -9,11 +9,11 @@
 use crate::aws::error::AwsError;
 use crate::aws::retry::{classify, RetryPolicy, Transience};
 use crate::aws::sqs::{self, NewQueue, QueueUpdate};
+use crate::context::ProviderContext;
 use crate::model::interruption_queue::{InterruptionQueueModel, DEFAULT_RETENTION_SECONDS};
 use crate::model::Model;
 use crate::protocol::prelude::*;
 use crate::protocol::timeouts::Timeouts;
-use crate::provider::ProviderContext;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -9,7 +9,6 @@
 //!   target pointing elsewhere reads back as that queue ARN (the plan re-points it).
 //! - Import by cluster name: `terraform import joiner_interruption_rules.x <cluster_name>`.
 
-pub mod kinds;
 pub mod naming;
 
 use std::collections::BTreeMap;
@@ -18,15 +17,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::aws::eventbridge::{self, RuleSpec};
+use crate::context::ProviderContext;
 use crate::model::interruption_rules::InterruptionRulesModel;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
-use self::kinds::RuleKind;
 use self::naming::rule_name;
-use super::fargate_role::validate_cluster_name;
-use super::iam_role::{arn_of, validate_tags};
+use crate::policy::events::RuleKind;
 
 pub struct InterruptionRules;
 
@@ -38,7 +36,7 @@ fn deadline(timeout: Option<Duration>) -> Instant {
 
 /// EventBridge tags: up to 50, keys 1-128 and values 0-256 characters (as IAM's).
 fn validate_rule_tags(v: &Value) -> Result<(), String> {
-    validate_tags(v)
+    validators::aws_tags(v)
 }
 
 fn spec(state: &InterruptionRulesModel, kind: RuleKind) -> RuleSpec {
@@ -108,13 +106,13 @@ impl Resource<ProviderContext> for InterruptionRules {
                 Attribute::string("cluster_name")
                     .required()
                     .force_new()
-                    .validate(validate_cluster_name)
+                    .validate(validators::cluster_name)
                     .description("The EKS cluster; rule names are joiner-<cluster>-<kind>, shortened with a hash to 64 characters. Changing it replaces the rules."),
             )
             .attribute(
                 Attribute::string("queue_arn")
                     .required()
-                    .validate(arn_of("sqs", ""))
+                    .validate(validators::arn_of("sqs", ""))
                     .description("ARN of the interruption queue (joiner_interruption_queue.arn); updated in place."),
             )
             .attribute(
@@ -293,7 +291,7 @@ impl Resource<ProviderContext> for InterruptionRules {
     }
 
     async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        if let Err(e) = validate_cluster_name(&Value::string(id)) {
+        if let Err(e) = validators::cluster_name(&Value::string(id)) {
             return Err(Diagnostic::error(
                 "Invalid import ID",
                 format!("joiner_interruption_rules is imported by cluster name, which {e}"),

@@ -1,8 +1,8 @@
 //! One module per Terraform resource; each reads like a description of the object it manages.
 //! How to write one: see `crate::protocol::resource`.
 
+use crate::context::ProviderContext;
 use crate::protocol::resource::Resource;
-use crate::provider::ProviderContext;
 use std::sync::Arc;
 
 pub mod access_entry;

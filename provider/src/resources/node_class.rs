@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use joiner_agent::api::node_class::NodeClassSpec;
 
-use super::node_pool::dns_subdomain;
+use crate::context::ProviderContext;
 use crate::kubernetes::{custom, kinds};
 use crate::model::node_class::NodeClassModel;
 use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -52,7 +52,7 @@ impl Resource<ProviderContext> for NodeClass {
             .description("A joiner.dev/v1 NodeClass: subnets, security groups, AMI, IAM role, disks, metadata options, user data, tags and kubelet settings for launched instances (Karpenter v1 EC2NodeClass fields).")
             .attribute(Attribute::string("id").computed().description("`<cluster_name>:<name>`, also the import ID."))
             .attribute(Attribute::string("cluster_name").required().force_new())
-            .attribute(Attribute::string("name").required().force_new().validate(dns_subdomain))
+            .attribute(Attribute::string("name").required().force_new().validate(validators::dns_subdomain))
             .attribute(Attribute::string("role").optional())
             .attribute(Attribute::string("instance_profile").optional())
             .attribute(Attribute::string("user_data").optional())

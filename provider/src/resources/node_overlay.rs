@@ -15,12 +15,13 @@ use joiner_agent::api::node_overlay::NodeOverlaySpec;
 use joiner_agent::catalog::overlay::{self, Overlay};
 use joiner_agent::catalog::{CapacityType, Catalog};
 
+use crate::context::ProviderContext;
 use crate::kubernetes::{custom, kinds};
 use crate::model::node_overlay::NodeOverlayModel;
 use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 use super::node_pool::admission::{self, price_text};
 
@@ -140,7 +141,7 @@ impl Resource<ProviderContext> for NodeOverlay {
                 Attribute::string("name")
                     .required()
                     .force_new()
-                    .validate(super::node_pool::dns_subdomain),
+                    .validate(validators::dns_subdomain),
             )
             .attribute(Attribute::number("weight").optional().description(
                 "1-10000: when overlays select the same offering the highest weight's price wins (ties: name order); capacity keys merge.",

@@ -17,12 +17,13 @@ use std::time::Duration;
 
 use joiner_agent::api::node_pool::NodePoolSpec;
 
+use crate::context::ProviderContext;
 use crate::kubernetes::{custom, kinds};
 use crate::model::node_pool::NodePoolModel;
 use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
+use crate::validators;
 
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -67,7 +68,7 @@ impl Resource<ProviderContext> for NodePool {
                 Attribute::string("name")
                     .required()
                     .force_new()
-                    .validate(dns_subdomain),
+                    .validate(validators::dns_subdomain),
             )
             .attribute(Attribute::string("node_class").required())
             .attribute(Attribute::number("weight").optional())
@@ -413,29 +414,6 @@ async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnos
     let mut state = change.planned;
     state.set_attr("id", Value::string(format!("{cluster}:{name}")));
     Ok(Applied::new(state))
-}
-
-/// Kubernetes object names: lowercase DNS-1123 subdomains.
-pub(crate) fn dns_subdomain(v: &Value) -> Result<(), String> {
-    let s = v.as_str().unwrap_or_default();
-    let ok = !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "must be a lowercase DNS-1123 subdomain (a-z, 0-9, '-' and '.', starting and ending \
-             with a letter or digit, at most 253 characters), got {s:?}"
-        ))
-    }
 }
 
 #[cfg(test)]

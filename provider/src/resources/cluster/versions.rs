@@ -64,7 +64,7 @@ fn day(secs: i64) -> String {
 }
 
 fn minor_key(v: &str) -> (u32, u32) {
-    super::inputs::parse_version(v).unwrap_or_default()
+    crate::validators::parse_version(v).unwrap_or_default()
 }
 
 /// The versions EKS offers at `now`, newest first, for a message: "1.36 (EKS's default),

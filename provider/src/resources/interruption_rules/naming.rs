@@ -9,7 +9,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::kinds::RuleKind;
+use crate::policy::events::RuleKind;
 
 pub const MAX_RULE_NAME: usize = 64;
 const PREFIX: &str = "joiner-";

@@ -28,10 +28,10 @@ use joiner_agent::scheduler::NodePoolInput;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value as Json;
 
+use crate::context::ProviderContext;
 use crate::kubernetes::{kinds, Kube};
 use crate::model::node_pool::NodePoolModel;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
 
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 const NAMED: usize = 5;

@@ -11,10 +11,10 @@ use joiner_agent::api::node_pool::NodePoolSpec;
 use joiner_agent::catalog::overlay::{self, Overlay};
 
 use super::admission::{self, price_text, Admitted};
+use crate::context::ProviderContext;
 use crate::kubernetes::kinds;
 use crate::model::node_pool::NodePoolModel;
 use crate::protocol::prelude::*;
-use crate::provider::ProviderContext;
 
 /// The plan warning for a change of the launch policies, if they change.
 pub fn launch_policy_change(old: &NodePoolSpec, new: &NodePoolSpec) -> Option<Diagnostic> {

@@ -389,7 +389,7 @@ resource "joiner_agent_role" "a" {{
 }"#
             .into(),
             "cluster_name",
-            "must start with a letter or digit",
+            "must start with a letter or a digit",
         ),
         (
             r#"resource "joiner_cluster_role" "c" {

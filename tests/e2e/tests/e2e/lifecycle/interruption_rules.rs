@@ -270,7 +270,7 @@ fn bad_inputs_are_refused_at_plan_time() {
         (
             "cluster_name = \"has space\"\n  queue_arn    = \"arn:aws:sqs:us-east-1:123456789012:q\"",
             "cluster_name",
-            "may contain only letters, digits, - and _",
+            "may contain only letters, digits, \"-\" and \"_\"",
         ),
         (
             "cluster_name = \"prod\"\n  queue_arn    = \"https://sqs.us-east-1.amazonaws.com/123456789012/q\"",

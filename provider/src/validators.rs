@@ -1,12 +1,17 @@
-//! Plan-time checks for EKS inputs, shared by `joiner_cluster` and `joiner_fargate_profile`.
+//! The plan-time checks of the provider's inputs that more than one resource or data source
+//! uses: names, ARNs, IDs, tags and versions as AWS and Kubernetes define them.
 //!
-//! Each check mirrors a rule EKS itself enforces, so that a mistake is caught by
-//! `terraform plan` with the attribute named, instead of by CreateCluster ten minutes into
-//! an apply. Messages say what is allowed and echo the offending value.
+//! Each check mirrors a rule the service itself enforces, so that a mistake is caught by
+//! `terraform plan` with the attribute named, instead of by the API ten minutes into an
+//! apply. Messages say what is allowed and echo the offending value. The generic ones
+//! (lengths, character sets, ranges, fixed sets) come from the protocol and are handed on
+//! here, so that a resource has one place to take its checks from.
 
 use crate::aws::eks::cluster::{AUTHENTICATION_MODES, LOG_TYPES};
+use crate::aws::iam;
 use crate::policy::arn::Arn;
 use crate::protocol::prelude::*;
+pub use crate::protocol::schema::validators::{int_between, one_of, string_chars, string_length};
 
 /// EKS cluster names: 1-100 characters, starting with a letter or digit, then letters,
 /// digits, `-` and `_` (`^[0-9A-Za-z][A-Za-z0-9\-_]*$`).
@@ -48,7 +53,7 @@ pub fn parse_version(s: &str) -> Option<(u32, u32)> {
 }
 
 /// The version's form only; whether EKS offers it today is asked of EKS at plan time
-/// (`super::versions`).
+/// (`resources::cluster::versions`).
 pub fn kubernetes_version(v: &Value) -> Result<(), String> {
     let Some(s) = v.as_str() else { return Ok(()) };
     match parse_version(s) {
@@ -201,7 +206,7 @@ pub fn tags(v: &Value) -> Result<(), String> {
     if !v.is_fully_known() {
         return Ok(());
     }
-    crate::resources::iam_role::validate_tags(v)
+    aws_tags(v)
 }
 
 /// The namespace of a Fargate selector: a Kubernetes DNS label (1-63 characters of
@@ -219,6 +224,129 @@ pub fn namespace(v: &Value) -> Result<(), String> {
     } else {
         Err(format!(
             "must be a Kubernetes namespace name (1-63 lower-case letters, digits and \"-\", starting and ending with a letter or digit), got {s:?}"
+        ))
+    }
+}
+
+/// `tags` for discovery: at least one, keys non-empty; `"*"` matches any value.
+pub fn discovery_tags(v: &Value) -> Result<(), String> {
+    // Values known only later (e.g. `var.x` during validate) are checked at plan time.
+    if !v.is_fully_known() {
+        return Ok(());
+    }
+    let tags = v.as_string_map();
+    if tags.is_empty() {
+        return Err(
+            "needs at least one tag to match, e.g. { \"joiner.dev/discovery\" = \"my-cluster\" }"
+                .into(),
+        );
+    }
+    if tags.keys().any(|k| k.is_empty()) {
+        return Err("tag keys cannot be empty".into());
+    }
+    Ok(())
+}
+
+pub fn vpc_id(v: &Value) -> Result<(), String> {
+    match v.as_str() {
+        Some(s) if !s.starts_with("vpc-") || s.len() < 12 => Err(format!(
+            "{s:?} is not a VPC ID: expected vpc- followed by 8 or 17 hex digits"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// IAM role names: 1-64 characters of letters, digits and `+=,.@_-`.
+pub fn is_role_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "+=,.@_-".contains(c)
+}
+
+pub fn role_name(v: &Value) -> Result<(), String> {
+    string_length(1, 64)(v)?;
+    string_chars("letters, digits and +=,.@_-", is_role_name_char)(v)
+}
+
+/// IAM paths: `/` alone, or `/a/b/`, 1-512 printable ASCII characters.
+pub fn iam_path(v: &Value) -> Result<(), String> {
+    let Some(p) = v.as_str() else { return Ok(()) };
+    if p.is_empty() || p.len() > 512 || !p.starts_with('/') || !p.ends_with('/') {
+        return Err(format!(
+            "must start and end with \"/\" and be 1 to 512 characters (e.g. \"/\" or \"/eks/\"), got {p:?}"
+        ));
+    }
+    match p.chars().find(|c| !('\u{21}'..='\u{7e}').contains(c)) {
+        Some(c) => Err(format!(
+            "may contain only printable ASCII characters without spaces; found {c:?}"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A validator for an ARN of `service` with a resource starting with `prefix`.
+pub fn arn_of(
+    service: &'static str,
+    prefix: &'static str,
+) -> impl Fn(&Value) -> Result<(), String> + Send + Sync {
+    move |v| match v.as_str() {
+        Some(s) => Arn::expect(s, service, prefix)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// IAM (and EKS) tags: up to 50 with the provider's own `joiner.dev/created-by`, which the
+/// configuration may not set (`aws::iam::CREATED_BY_TAG`: what marks an object a later
+/// create may adopt); keys 1-128 and values 0-256 characters.
+pub fn aws_tags(v: &Value) -> Result<(), String> {
+    let tags = v.as_string_map();
+    if tags.len() > 49 {
+        return Err(format!(
+            "at most 49 tags are allowed (AWS allows 50, and the provider adds {}), got {}",
+            iam::CREATED_BY_TAG,
+            tags.len()
+        ));
+    }
+    for (k, val) in &tags {
+        if k == iam::CREATED_BY_TAG {
+            return Err(format!(
+                "tag key {k:?} is the provider's own: it marks what this provider created"
+            ));
+        }
+        if k.is_empty() || k.chars().count() > 128 {
+            return Err(format!("tag key {k:?} must be 1 to 128 characters"));
+        }
+        if k.starts_with("aws:") {
+            return Err(format!("tag key {k:?}: the aws: prefix is reserved"));
+        }
+        if val.chars().count() > 256 {
+            return Err(format!(
+                "the value of tag {k:?} must be at most 256 characters"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Kubernetes object names: lowercase DNS-1123 subdomains.
+pub fn dns_subdomain(v: &Value) -> Result<(), String> {
+    let s = v.as_str().unwrap_or_default();
+    let ok = !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be a lowercase DNS-1123 subdomain (a-z, 0-9, '-' and '.', starting and ending \
+             with a letter or digit, at most 253 characters), got {s:?}"
         ))
     }
 }
