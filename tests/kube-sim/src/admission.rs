@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
+use crate::meta::{meta_str, now_rfc3339};
 use crate::resources::ResourceType;
 use crate::status::{ApiError, ApiResult};
-use crate::store::{meta_str, now_rfc3339};
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()

@@ -19,6 +19,7 @@ pub mod eks_auth;
 pub mod eviction;
 pub mod fargate;
 pub mod kubeconfig;
+pub mod meta;
 pub mod network;
 pub mod node_auth;
 pub mod patch;

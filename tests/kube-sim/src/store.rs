@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 
 use crate::admission;
+pub use crate::meta::{meta_str, name_of, namespace_of, now_rfc3339, rv_of};
 use crate::resources::{builtin_types, types_from_crd, ResourceType};
 use crate::status::{ApiError, ApiResult};
 
@@ -92,30 +93,6 @@ pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>, u64);
 pub struct DeleteOptions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
-}
-
-pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    obj.get("metadata")?.get(field)?.as_str()
-}
-
-pub fn name_of(obj: &Value) -> &str {
-    meta_str(obj, "name").unwrap_or("")
-}
-
-pub fn namespace_of(obj: &Value) -> &str {
-    meta_str(obj, "namespace").unwrap_or("")
-}
-
-pub fn rv_of(obj: &Value) -> u64 {
-    meta_str(obj, "resourceVersion")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
 }
 
 fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
