@@ -220,45 +220,7 @@ pub fn is_offering_label(key: &str) -> bool {
     is_well_known(key) && key != KARPENTER_NODEPOOL && key != JOINER_NODEPOOL && key != NODE_CLASS
 }
 
-/// Whether a do-not-disrupt annotation's `value` blocks disruption at `now` (Unix seconds):
-/// any value but `"false"` does, except a duration (`"5m"`, Karpenter v1.12, on pods), which
-/// blocks only until that long after the pod started (`started`; a pod not yet started is
-/// protected).
-pub fn do_not_disrupt_holds(value: &str, started: Option<i64>, now: i64) -> bool {
-    if value == "false" {
-        return false;
-    }
-    match crate::api::duration::parse_seconds(value) {
-        Ok(secs) => {
-            started.is_none_or(|s| now < s.saturating_add(secs.min(i64::MAX as u64) as i64))
-        }
-        Err(_) => true,
-    }
-}
-
 /// True for annotations that block voluntary disruption, Karpenter's and joiner's.
 pub fn is_do_not_disrupt(key: &str) -> bool {
     key == KARPENTER_DO_NOT_DISRUPT || key == JOINER_DO_NOT_DISRUPT
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_do_not_disrupt_duration_lapses_after_the_pods_start() {
-        assert!(do_not_disrupt_holds("true", Some(0), 1_000_000));
-        assert!(!do_not_disrupt_holds("false", None, 0));
-        // 5m after a start at t=100: held at 399, lapsed at 400.
-        assert!(do_not_disrupt_holds("5m", Some(100), 399));
-        assert!(!do_not_disrupt_holds("5m", Some(100), 400));
-        assert!(
-            do_not_disrupt_holds("5m", None, 1_000_000),
-            "not started yet"
-        );
-        assert!(
-            do_not_disrupt_holds("soon", Some(0), 1_000_000),
-            "not a duration: held"
-        );
-    }
 }

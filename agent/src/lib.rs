@@ -25,4 +25,6 @@ pub mod requirements;
 pub mod resources;
 pub mod scheduler;
 pub mod taints;
+#[cfg(feature = "controllers")]
+pub mod task;
 pub mod workloads;

@@ -16,6 +16,12 @@ pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
 /// Inferentia and Trainium devices, as the Neuron device plugin advertises them.
 pub const AWS_NEURON: &str = "aws.amazon.com/neuron";
 
+/// The pseudo-resource counting nodes in limit arithmetic (`limits: {nodes: "10"}`, as in
+/// Karpenter v1.11). Node counts live only in the sums the limits are checked against (a
+/// pool's usage and the scheduler's commitments), never in an instance type's capacity,
+/// which is written to Nodes and NodeClaims where an unqualified name is invalid.
+pub const NODES: &str = "nodes";
+
 /// A bundle of resources: requests of a pod, allocatable of a node, limits of a NodePool.
 ///
 /// Extended resources (`nvidia.com/gpu`, `vpc.amazonaws.com/efa`, ...) live in a sorted map

@@ -1,4 +1,4 @@
-//! Cron schedules for disruption budgets, in UTC, as Karpenter reads them: five fields
+//! Cron schedules for disruption budgets and scheduled headroom, in UTC, as Karpenter reads them: five fields
 //! (minute hour day-of-month month day-of-week) with `*`, `?`, lists, ranges, steps and
 //! month/day names, or a macro (`@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`,
 //! `@midnight`, `@hourly`). When both day fields are restricted, a day matches if either

@@ -9,6 +9,7 @@
 //! is the CRDs with what of it the API server can check itself (enums, patterns, bounds,
 //! CEL rules), so that a bad object is refused at `kubectl apply`.
 
+pub mod cron;
 pub mod duration;
 pub mod launch_policy;
 pub mod node_claim;

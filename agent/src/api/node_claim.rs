@@ -72,50 +72,6 @@ pub struct NodeClaimStatus {
     pub conditions: Vec<Condition>,
 }
 
-impl NodeClaimSpec {
-    /// The spec of a NodeClaim the scheduler planned, from its NodePool's template: the
-    /// claim's requirements (candidate types cheapest first, zones, capacity types), the
-    /// pods' requests plus DaemonSet overhead, and the template's taints and lifetimes.
-    pub fn from_plan(
-        claim: &crate::scheduler::NewNodeClaim,
-        pool: &super::node_pool::NodePoolSpec,
-    ) -> NodeClaimSpec {
-        let mut requirements = super::requirements_to_api(&claim.requirements);
-        // The instance-type list is written cheapest first (the launch order), not sorted.
-        if let Some(it) = requirements
-            .iter_mut()
-            .find(|r| r.key == crate::labels::INSTANCE_TYPE && r.operator == "In")
-        {
-            it.values = claim
-                .instance_types
-                .iter()
-                .map(|c| c.instance_type.clone())
-                .collect();
-        }
-        let r = &claim.requests;
-        let mut requests = BTreeMap::new();
-        requests.insert("cpu".to_string(), crate::resources::fmt_cpu(r.cpu_milli));
-        requests.insert(
-            "memory".to_string(),
-            crate::resources::fmt_bytes(r.memory_bytes),
-        );
-        requests.insert("pods".to_string(), r.pods.to_string());
-        for (k, v) in &r.extended {
-            requests.insert(k.clone(), v.to_string());
-        }
-        let t = &pool.template.spec;
-        NodeClaimSpec {
-            node_class_ref: t.node_class_ref.clone(),
-            requirements,
-            resources: ResourceRequirements { requests },
-            taints: t.taints.clone(),
-            startup_taints: t.startup_taints.clone(),
-            expire_after: Some(t.expire_after.clone()),
-            termination_grace_period: t.termination_grace_period.clone(),
-        }
-    }
-}
-
 /// A NodeClaim's requirements read once through [`crate::requirements`], for the code that
 /// acts on a claim (launch, the provisioner's in-flight capacity) instead of string tests
 /// on `operator == "In"`, which miss `NotIn`, `Exists` and bounds.

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::validate::FieldError;
 use super::Condition;
+use crate::catalog::overlay::{Overlay, PriceChange};
 use crate::labels;
 use crate::requirements::{Operator, Requirement, Requirements};
 
@@ -75,27 +76,6 @@ pub struct OverlayRequirement {
 pub struct NodeOverlayStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-}
-
-/// How an overlay changes a price.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PriceChange {
-    /// Replaces the price.
-    Set(f64),
-    /// Adds to it (negative: a discount); the result is never below zero.
-    Add(f64),
-    /// Scales it by `1 + pct / 100`.
-    Percent(f64),
-}
-
-impl PriceChange {
-    pub fn apply(self, price: f64) -> f64 {
-        match self {
-            PriceChange::Set(p) => p,
-            PriceChange::Add(d) => (price + d).max(0.0),
-            PriceChange::Percent(p) => (price * (1.0 + p / 100.0)).max(0.0),
-        }
-    }
 }
 
 /// Decimal digits with at most one point, neither first nor last (what Karpenter's CRD
@@ -294,6 +274,21 @@ impl NodeOverlaySpec {
             .iter()
             .filter_map(|(k, q)| Some((k.clone(), crate::resources::parse_bytes(q).ok()?)))
             .collect()
+    }
+}
+
+/// The overlay the catalogue applies, from its spec: here rather than in the catalogue, which
+/// knows nothing of the API's shapes.
+impl Overlay {
+    /// From a spec that passed [`validate`].
+    pub fn from_spec(name: &str, spec: &NodeOverlaySpec) -> Overlay {
+        Overlay {
+            name: name.to_string(),
+            weight: spec.weight.unwrap_or(0),
+            selector: spec.selector(),
+            price: spec.price_change(),
+            capacity: spec.added_capacity(),
+        }
     }
 }
 

@@ -222,7 +222,7 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
         if k.is_empty() {
             e.push(&p, "resource name must not be empty");
         }
-        if k == crate::scheduler::NODES {
+        if k == crate::resources::NODES {
             if v.parse::<u32>().is_err() {
                 e.push(&p, "a node count: a whole number such as \"10\"");
             }
@@ -256,7 +256,7 @@ fn capacity(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
             e.push(&p, "must not be negative");
         }
         // Karpenter's rules for a static NodePool.
-        for k in spec.limits.keys().filter(|k| *k != crate::scheduler::NODES) {
+        for k in spec.limits.keys().filter(|k| *k != crate::resources::NODES) {
             e.push(
                 format!("{path}.limits[{k:?}]"),
                 "a static NodePool (replicas set) supports only the nodes limit",

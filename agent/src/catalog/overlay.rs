@@ -15,9 +15,29 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{offering_allowed, CapacityType, Catalog, InstanceType};
-use crate::api::node_overlay::{NodeOverlaySpec, PriceChange};
 use crate::labels;
 use crate::requirements::Requirements;
+
+/// How an overlay changes a price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PriceChange {
+    /// Replaces the price.
+    Set(f64),
+    /// Adds to it (negative: a discount); the result is never below zero.
+    Add(f64),
+    /// Scales it by `1 + pct / 100`.
+    Percent(f64),
+}
+
+impl PriceChange {
+    pub fn apply(self, price: f64) -> f64 {
+        match self {
+            PriceChange::Set(p) => p,
+            PriceChange::Add(d) => (price + d).max(0.0),
+            PriceChange::Percent(p) => (price * (1.0 + p / 100.0)).max(0.0),
+        }
+    }
+}
 
 /// One overlay, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,17 +50,6 @@ pub struct Overlay {
 }
 
 impl Overlay {
-    /// From a spec that passed [`crate::api::node_overlay::validate`].
-    pub fn from_spec(name: &str, spec: &NodeOverlaySpec) -> Overlay {
-        Overlay {
-            name: name.to_string(),
-            weight: spec.weight.unwrap_or(0),
-            selector: spec.selector(),
-            price: spec.price_change(),
-            capacity: spec.added_capacity(),
-        }
-    }
-
     fn names_reserved(&self) -> bool {
         self.selector
             .get(labels::CAPACITY_TYPE)

@@ -83,7 +83,7 @@ pub struct KwokCloud {
     index: Arc<Mutex<Index>>,
     synced: tokio::sync::watch::Receiver<bool>,
     warned_kubelet: Mutex<bool>,
-    _watch: crate::controllers::AbortOnDrop,
+    _watch: crate::task::AbortOnDrop,
 }
 
 impl std::fmt::Debug for KwokCloud {
@@ -217,7 +217,7 @@ impl KwokCloud {
             index,
             synced,
             warned_kubelet: Mutex::new(false),
-            _watch: crate::controllers::AbortOnDrop(task),
+            _watch: crate::task::AbortOnDrop(task),
         }
     }
 

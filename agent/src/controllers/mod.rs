@@ -67,15 +67,6 @@ pub use termination::{request_termination, TerminationReason};
 /// go) and on NodeClasses (their launch templates are deleted before they go).
 pub const TERMINATION_FINALIZER: &str = "joiner.dev/termination";
 
-/// Aborts a spawned helper task when the loop that owns it ends (leadership lost).
-pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// What every controller gets.
 pub struct Context {
     pub client: Client,
@@ -252,7 +243,7 @@ pub async fn run(
     }
     let _ = ready_tx.send(true);
     tracing::info!("caches synced");
-    let _warm = AbortOnDrop(tokio::spawn(provisioning::warm::run(ctx.clone())));
+    let _warm = crate::task::AbortOnDrop(tokio::spawn(provisioning::warm::run(ctx.clone())));
 
     let (leader_tx, mut leader_rx) = watch::channel(!config.leader_elect);
     let (stop_elector_tx, stop_elector) = watch::channel(false);

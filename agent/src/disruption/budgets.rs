@@ -6,7 +6,7 @@
 //! wins; with no budget in force the reason is unlimited. Nodes already being disrupted use
 //! up the allowance. Interruption handling never asks: the node is going anyway.
 
-use super::cron::Schedule;
+use crate::api::cron::Schedule;
 
 /// Why a node is voluntarily disrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -2,10 +2,11 @@
 //! (consolidation), and replacing nodes that expired or drifted, within the NodePools'
 //! disruption budgets.
 //!
-//! - [`cron`], [`budgets`]: budget windows and allowances.
+//! - [`budgets`]: budget windows (schedules are `crate::api::cron`) and allowances.
 //! - [`drift`]: the hashes stamped on NodeClaims and the drift checks.
 //! - [`decide`]: one pass's decisions, simulated with the scheduler; [`balanced`], the
 //!   `Balanced` policy's score.
+//! - [`do_not_disrupt`]: how long the do-not-disrupt annotation protects a pod.
 //! - [`quiet`]: when a pass may be skipped (nothing changed since one that decided nothing).
 //! - [`repair`]: which unhealthy nodes to replace (node repair).
 //! - [`static_pools`]: which nodes a static pool over its `replicas` gives up.
@@ -16,8 +17,8 @@
 
 pub mod balanced;
 pub mod budgets;
-pub mod cron;
 pub mod decide;
+pub mod do_not_disrupt;
 pub mod drift;
 pub mod quiet;
 pub mod repair;

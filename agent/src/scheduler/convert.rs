@@ -1,5 +1,6 @@
 //! Conversions from Kubernetes objects (k8s-openapi) to the scheduler's plain structs, so
-//! that controllers convert once per object and the core stays free of API types.
+//! that controllers convert once per object and the core stays free of API types; and back,
+//! from a planned claim to the NodeClaim spec the provisioner writes.
 //!
 //! Malformed fields are reported with their path; nothing here panics.
 
@@ -8,13 +9,15 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
+use crate::api::node_pool::NodePoolSpec;
+use crate::api::NodeClaimSpec;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::Resources;
 use crate::taints::{Effect, Taint, Toleration};
 
 use super::input::{
-    BoundPod, LabelSelector, NodeInclusionPolicy, Pod, PodAffinityTerm, TopologySpreadConstraint,
-    WhenUnsatisfiable,
+    BoundPod, LabelSelector, NewNodeClaim, NodeInclusionPolicy, Pod, PodAffinityTerm,
+    TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
 fn requests_of(c: &core::Container, path: &str) -> Result<Resources, String> {
@@ -324,6 +327,48 @@ pub fn bound_pod(p: &core::Pod) -> Result<BoundPod, String> {
 /// Labels of a pod, for callers that only need them.
 pub fn labels_of(p: &core::Pod) -> BTreeMap<String, String> {
     p.metadata.labels.clone().unwrap_or_default()
+}
+
+/// Back from the plan to the API: the NodeClaim the provisioner writes for a planned claim.
+impl NodeClaimSpec {
+    /// The spec of a NodeClaim the scheduler planned, from its NodePool's template: the
+    /// claim's requirements (candidate types cheapest first, zones, capacity types), the
+    /// pods' requests plus DaemonSet overhead, and the template's taints and lifetimes.
+    pub fn from_plan(claim: &NewNodeClaim, pool: &NodePoolSpec) -> NodeClaimSpec {
+        let mut requirements = crate::api::requirements_to_api(&claim.requirements);
+        // The instance-type list is written cheapest first (the launch order), not sorted.
+        if let Some(it) = requirements
+            .iter_mut()
+            .find(|r| r.key == crate::labels::INSTANCE_TYPE && r.operator == "In")
+        {
+            it.values = claim
+                .instance_types
+                .iter()
+                .map(|c| c.instance_type.clone())
+                .collect();
+        }
+        let r = &claim.requests;
+        let mut requests = BTreeMap::new();
+        requests.insert("cpu".to_string(), crate::resources::fmt_cpu(r.cpu_milli));
+        requests.insert(
+            "memory".to_string(),
+            crate::resources::fmt_bytes(r.memory_bytes),
+        );
+        requests.insert("pods".to_string(), r.pods.to_string());
+        for (k, v) in &r.extended {
+            requests.insert(k.clone(), v.to_string());
+        }
+        let t = &pool.template.spec;
+        NodeClaimSpec {
+            node_class_ref: t.node_class_ref.clone(),
+            requirements,
+            resources: crate::api::node_claim::ResourceRequirements { requests },
+            taints: t.taints.clone(),
+            startup_taints: t.startup_taints.clone(),
+            expire_after: Some(t.expire_after.clone()),
+            termination_grace_period: t.termination_grace_period.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

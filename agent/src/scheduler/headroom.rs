@@ -19,8 +19,8 @@ use super::{
     schedule, InFlightClaim, Input, LabelSelector, NewNodeClaim, NodePoolInput, Plan, Pod,
     PodAffinityTerm, Target,
 };
+use crate::api::cron::Schedule;
 use crate::catalog::Catalog;
-use crate::disruption::cron::Schedule;
 use crate::labels;
 use crate::resources::Resources;
 use crate::taints::{Taint, Toleration};

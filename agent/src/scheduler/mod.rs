@@ -38,7 +38,7 @@ mod sizing;
 mod topology;
 pub mod zone_ids;
 
-pub use pools::NODES;
+pub use crate::resources::NODES;
 use std::collections::{BTreeMap, HashMap};
 
 pub use input::*;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::catalog::daemonsets::{node_requirements, overhead};
 use crate::catalog::{CapacityType, Catalog, KubeletSettings};
 use crate::labels;
-use crate::resources::Resources;
+use crate::resources::{Resources, NODES};
 
 use super::bitset::Bitset;
 use super::input::{Input, NodePoolInput};
@@ -112,12 +112,6 @@ impl Pool {
         })
     }
 }
-
-/// The pseudo-resource counting nodes in limit arithmetic (`limits: {nodes: "10"}`, as in
-/// Karpenter v1.11). Node counts live only in the sums the limits are checked against (a
-/// pool's usage and the scheduler's commitments), never in an instance type's capacity,
-/// which is written to Nodes and NodeClaims where an unqualified name is invalid.
-pub const NODES: &str = "nodes";
 
 /// A node's capacity as counted against limits: its resources and one node.
 pub(crate) fn one_node(cap: &Resources) -> Resources {

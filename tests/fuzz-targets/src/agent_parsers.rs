@@ -3,8 +3,9 @@
 //! and values (Gt/Lt parse integers), taint effects. Parsed values are exercised too.
 
 use crate::{split_first, split_nul};
+use joiner_agent::api::cron;
 use joiner_agent::api::duration;
-use joiner_agent::disruption::{budgets, cron};
+use joiner_agent::disruption::budgets;
 use joiner_agent::requirements::{Operator, Requirement};
 use joiner_agent::{resources, taints};
 

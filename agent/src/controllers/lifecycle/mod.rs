@@ -20,7 +20,8 @@ use serde_json::json;
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crate::controllers::state::Change;
-use crate::controllers::{termination, AbortOnDrop, Context, TERMINATION_FINALIZER};
+use crate::controllers::{termination, Context, TERMINATION_FINALIZER};
+use crate::task::AbortOnDrop;
 
 /// How many claims are reconciled at once. Launches are network-bound and a scale-out
 /// round can plan dozens of claims: with 16 workers, 67 claims queued for up to four

@@ -54,7 +54,7 @@ pub async fn run(ctx: Arc<Context>) {
     let state = ctx.state.clone();
     // A claim newly disrupted puts its node's pods in the next batch (once per claim).
     let mut disrupted_seen = std::collections::HashSet::new();
-    let _watcher = crate::controllers::AbortOnDrop(tokio::spawn(async move {
+    let _watcher = crate::task::AbortOnDrop(tokio::spawn(async move {
         loop {
             match rx.recv().await {
                 Ok(Change::NodeClaim(name)) => match state.node_claims.get(&name) {

@@ -168,7 +168,8 @@ pub fn pod_has_do_not_disrupt(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     let now = jiff::Timestamp::now().as_second();
     pod.metadata.annotations.as_ref().is_some_and(|a| {
         a.iter().any(|(k, v)| {
-            labels::is_do_not_disrupt(k) && labels::do_not_disrupt_holds(v, started, now)
+            labels::is_do_not_disrupt(k)
+                && crate::disruption::do_not_disrupt::holds(v, started, now)
         })
     })
 }
