@@ -746,6 +746,7 @@ mod real_control_plane {
                 .describe_images()
                 .owners("amazon")
                 .filters(filter("architecture", "x86_64"))
+                .filters(filter("name", "al2022-ami-*"))
                 .send()
                 .await
                 .expect("ec2:DescribeImages");

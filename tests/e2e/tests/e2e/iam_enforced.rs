@@ -66,7 +66,17 @@ fn ec2(aws: &Aws) -> aws_sdk_ec2::Client {
 fn run_instance(admin: &Aws, tags: &[(&str, &str)]) -> String {
     let ec2 = ec2(admin);
     let image = admin
-        .block_on(ec2.describe_images().send())
+        .block_on(
+            ec2.describe_images()
+                .owners("amazon")
+                .filters(
+                    aws_sdk_ec2::types::Filter::builder()
+                        .name("name")
+                        .values("al2022-ami-*")
+                        .build(),
+                )
+                .send(),
+        )
         .unwrap()
         .images()[0]
         .image_id()
@@ -605,7 +615,17 @@ fn fleet_inputs(admin: &Aws) -> FleetInputs {
         .unwrap()
         .to_string();
     let image = admin
-        .block_on(ec2.describe_images().owners("amazon").send())
+        .block_on(
+            ec2.describe_images()
+                .owners("amazon")
+                .filters(
+                    Filter::builder()
+                        .name("name")
+                        .values("al2022-ami-*")
+                        .build(),
+                )
+                .send(),
+        )
         .expect("ec2:DescribeImages")
         .images()[0]
         .image_id()

@@ -9,7 +9,7 @@ use crate::common;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
+    DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
     InstanceType, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
     TargetCapacitySpecificationRequest,
@@ -90,6 +90,12 @@ async fn fleet_instance_becomes_a_node_and_its_termination_sends_pods_back_to_pe
     let image = ec2
         .describe_images()
         .owners("amazon")
+        .filters(
+            Filter::builder()
+                .name("name")
+                .values("al2022-ami-*")
+                .build(),
+        )
         .send()
         .await
         .expect("EC2 DescribeImages");
