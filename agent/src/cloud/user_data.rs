@@ -9,8 +9,9 @@
 //!   Karpenter does: its MIME parts (or the whole of it, as one part, when it is not MIME)
 //!   come first and our NodeConfig last; nodeadm merges the documents in order.
 //! - **Bottlerocket** reads TOML settings. The NodeClass's TOML is kept, and the keys the
-//!   agent owns (`settings.kubernetes` cluster fields, node labels and taints) are set on top,
-//!   replacing the user's values for those keys only.
+//!   agent owns (`settings.kubernetes` cluster fields, node labels and taints, the kubelet's
+//!   max pods, reservations and eviction settings) are set on top, replacing the user's
+//!   values for those keys only.
 
 use std::collections::BTreeMap;
 
@@ -264,8 +265,35 @@ fn bottlerocket(node: &NodeBootstrap<'_>) -> String {
         if let Some(dns) = k.cluster_dns.as_ref().and_then(|d| d.first()) {
             k8s.push(("cluster-dns-ip".into(), toml_str(dns)));
         }
+        if let Some(v) = k.eviction_max_pod_grace_period {
+            k8s.push(("eviction-max-pod-grace-period".into(), v.to_string()));
+        }
     }
     ours.push(("settings.kubernetes", k8s));
+    // The reservations and eviction thresholds shape the node's allocatable, which the
+    // scheduler packed against: each is a table of Bottlerocket's settings, as Karpenter
+    // writes them.
+    if let Some(k) = node.kubelet {
+        for (table, map) in [
+            ("settings.kubernetes.system-reserved", &k.system_reserved),
+            ("settings.kubernetes.kube-reserved", &k.kube_reserved),
+            ("settings.kubernetes.eviction-hard", &k.eviction_hard),
+            ("settings.kubernetes.eviction-soft", &k.eviction_soft),
+            (
+                "settings.kubernetes.eviction-soft-grace-period",
+                &k.eviction_soft_grace_period,
+            ),
+        ] {
+            if !map.is_empty() {
+                ours.push((
+                    table,
+                    map.iter()
+                        .map(|(k, v)| (toml_str(k), toml_str(v)))
+                        .collect(),
+                ));
+            }
+        }
+    }
     if !node.labels.is_empty() {
         ours.push((
             "settings.kubernetes.node-labels",
@@ -502,5 +530,50 @@ mod tests {
             "{ud}"
         );
         assert_eq!(ud.matches("[settings.kubernetes]").count(), 1, "{ud}");
+    }
+
+    #[test]
+    fn bottlerocket_carries_the_reservations_and_eviction_settings() {
+        let c = cluster();
+        let l = labels();
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let kubelet = KubeletConfiguration {
+            system_reserved: map(&[("cpu", "100m"), ("memory", "200Mi")]),
+            kube_reserved: map(&[("memory", "1Gi")]),
+            eviction_hard: map(&[("memory.available", "5%")]),
+            eviction_soft: map(&[("nodefs.available", "15%")]),
+            eviction_soft_grace_period: map(&[("nodefs.available", "1m")]),
+            eviction_max_pod_grace_period: Some(60),
+            ..Default::default()
+        };
+        let ud = render(
+            AmiFamily::Bottlerocket,
+            &NodeBootstrap {
+                cluster: &c,
+                labels: &l,
+                taints: &[],
+                kubelet: Some(&kubelet),
+                custom: Some("[settings.kubernetes.kube-reserved]\ncpu = \"1\"\n"),
+            },
+        );
+        for table in [
+            "[settings.kubernetes.system-reserved]\n\"cpu\" = \"100m\"\n\"memory\" = \"200Mi\"",
+            "[settings.kubernetes.eviction-hard]\n\"memory.available\" = \"5%\"",
+            "[settings.kubernetes.eviction-soft]\n\"nodefs.available\" = \"15%\"",
+            "[settings.kubernetes.eviction-soft-grace-period]\n\"nodefs.available\" = \"1m\"",
+        ] {
+            assert!(ud.contains(table), "{table} in {ud}");
+        }
+        // The user's key we do not set survives in the table we also write.
+        assert!(
+            ud.contains("[settings.kubernetes.kube-reserved]\ncpu = \"1\"\n\"memory\" = \"1Gi\""),
+            "{ud}"
+        );
+        assert!(ud.contains("eviction-max-pod-grace-period = 60"), "{ud}");
     }
 }
