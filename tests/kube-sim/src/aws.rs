@@ -258,14 +258,14 @@ struct Tracked {
     down_since: Option<Instant>,
     /// Why the kubelet cannot join, as last logged (logged again only when it changes).
     refused: Option<String>,
-    /// nodeadm's refusal of the user data, once judged: user data never changes, so it is
-    /// judged (and logged) once.
-    nodeadm_refused: Option<String>,
+    /// nodeadm's or Bottlerocket's refusal of the user data, once judged: user data never
+    /// changes, so it is judged (and logged) once.
+    user_data_refused: Option<String>,
 }
 
-/// The words kube-sim logs once per instance whose user data nodeadm refuses; the sandbox
-/// counts them.
-pub const NODEADM_REFUSED_LOG: &str = "nodeadm refused the user data";
+/// The words kube-sim logs once per instance whose user data nodeadm or Bottlerocket's
+/// settings model refuses; the sandbox counts them.
+pub const USER_DATA_REFUSED_LOG: &str = "refused the user data";
 
 #[derive(Clone)]
 struct TypeInfo {
@@ -467,6 +467,229 @@ fn apply_kubelet_config(k: &mut KubeletConfig, c: &Value) {
             k.eviction_hard_memory_mi = Some(v);
         }
     }
+}
+
+/// The keys of `settings.kubernetes` in Bottlerocket's settings model
+/// (`KubernetesSettingsV1` of bottlerocket-settings-sdk, kebab-cased by its `model` macro,
+/// which also denies unknown fields): Bottlerocket refuses user data that sets any other,
+/// and the node never boots into the cluster.
+pub const BOTTLEROCKET_KUBERNETES_SETTINGS: &[&str] = &[
+    "cluster-name",
+    "cluster-certificate",
+    "api-server",
+    "node-labels",
+    "node-taints",
+    "static-pods",
+    "authentication-mode",
+    "bootstrap-token",
+    "standalone-mode",
+    "eviction-hard",
+    "eviction-soft",
+    "eviction-soft-grace-period",
+    "eviction-max-pod-grace-period",
+    "kube-reserved",
+    "system-reserved",
+    "allowed-unsafe-sysctls",
+    "server-tls-bootstrap",
+    "cloud-provider",
+    "registry-qps",
+    "registry-burst",
+    "event-qps",
+    "event-burst",
+    "kube-api-qps",
+    "kube-api-burst",
+    "container-log-max-size",
+    "container-log-max-files",
+    "container-log-max-workers",
+    "container-log-monitor-interval",
+    "cpu-cfs-quota-enforced",
+    "cpu-manager-policy",
+    "cpu-manager-reconcile-period",
+    "cpu-manager-policy-options",
+    "topology-manager-scope",
+    "topology-manager-policy",
+    "topology-manager-policy-options",
+    "pod-pids-limit",
+    "image-gc-high-threshold-percent",
+    "image-gc-low-threshold-percent",
+    "image-minimum-gc-age",
+    "image-maximum-gc-age",
+    "provider-id",
+    "log-level",
+    "credential-providers",
+    "server-certificate",
+    "server-key",
+    "shutdown-grace-period",
+    "shutdown-grace-period-for-critical-pods",
+    "memory-manager-reserved-memory",
+    "memory-manager-policy",
+    "reserved-cpus",
+    "memory-swap-behavior",
+    "hostname-override-source",
+    "seccomp-default",
+    "device-ownership-from-security-context",
+    "single-process-oom-kill",
+    "static-pods-enabled",
+    "max-pods",
+    "cluster-dns-ip",
+    "cluster-domain",
+    "node-ip",
+    "pod-infra-container-image",
+    "hostname-override",
+    "ids-per-pod",
+    "max-parallel-image-pulls",
+    "kubelet-extra-config",
+];
+
+/// What Bottlerocket makes of an instance's user data.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bottlerocket {
+    /// No `[settings...]` table: not Bottlerocket user data.
+    NotSettings,
+    /// The node joins with these labels, taints and kubelet settings.
+    Accepted(Vec<(String, String)>, Vec<Value>, KubeletConfig),
+    /// Bottlerocket refuses the settings (not TOML, a setting its model does not know, a
+    /// value of the wrong type) or they cannot join a cluster (no cluster name, API server
+    /// or CA): the instance runs and never registers.
+    Refused(String),
+}
+
+/// Reads Bottlerocket user data as its settings model does: TOML whose
+/// `settings.kubernetes` keys are the model's ([`BOTTLEROCKET_KUBERNETES_SETTINGS`]), each of
+/// its type, with the three a joining node needs.
+pub fn bottlerocket_check(user_data: &str) -> Bottlerocket {
+    use toml_edit::{DocumentMut, Item};
+    if has_node_config(user_data)
+        || !user_data
+            .lines()
+            .any(|l| l.trim_start().starts_with("[settings"))
+    {
+        return Bottlerocket::NotSettings;
+    }
+    let doc: DocumentMut = match user_data.parse() {
+        Ok(d) => d,
+        Err(e) => return Bottlerocket::Refused(format!("not TOML: {e}")),
+    };
+    let Some(k8s) = doc
+        .get("settings")
+        .and_then(|s| s.get("kubernetes"))
+        .and_then(Item::as_table_like)
+    else {
+        return Bottlerocket::Refused(
+            "no settings.kubernetes: the kubelet has no cluster to join".into(),
+        );
+    };
+    let key = |k: &str| format!("settings.kubernetes.{k}");
+    for (k, _) in k8s.iter() {
+        if !BOTTLEROCKET_KUBERNETES_SETTINGS.contains(&k) {
+            return Bottlerocket::Refused(format!("unknown setting {}", key(k)));
+        }
+    }
+    for k in ["cluster-name", "api-server", "cluster-certificate"] {
+        match k8s.get(k).and_then(Item::as_str) {
+            Some(v) if !v.is_empty() => {}
+            Some(_) | None => {
+                return Bottlerocket::Refused(format!(
+                    "{} is missing or not a string: the kubelet cannot join",
+                    key(k)
+                ))
+            }
+        }
+    }
+    let strings = |k: &str| -> Result<Vec<(String, String)>, String> {
+        let Some(item) = k8s.get(k) else {
+            return Ok(Vec::new());
+        };
+        let table = item
+            .as_table_like()
+            .ok_or_else(|| format!("{} is not a table", key(k)))?;
+        table
+            .iter()
+            .map(|(name, v)| {
+                v.as_str()
+                    .map(|v| (name.to_string(), v.to_string()))
+                    .ok_or_else(|| format!("{}.{name} is not a string", key(k)))
+            })
+            .collect()
+    };
+    let result = (|| -> Result<Bottlerocket, String> {
+        let labels = strings("node-labels")?;
+        let mut taints = Vec::new();
+        if let Some(item) = k8s.get("node-taints") {
+            let table = item
+                .as_table_like()
+                .ok_or_else(|| format!("{} is not a table", key("node-taints")))?;
+            for (name, v) in table.iter() {
+                let values: Vec<String> = match (v.as_str(), v.as_array()) {
+                    (Some(s), _) => vec![s.to_string()],
+                    (None, Some(a)) => a
+                        .iter()
+                        .map(|x| x.as_str().map(str::to_string))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| format!("{}.{name}: not strings", key("node-taints")))?,
+                    _ => {
+                        return Err(format!(
+                            "{}.{name}: not a string or array",
+                            key("node-taints")
+                        ))
+                    }
+                };
+                for value in values {
+                    let parsed = parse_taints(&format!("{name}={value}"));
+                    if parsed.is_empty() {
+                        return Err(format!(
+                            "{}.{name} = \"{value}\": not value:Effect",
+                            key("node-taints")
+                        ));
+                    }
+                    taints.extend(parsed);
+                }
+            }
+        }
+        for k in [
+            "eviction-hard",
+            "eviction-soft",
+            "eviction-soft-grace-period",
+        ] {
+            strings(k)?;
+        }
+        for k in ["max-pods", "eviction-max-pod-grace-period"] {
+            if let Some(item) = k8s.get(k) {
+                if item.as_integer().is_none_or(|n| n < 0) {
+                    return Err(format!("{} is not a non-negative integer", key(k)));
+                }
+            }
+        }
+        if let Some(item) = k8s.get("cluster-dns-ip") {
+            let ok = item.as_str().is_some()
+                || item
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(|x| x.as_str().is_some()));
+            if !ok {
+                return Err(format!(
+                    "{} is not a string or array of strings",
+                    key("cluster-dns-ip")
+                ));
+            }
+        }
+        let mut kubelet = KubeletConfig {
+            max_pods: k8s.get("max-pods").and_then(Item::as_integer),
+            ..Default::default()
+        };
+        let as_map = |pairs: Vec<(String, String)>| -> Value {
+            Value::Object(pairs.into_iter().map(|(k, v)| (k, json!(v))).collect())
+        };
+        apply_kubelet_config(
+            &mut kubelet,
+            &json!({
+                "kubeReserved": as_map(strings("kube-reserved")?),
+                "systemReserved": as_map(strings("system-reserved")?),
+                "evictionHard": as_map(strings("eviction-hard")?),
+            }),
+        );
+        Ok(Bottlerocket::Accepted(labels, taints, kubelet))
+    })();
+    result.unwrap_or_else(Bottlerocket::Refused)
 }
 
 /// What nodeadm makes of an instance's user data.
@@ -717,7 +940,7 @@ async fn poll_once(
             node: None,
             down_since: None,
             refused: None,
-            nodeadm_refused: None,
+            user_data_refused: None,
         });
         match state {
             InstanceStateName::Running => {
@@ -727,7 +950,7 @@ async fn poll_once(
                         tracing::warn!("kubelet bridge: {e:#}");
                     }
                     entry.down_since = None;
-                } else if entry.nodeadm_refused.is_some() {
+                } else if entry.user_data_refused.is_some() {
                     // Judged already: the instance runs, unregistered, as on EC2.
                 } else if entry.first_seen.elapsed() >= opts.boot_delay {
                     let profile = inst.iam_instance_profile().and_then(|p| p.arn());
@@ -800,14 +1023,24 @@ async fn poll_once(
                     let (mut labels, mut taints, kubelet) = match nodeadm_check(&user_data) {
                         Nodeadm::Accepted(merged) => kubelet_from_node_config(&merged),
                         Nodeadm::Refused(why) => {
-                            tracing::warn!(instance = %id, "{NODEADM_REFUSED_LOG}, the kubelet never starts: {why}");
-                            entry.nodeadm_refused = Some(why);
+                            tracing::warn!(instance = %id, "nodeadm {USER_DATA_REFUSED_LOG}, the kubelet never starts: {why}");
+                            entry.user_data_refused = Some(why);
                             continue;
                         }
-                        Nodeadm::NotNodeConfig => {
-                            let (labels, taints) = labels_and_taints_from_user_data(&user_data);
-                            (labels, taints, kubelet_config_from_user_data(&user_data))
-                        }
+                        Nodeadm::NotNodeConfig => match bottlerocket_check(&user_data) {
+                            Bottlerocket::Accepted(labels, taints, kubelet) => {
+                                (labels, taints, kubelet)
+                            }
+                            Bottlerocket::Refused(why) => {
+                                tracing::warn!(instance = %id, "Bottlerocket {USER_DATA_REFUSED_LOG}, the kubelet never starts: {why}");
+                                entry.user_data_refused = Some(why);
+                                continue;
+                            }
+                            Bottlerocket::NotSettings => {
+                                let (labels, taints) = labels_and_taints_from_user_data(&user_data);
+                                (labels, taints, kubelet_config_from_user_data(&user_data))
+                            }
+                        },
                     };
                     if let Some(l) = tags.get(NODE_LABELS_TAG) {
                         labels.extend(parse_labels(l));
@@ -1227,5 +1460,60 @@ mod tests {
         };
         assert_eq!(extended_resources(&g4dn, nvidia), [("nvidia.com/gpu", 1)]);
         assert!(extended_resources(&g4dn, Drivers::default()).is_empty());
+    }
+
+    /// Bottlerocket user data as the agent renders it for a NodeClass with reservations.
+    const BOTTLEROCKET: &str = "[settings.kubernetes]\ncluster-name = \"prod\"\napi-server = \"https://x.eks.amazonaws.com\"\ncluster-certificate = \"Y2E=\"\nmax-pods = 58\neviction-max-pod-grace-period = 60\n\n[settings.kubernetes.node-labels]\n\"joiner.dev/nodepool\" = \"general\"\n\n[settings.kubernetes.node-taints]\n\"dedicated\" = [\"gpu:NoSchedule\", \"gpu:NoExecute\"]\n\n[settings.kubernetes.kube-reserved]\n\"cpu\" = \"250m\"\n\"memory\" = \"1Gi\"\n\n[settings.kubernetes.system-reserved]\n\"memory\" = \"200Mi\"\n\n[settings.kubernetes.eviction-hard]\n\"memory.available\" = \"300Mi\"\n\n[settings.host-containers.admin]\nenabled = true\n";
+
+    #[test]
+    fn bottlerocket_settings_configure_the_kubelet() {
+        let Bottlerocket::Accepted(labels, taints, kubelet) = bottlerocket_check(BOTTLEROCKET)
+        else {
+            panic!("refused: {:?}", bottlerocket_check(BOTTLEROCKET));
+        };
+        assert_eq!(
+            labels,
+            [("joiner.dev/nodepool".to_string(), "general".to_string())]
+        );
+        assert_eq!(
+            taints,
+            [
+                json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}),
+                json!({"key": "dedicated", "value": "gpu", "effect": "NoExecute"}),
+            ]
+        );
+        assert_eq!(
+            kubelet,
+            KubeletConfig {
+                max_pods: Some(58),
+                kube_reserved_cpu_m: Some(250),
+                kube_reserved_memory_mi: Some(1024),
+                system_reserved_cpu_m: 0,
+                system_reserved_memory_mi: 200,
+                eviction_hard_memory_mi: Some(300),
+            }
+        );
+    }
+
+    #[test]
+    fn bottlerocket_refuses_what_its_settings_model_refuses() {
+        let refused = |ud: &str| match bottlerocket_check(ud) {
+            Bottlerocket::Refused(why) => why,
+            other => panic!("accepted {ud}: {other:?}"),
+        };
+        let unknown = BOTTLEROCKET.replace("max-pods = 58", "max-pod = 58");
+        assert!(refused(&unknown).contains("unknown setting settings.kubernetes.max-pod"));
+        let no_name = BOTTLEROCKET.replace("cluster-name = \"prod\"\n", "");
+        assert!(refused(&no_name).contains("settings.kubernetes.cluster-name is missing"));
+        let wrong_type = BOTTLEROCKET.replace("max-pods = 58", "max-pods = \"58\"");
+        assert!(refused(&wrong_type).contains("max-pods is not a non-negative integer"));
+        let bad_taint = BOTTLEROCKET.replace("gpu:NoExecute", "gpu:Sometimes");
+        assert!(refused(&bad_taint).contains("node-taints.dedicated"));
+        assert!(refused("[settings.kubernetes\n").contains("not TOML"));
+        // Not Bottlerocket's: a script, or a NodeConfig.
+        assert_eq!(
+            bottlerocket_check("#!/bin/bash\necho hi\n"),
+            Bottlerocket::NotSettings
+        );
     }
 }

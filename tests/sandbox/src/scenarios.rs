@@ -84,6 +84,15 @@ pub async fn play(args: Args) -> i32 {
     w.rec.finish_line();
     w.figures.total_secs = w.rec.now();
     w.figures.pods_lost = w.lost.len();
+    // kube_sim::aws::USER_DATA_REFUSED_LOG, logged once per instance whose user data nodeadm
+    // or Bottlerocket's settings model refused (kube-sim runs as a process here).
+    w.figures.nodes_refused_by_nodeadm = std::fs::read_to_string(w.work.join("kube-sim.log"))
+        .ok()
+        .map(|log| {
+            log.lines()
+                .filter(|l| l.contains("refused the user data"))
+                .count()
+        });
     w.figures.peak_nodes = w
         .rec
         .samples()
@@ -163,6 +172,13 @@ pub async fn play(args: Args) -> i32 {
         w.kube_sim.take();
         w.moto.take();
         let _ = std::fs::remove_dir_all(&w.work);
+    }
+    if code == 0 && w.figures.nodes_refused_by_nodeadm.unwrap_or(0) > 0 {
+        eprintln!(
+            "sandbox: kube-sim's bridge refused the user data of {} instance(s) (its log): the run fails",
+            w.figures.nodes_refused_by_nodeadm.unwrap_or(0)
+        );
+        return 1;
     }
     if code == 0 && w.figures.pods_lost > 0 {
         eprintln!(

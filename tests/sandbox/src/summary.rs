@@ -24,6 +24,9 @@ pub struct Figures {
     /// pod watch had to list again (the figure is then a lower bound).
     pub storm_pending: Option<(usize, f64, bool)>,
     pub pods_lost: usize,
+    /// Instances whose user data kube-sim's bridge refused, as nodeadm or Bottlerocket would
+    /// (never Nodes).
+    pub nodes_refused_by_nodeadm: Option<usize>,
     pub plan_secs: Option<f64>,
     pub plan_warnings: Option<usize>,
     pub scale_in_secs: Option<f64>,
@@ -201,6 +204,12 @@ impl Figures {
                     .unwrap_or_else(|| "—".into()),
             ),
             ("pods lost (must be 0)".into(), self.pods_lost.to_string()),
+            (
+                "nodes refused by the bridge: user data nodeadm or Bottlerocket refuses (must be 0)".into(),
+                self.nodes_refused_by_nodeadm
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "—".into()),
+            ),
             (
                 "IAM enforced: calls made / refused (must be 0)".into(),
                 match &self.iam {
