@@ -21,6 +21,7 @@ pub mod disruption;
 pub mod fargate;
 pub mod interruption;
 pub mod labels;
+pub mod monitoring;
 pub mod requirements;
 pub mod resources;
 pub mod scheduler;

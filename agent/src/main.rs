@@ -1,5 +1,6 @@
 //! joiner-agent: the in-cluster controller. `run` starts the controllers (see
-//! `joiner_agent::controllers`); `crds` prints the CustomResourceDefinitions it serves.
+//! `joiner_agent::controllers`); `crds` prints the CustomResourceDefinitions it serves;
+//! `prometheus-rule` its alerts (`monitoring/rules.yml`) as a PrometheusRule.
 
 use clap::{Parser, Subcommand};
 use joiner_agent::controllers::{self, operator, Config};
@@ -21,6 +22,28 @@ enum Command {
     Run(Box<Config>),
     /// Print the joiner.dev CustomResourceDefinitions as YAML.
     Crds,
+    /// Print the agent's alerts (monitoring/rules.yml) as a prometheus-operator
+    /// PrometheusRule, as YAML.
+    PrometheusRule {
+        /// The namespace to put it in (where the agent runs).
+        #[arg(long, default_value = "joiner")]
+        namespace: String,
+    },
+}
+
+fn print_prometheus_rule(namespace: &str) -> i32 {
+    let rule = joiner_agent::monitoring::prometheus_rule(namespace)
+        .and_then(|r| serde_yaml::to_string(&r).map_err(|e| e.to_string()));
+    match rule {
+        Ok(y) => {
+            print!("{y}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
 }
 
 fn print_crds() -> i32 {
@@ -64,6 +87,7 @@ fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Some(Command::Crds) => print_crds(),
+        Some(Command::PrometheusRule { namespace }) => print_prometheus_rule(&namespace),
         Some(Command::Run(config)) => {
             operator::logging::init(config.log_format, &config.log_level);
             let rt = match tokio::runtime::Builder::new_multi_thread()

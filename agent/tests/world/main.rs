@@ -18,6 +18,7 @@ mod interruption_queue;
 mod kwok_cloud;
 mod labels;
 mod lifecycle;
+mod monitoring;
 mod nodeclass;
 mod pricing;
 mod process;

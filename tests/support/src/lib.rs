@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 mod binaries;
 mod farm;
+pub mod prometheus;
 pub use binaries::{agent_bin, provider_bin, workspace_bin};
 
 /// The workspace root, found from this crate's manifest directory (`tests/support`).
