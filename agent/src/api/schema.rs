@@ -314,7 +314,15 @@ fn cel_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// What the API server checks of a NodePool, as [`super::validate::node_pool`] does.
 fn node_pool_rules(s: &mut Spec) {
+    pool_template_rules(s);
+    pool_disruption_and_limit_rules(s);
+    pool_headroom_and_repair_rules(s);
+}
+
+/// The template: its labels, its NodeClass, its requirements, taints and lifetimes.
+fn pool_template_rules(s: &mut Spec) {
     let t = "template.spec";
     // The template's labels: syntax, and none the agent sets.
     s.label_map("template.metadata.labels")
@@ -392,6 +400,10 @@ fn node_pool_rules(s: &mut Spec) {
         .taints(&format!("{t}.startupTaints"))
         .pattern(&format!("{t}.expireAfter"), DURATION_OR_NEVER)
         .pattern(&format!("{t}.terminationGracePeriod"), DURATION);
+}
+
+/// Disruption, limits, weight and price ratio, and what a static pool may not take.
+fn pool_disruption_and_limit_rules(s: &mut Spec) {
     // Disruption.
     s.one_of("disruption.consolidationPolicy", CONSOLIDATION_POLICIES)
         .pattern("disruption.consolidateAfter", DURATION_OR_NEVER)
@@ -460,6 +472,10 @@ fn node_pool_rules(s: &mut Spec) {
             "a NodePool cannot switch between static (replicas set) and dynamic (replicas unset)",
             Some(".replicas"),
         );
+}
+
+/// Headroom and repair policies.
+fn pool_headroom_and_repair_rules(s: &mut Spec) {
     // Headroom.
     let h = "headroom[]";
     s.items("headroom", None, 50)
@@ -526,7 +542,15 @@ pub fn requirable_reserved() -> Vec<&'static str> {
         .collect()
 }
 
+/// What the API server checks of a NodeClass, as [`super::validate::node_class`] does.
 fn node_class_rules(s: &mut Spec) {
+    class_selector_rules(s);
+    class_node_rules(s);
+    class_kubelet_rules(s);
+}
+
+/// The subnet, security group and AMI selector terms.
+fn class_selector_rules(s: &mut Spec) {
     // Subnets.
     let sn = "subnetSelectorTerms";
     s.items(sn, Some(1), 30)
@@ -588,6 +612,10 @@ fn node_class_rules(s: &mut Spec) {
             "a term with alias must be the only term",
             None,
         );
+}
+
+/// The nodes' identity, disks, instance metadata, tags and capacity reservations.
+fn class_node_rules(s: &mut Spec) {
     // The nodes' IAM identity.
     s.non_empty("role")
         .non_empty("instanceProfile")
@@ -670,6 +698,10 @@ fn node_class_rules(s: &mut Spec) {
             "id may not be combined with tags, ownerID or instanceMatchCriteria",
             None,
         );
+}
+
+/// The kubelet's settings.
+fn class_kubelet_rules(s: &mut Spec) {
     // Kubelet.
     let k = "kubelet";
     s.range("kubelet.maxPods", 1, None)

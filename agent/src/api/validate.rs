@@ -41,10 +41,29 @@ impl Errors {
 /// Checks a NodePool spec. `path` is the prefix for field paths, usually `spec`.
 pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     let mut e = Errors::default();
+    pool_sizes(&mut e, spec, path);
+    template_metadata(&mut e, spec, path);
+    template_spec(&mut e, spec, path);
+    pool_disruption(&mut e, spec, path);
+    pool_limits(&mut e, spec, path);
+    if let Some(w) = spec.weight {
+        if !(1..=100).contains(&w) {
+            e.push(format!("{path}.weight"), "must be between 1 and 100");
+        }
+    }
+    for (p, m) in super::launch_policy::check(spec, path) {
+        e.push(p, m);
+    }
+    capacity(&mut e, spec, path);
+    e.0
+}
+
+/// The lists' sizes, within what the API server stores.
+fn pool_sizes(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
     let t = format!("{path}.template");
     let meta = &spec.template.metadata;
     at_most(
-        &mut e,
+        e,
         &format!("{t}.metadata.labels"),
         meta.labels.len(),
         100,
@@ -52,7 +71,7 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     );
     let n = meta.annotations.len();
     at_most(
-        &mut e,
+        e,
         &format!("{t}.metadata.annotations"),
         n,
         100,
@@ -60,23 +79,23 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     );
     let ts = &spec.template.spec;
     at_most(
-        &mut e,
+        e,
         &format!("{t}.spec.taints"),
         ts.taints.len(),
         100,
         "taints",
     );
     let n = ts.startup_taints.len();
-    at_most(&mut e, &format!("{t}.spec.startupTaints"), n, 100, "taints");
+    at_most(e, &format!("{t}.spec.startupTaints"), n, 100, "taints");
     at_most(
-        &mut e,
+        e,
         &format!("{path}.limits"),
         spec.limits.len(),
         100,
         "limits",
     );
     at_most(
-        &mut e,
+        e,
         &format!("{path}.headroom"),
         spec.headroom.len(),
         50,
@@ -84,24 +103,23 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     );
     if let Some(r) = &spec.repair {
         let n = r.policies.len();
-        at_most(
-            &mut e,
-            &format!("{path}.repair.policies"),
-            n,
-            50,
-            "policies",
-        );
+        at_most(e, &format!("{path}.repair.policies"), n, 50, "policies");
     }
+}
+
+/// The template's labels (none the agent sets) and annotations.
+fn template_metadata(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
+    let t = format!("{path}.template");
     for (k, v) in &spec.template.metadata.labels {
         let p = format!("{t}.metadata.labels[{k:?}]");
-        label_key(&mut e, &p, k);
+        label_key(e, &p, k);
         if labels::RESTRICTED.contains(&k.as_str()) {
             e.push(
                 &p,
                 format!("label {k} is set by the agent and may not be set here"),
             );
         }
-        label_value(&mut e, &p, v);
+        label_value(e, &p, v);
     }
     for k in spec.template.metadata.annotations.keys() {
         if k.is_empty() {
@@ -111,6 +129,12 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             );
         }
     }
+}
+
+/// The template's spec: its NodeClass, requirements (none against a template label), taints
+/// and lifetimes.
+fn template_spec(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
+    let t = format!("{path}.template");
     let s = format!("{t}.spec");
     let r = &spec.template.spec.node_class_ref;
     if r.name.is_empty() {
@@ -126,7 +150,7 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
         e.push(format!("{s}.nodeClassRef.kind"), "must be NodeClass");
     }
     requirements(
-        &mut e,
+        e,
         &format!("{s}.requirements"),
         &spec.template.spec.requirements,
     );
@@ -144,9 +168,9 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             }
         }
     }
-    taints(&mut e, &format!("{s}.taints"), &spec.template.spec.taints);
+    taints(e, &format!("{s}.taints"), &spec.template.spec.taints);
     taints(
-        &mut e,
+        e,
         &format!("{s}.startupTaints"),
         &spec.template.spec.startup_taints,
     );
@@ -161,6 +185,10 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             e.push(format!("{s}.terminationGracePeriod"), m);
         }
     }
+}
+
+/// `disruption`: the consolidation policy and delay, and the budgets.
+fn pool_disruption(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
     let d = format!("{path}.disruption");
     let pol = &spec.disruption.consolidation_policy;
     if pol == "WhenUnderutilized" {
@@ -187,14 +215,8 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
     }
     for (i, b) in spec.disruption.budgets.iter().enumerate() {
         let p = format!("{d}.budgets[{i}]");
-        at_most(
-            &mut e,
-            &format!("{p}.reasons"),
-            b.reasons.len(),
-            50,
-            "reasons",
-        );
-        budget_nodes(&mut e, &format!("{p}.nodes"), &b.nodes);
+        at_most(e, &format!("{p}.reasons"), b.reasons.len(), 50, "reasons");
+        budget_nodes(e, &format!("{p}.nodes"), &b.nodes);
         match (&b.schedule, &b.duration) {
             (Some(sc), Some(du)) => {
                 if let Err(m) = cron(sc) {
@@ -217,6 +239,10 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             }
         }
     }
+}
+
+/// `limits`: quantities, and `nodes` as a whole count.
+fn pool_limits(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
     for (k, v) in &spec.limits {
         let p = format!("{path}.limits[{k:?}]");
         if k.is_empty() {
@@ -230,16 +256,6 @@ pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
             e.push(&p, m);
         }
     }
-    if let Some(w) = spec.weight {
-        if !(1..=100).contains(&w) {
-            e.push(format!("{path}.weight"), "must be between 1 and 100");
-        }
-    }
-    for (p, m) in super::launch_policy::check(spec, path) {
-        e.push(p, m);
-    }
-    capacity(&mut e, spec, path);
-    e.0
 }
 
 /// `consolidationPolicy` values: Karpenter's, `Balanced` being v1.14's.
@@ -353,6 +369,31 @@ fn window(e: &mut Errors, p: &str, schedule: &Option<String>, dur: &Option<Strin
 /// Checks a NodeClass spec.
 pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
     let mut e = Errors::default();
+    class_sizes(&mut e, spec, path);
+    subnet_terms(&mut e, spec, path);
+    security_group_terms(&mut e, spec, path);
+    ami_terms(&mut e, spec, path);
+    match (&spec.role, &spec.instance_profile) {
+        (Some(_), Some(_)) => e.push(path, "role and instanceProfile are mutually exclusive"),
+        (None, None) => e.push(path, "one of role or instanceProfile is required"),
+        (Some(r), None) if r.is_empty() => e.push(format!("{path}.role"), "must not be empty"),
+        (None, Some(i)) if i.is_empty() => {
+            e.push(format!("{path}.instanceProfile"), "must not be empty")
+        }
+        _ => {}
+    }
+    block_devices(&mut e, spec, path);
+    metadata_options(&mut e, spec, path);
+    class_tags(&mut e, spec, path);
+    for (p, m) in super::node_class::check_reservation_terms(spec, path) {
+        e.push(p, m);
+    }
+    class_kubelet(&mut e, spec, path);
+    e.0
+}
+
+/// The lists' sizes, within what the API server stores.
+fn class_sizes(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     for (field, n) in [
         ("subnetSelectorTerms", spec.subnet_selector_terms.len()),
         (
@@ -361,17 +402,11 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
         ),
         ("amiSelectorTerms", spec.ami_selector_terms.len()),
     ] {
-        at_most(&mut e, &format!("{path}.{field}"), n, 30, "terms");
+        at_most(e, &format!("{path}.{field}"), n, 30, "terms");
     }
     let n = spec.block_device_mappings.len();
-    at_most(
-        &mut e,
-        &format!("{path}.blockDeviceMappings"),
-        n,
-        50,
-        "mappings",
-    );
-    at_most(&mut e, &format!("{path}.tags"), spec.tags.len(), 50, "tags");
+    at_most(e, &format!("{path}.blockDeviceMappings"), n, 50, "mappings");
+    at_most(e, &format!("{path}.tags"), spec.tags.len(), 50, "tags");
     if let Some(k) = &spec.kubelet {
         for (field, n) in [
             ("systemReserved", k.system_reserved.len()),
@@ -383,9 +418,13 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
                 k.eviction_soft_grace_period.len(),
             ),
         ] {
-            at_most(&mut e, &format!("{path}.kubelet.{field}"), n, 10, "entries");
+            at_most(e, &format!("{path}.kubelet.{field}"), n, 10, "entries");
         }
     }
+}
+
+/// `subnetSelectorTerms`: at least one, each by tags or by id.
+fn subnet_terms(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     if spec.subnet_selector_terms.is_empty() {
         e.push(
             format!("{path}.subnetSelectorTerms"),
@@ -399,11 +438,15 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             (false, Some(_)) => e.push(&p, "id may not be combined with tags"),
             _ => {}
         }
-        selector_tags(&mut e, &format!("{p}.tags"), &t.tags);
+        selector_tags(e, &format!("{p}.tags"), &t.tags);
         if let Some(id) = &t.id {
-            aws_id(&mut e, &format!("{p}.id"), id, "subnet-");
+            aws_id(e, &format!("{p}.id"), id, "subnet-");
         }
     }
+}
+
+/// `securityGroupSelectorTerms`: at least one, each by tags, id or name.
+fn security_group_terms(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     if spec.security_group_selector_terms.is_empty() {
         e.push(
             format!("{path}.securityGroupSelectorTerms"),
@@ -419,11 +462,15 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             _ if t.id.is_some() => e.push(&p, "id may not be combined with tags or name"),
             _ => {}
         }
-        selector_tags(&mut e, &format!("{p}.tags"), &t.tags);
+        selector_tags(e, &format!("{p}.tags"), &t.tags);
         if let Some(id) = &t.id {
-            aws_id(&mut e, &format!("{p}.id"), id, "sg-");
+            aws_id(e, &format!("{p}.id"), id, "sg-");
         }
     }
+}
+
+/// `amiSelectorTerms`: at least one; an alias stands alone.
+fn ami_terms(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     if spec.ami_selector_terms.is_empty() {
         e.push(
             format!("{path}.amiSelectorTerms"),
@@ -450,19 +497,14 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             e.push(&p, "one of alias, id, name or tags is required");
         }
         if let Some(id) = &t.id {
-            aws_id(&mut e, &format!("{p}.id"), id, "ami-");
+            aws_id(e, &format!("{p}.id"), id, "ami-");
         }
-        selector_tags(&mut e, &format!("{p}.tags"), &t.tags);
+        selector_tags(e, &format!("{p}.tags"), &t.tags);
     }
-    match (&spec.role, &spec.instance_profile) {
-        (Some(_), Some(_)) => e.push(path, "role and instanceProfile are mutually exclusive"),
-        (None, None) => e.push(path, "one of role or instanceProfile is required"),
-        (Some(r), None) if r.is_empty() => e.push(format!("{path}.role"), "must not be empty"),
-        (None, Some(i)) if i.is_empty() => {
-            e.push(format!("{path}.instanceProfile"), "must not be empty")
-        }
-        _ => {}
-    }
+}
+
+/// `blockDeviceMappings`: at most one root volume, EBS sizes and types EC2 takes.
+fn block_devices(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     let roots = spec
         .block_device_mappings
         .iter()
@@ -506,6 +548,10 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             }
         }
     }
+}
+
+/// `metadataOptions`: the values EC2's instance metadata options take.
+fn metadata_options(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     let m = &spec.metadata_options;
     let mp = format!("{path}.metadataOptions");
     if m.http_endpoint != "enabled" && m.http_endpoint != "disabled" {
@@ -532,6 +578,10 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             "must be between 1 and 64",
         );
     }
+}
+
+/// `tags`: none of the keys the agent sets itself.
+fn class_tags(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     for k in spec.tags.keys() {
         let p = format!("{path}.tags[{k:?}]");
         if k.starts_with("kubernetes.io/cluster/")
@@ -545,70 +595,71 @@ pub fn node_class(spec: &NodeClassSpec, path: &str) -> Vec<FieldError> {
             e.push(&p, "tag keys must be 1 to 128 characters");
         }
     }
-    for (p, m) in super::node_class::check_reservation_terms(spec, path) {
-        e.push(p, m);
+}
+
+/// `kubelet`: limits, reserved resources and eviction thresholds the kubelet accepts.
+fn class_kubelet(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
+    let Some(k) = &spec.kubelet else {
+        return;
+    };
+    let kp = format!("{path}.kubelet");
+    if k.max_pods.is_some_and(|v| v < 1) {
+        e.push(format!("{kp}.maxPods"), "must be at least 1");
     }
-    if let Some(k) = &spec.kubelet {
-        let kp = format!("{path}.kubelet");
-        if k.max_pods.is_some_and(|v| v < 1) {
-            e.push(format!("{kp}.maxPods"), "must be at least 1");
-        }
-        if k.pods_per_core.is_some_and(|v| v < 1) {
-            e.push(format!("{kp}.podsPerCore"), "must be at least 1");
-        }
-        for (field, map) in [
-            ("systemReserved", &k.system_reserved),
-            ("kubeReserved", &k.kube_reserved),
-        ] {
-            for (r, q) in map {
-                let p = format!("{kp}.{field}[{r:?}]");
-                if !RESERVED_RESOURCES.contains(&r.as_str()) {
-                    e.push(
-                        &p,
-                        "resource must be one of cpu, memory, ephemeral-storage, pid",
-                    );
-                }
-                if let Err(m) = parse_quantity(q) {
-                    e.push(&p, m);
-                }
-            }
-        }
-        for (field, map) in [
-            ("evictionHard", &k.eviction_hard),
-            ("evictionSoft", &k.eviction_soft),
-        ] {
-            for (s, q) in map {
-                let p = format!("{kp}.{field}[{s:?}]");
-                if !EVICTION_SIGNALS.contains(&s.as_str()) {
-                    e.push(
-                        &p,
-                        format!("signal must be one of {}", EVICTION_SIGNALS.join(", ")),
-                    );
-                }
-                let ok = match q.strip_suffix('%') {
-                    Some(pct) => pct.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v)),
-                    None => parse_quantity(q).is_ok(),
-                };
-                if !ok {
-                    e.push(&p, "must be a quantity or a percentage");
-                }
-            }
-        }
-        for (s, d) in &k.eviction_soft_grace_period {
-            if let Err(m) = duration::parse_seconds(d) {
-                e.push(format!("{kp}.evictionSoftGracePeriod[{s:?}]"), m);
-            }
-        }
-        for s in k.eviction_soft.keys() {
-            if !k.eviction_soft_grace_period.contains_key(s) {
+    if k.pods_per_core.is_some_and(|v| v < 1) {
+        e.push(format!("{kp}.podsPerCore"), "must be at least 1");
+    }
+    for (field, map) in [
+        ("systemReserved", &k.system_reserved),
+        ("kubeReserved", &k.kube_reserved),
+    ] {
+        for (r, q) in map {
+            let p = format!("{kp}.{field}[{r:?}]");
+            if !RESERVED_RESOURCES.contains(&r.as_str()) {
                 e.push(
-                    format!("{kp}.evictionSoftGracePeriod[{s:?}]"),
-                    "required for every evictionSoft signal",
+                    &p,
+                    "resource must be one of cpu, memory, ephemeral-storage, pid",
                 );
             }
+            if let Err(m) = parse_quantity(q) {
+                e.push(&p, m);
+            }
         }
     }
-    e.0
+    for (field, map) in [
+        ("evictionHard", &k.eviction_hard),
+        ("evictionSoft", &k.eviction_soft),
+    ] {
+        for (s, q) in map {
+            let p = format!("{kp}.{field}[{s:?}]");
+            if !EVICTION_SIGNALS.contains(&s.as_str()) {
+                e.push(
+                    &p,
+                    format!("signal must be one of {}", EVICTION_SIGNALS.join(", ")),
+                );
+            }
+            let ok = match q.strip_suffix('%') {
+                Some(pct) => pct.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v)),
+                None => parse_quantity(q).is_ok(),
+            };
+            if !ok {
+                e.push(&p, "must be a quantity or a percentage");
+            }
+        }
+    }
+    for (s, d) in &k.eviction_soft_grace_period {
+        if let Err(m) = duration::parse_seconds(d) {
+            e.push(format!("{kp}.evictionSoftGracePeriod[{s:?}]"), m);
+        }
+    }
+    for s in k.eviction_soft.keys() {
+        if !k.eviction_soft_grace_period.contains_key(s) {
+            e.push(
+                format!("{kp}.evictionSoftGracePeriod[{s:?}]"),
+                "required for every evictionSoft signal",
+            );
+        }
+    }
 }
 
 /// The kubelet's eviction signals.

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use aws_sdk_ec2::config::retry::RetryConfig;
+use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
 use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
     FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
@@ -382,6 +383,12 @@ impl Ec2Cloud {
                 }
             }
         }
+        Err(self.no_candidates_left(request, &tried))
+    }
+
+    /// Why a launch found no capacity: what each capacity type was refused this launch, and
+    /// how many offerings the insufficient-capacity cache kept out.
+    fn no_candidates_left(&self, request: &LaunchRequest, tried: &[String]) -> CloudError {
         let excluded = request
             .candidates
             .iter()
@@ -393,7 +400,7 @@ impl Ec2Cloud {
                     .any(|ct| self.ice.contains(*ct, &c.instance_type, z))
             })
             .count();
-        Err(CloudError::new(
+        CloudError::new(
             "ec2:CreateFleet",
             "NoCandidatesLeft",
             format!(
@@ -411,7 +418,7 @@ impl Ec2Cloud {
                 tried.join(", "),
                 excluded,
             ),
-        ))
+        )
     }
 
     /// One CreateFleet with our own retry loop (see the module docs).
@@ -423,52 +430,8 @@ impl Ec2Cloud {
         templates: &[TemplateRef],
     ) -> Result<FleetOutcome, CloudError> {
         let token = client_token(&request.nodeclaim, capacity, overrides);
-        let mut configs = Vec::new();
-        for (i, t) in templates.iter().enumerate() {
-            let ov: Vec<FleetLaunchTemplateOverridesRequest> = overrides
-                .iter()
-                .filter(|o| o.template == i)
-                .map(|o| {
-                    FleetLaunchTemplateOverridesRequest::builder()
-                        .instance_type(InstanceType::from(o.instance_type.as_str()))
-                        .subnet_id(&o.subnet_id)
-                        // Redundant with the subnet, but it comes back in errors, so the
-                        // zone of an insufficient-capacity error is known without a lookup.
-                        .availability_zone(&o.zone)
-                        .image_id(&t.image_id)
-                        .set_priority(request.prioritized.then_some(o.priority as f64))
-                        .build()
-                })
-                .collect();
-            if ov.is_empty() {
-                continue;
-            }
-            configs.push(
-                FleetLaunchTemplateConfigRequest::builder()
-                    .launch_template_specification(
-                        FleetLaunchTemplateSpecificationRequest::builder()
-                            .launch_template_id(&t.id)
-                            .version("$Latest")
-                            .build(),
-                    )
-                    .set_overrides(Some(ov))
-                    .build(),
-            );
-        }
-        let tags = self.launch_tags(request);
-        let tag_specs: Vec<TagSpecification> = [
-            ResourceType::Instance,
-            ResourceType::Volume,
-            ResourceType::Fleet,
-        ]
-        .into_iter()
-        .map(|r| {
-            TagSpecification::builder()
-                .resource_type(r)
-                .set_tags(Some(tags.clone()))
-                .build()
-        })
-        .collect();
+        let configs = template_configs(request, overrides, templates);
+        let tag_specs = self.tag_specs(request);
         let options = fleet_options(capacity, request.reservation.as_ref(), request.prioritized);
 
         let attempts = self.options.launch_attempts.max(1);
@@ -517,104 +480,8 @@ impl Ec2Cloud {
             };
             // Errors first: a partial answer may carry both an instance and errors for the
             // overrides tried before it.
-            let mut no_capacity = Vec::new();
-            let mut other = None;
-            for err in out.errors() {
-                let code = err.error_code().unwrap_or("Unknown");
-                let ov = err
-                    .launch_template_and_overrides()
-                    .and_then(|l| l.overrides());
-                let it = ov
-                    .and_then(|o| o.instance_type())
-                    .map(|t| t.as_str().to_string());
-                let zone = ov
-                    .and_then(|o| o.availability_zone())
-                    .map(str::to_string)
-                    .or_else(|| {
-                        let subnet = ov.and_then(|o| o.subnet_id())?;
-                        overrides
-                            .iter()
-                            .find(|p| p.subnet_id == subnet)
-                            .map(|p| p.zone.clone())
-                    });
-                let scope = fleet_error_scope(code);
-                if scope == FleetErrorScope::Other {
-                    if other.is_none() {
-                        other = Some(CloudError::new(
-                            "ec2:CreateFleet",
-                            code,
-                            err.error_message().unwrap_or_default(),
-                        ));
-                    }
-                    continue;
-                }
-                // The offerings the item names: its override, or every override of the
-                // request when it names none.
-                let named: Vec<(String, String)> = match (it, zone) {
-                    (Some(t), Some(z)) => vec![(t, z)],
-                    _ => overrides
-                        .iter()
-                        .map(|o| (o.instance_type.clone(), o.zone.clone()))
-                        .collect(),
-                };
-                for (t, z) in named {
-                    self.mark_unavailable_for(capacity, scope, &t, &z, ov, overrides);
-                    no_capacity.push((t, z, code.to_string()));
-                }
-                if scope != FleetErrorScope::Offering {
-                    tracing::warn!(
-                        nodeclaim = %request.nodeclaim,
-                        code,
-                        message = err.error_message().unwrap_or_default(),
-                        capacity_type = capacity.as_str(),
-                        "CreateFleet refused more than one offering; the rest is tried"
-                    );
-                }
-            }
-            let launched = out.instances().iter().find_map(|i| {
-                let id = i.instance_ids().first()?;
-                let lt = i
-                    .launch_template_and_overrides()
-                    .and_then(|l| l.overrides());
-                let instance_type = i
-                    .instance_type()
-                    .map(|t| t.as_str().to_string())
-                    .or_else(|| {
-                        lt.and_then(|o| o.instance_type())
-                            .map(|t| t.as_str().to_string())
-                    })
-                    .unwrap_or_default();
-                let zone = i
-                    .availability_zone()
-                    .or_else(|| lt.and_then(|o| o.availability_zone()))
-                    .map(str::to_string)
-                    .or_else(|| {
-                        let subnet = i.subnet_id().or_else(|| lt.and_then(|o| o.subnet_id()))?;
-                        overrides
-                            .iter()
-                            .find(|p| p.subnet_id == subnet)
-                            .map(|p| p.zone.clone())
-                    })
-                    .unwrap_or_default();
-                let image_id = lt
-                    .and_then(|o| o.image_id())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| templates[0].image_id.clone());
-                let capacity_type = match i.lifecycle() {
-                    _ if capacity == CapacityType::Reserved => CapacityType::Reserved,
-                    Some(InstanceLifecycle::Spot) => CapacityType::Spot,
-                    Some(_) => CapacityType::OnDemand,
-                    None => capacity,
-                };
-                Some(Launched {
-                    instance_id: id.clone(),
-                    provider_id: format!("aws:///{zone}/{id}"),
-                    instance_type,
-                    zone,
-                    capacity_type,
-                    image_id,
-                })
-            });
+            let (no_capacity, other) = self.fleet_errors(&out, request, capacity, overrides);
+            let launched = launched_instance(&out, capacity, overrides, templates);
             if let Some(mut l) = launched {
                 if l.zone.is_empty() {
                     // Not in the answer: ask for the instance itself.
@@ -643,6 +510,90 @@ impl Ec2Cloud {
         Err(last_err.unwrap_or_else(|| {
             CloudError::new("ec2:CreateFleet", "Unknown", "no attempt was made")
         }))
+    }
+
+    /// The tags of everything one launch creates: the instance, its volumes, the fleet.
+    fn tag_specs(&self, request: &LaunchRequest) -> Vec<TagSpecification> {
+        let tags = self.launch_tags(request);
+        [
+            ResourceType::Instance,
+            ResourceType::Volume,
+            ResourceType::Fleet,
+        ]
+        .into_iter()
+        .map(|r| {
+            TagSpecification::builder()
+                .resource_type(r)
+                .set_tags(Some(tags.clone()))
+                .build()
+        })
+        .collect()
+    }
+
+    /// What an answer's errors say: the offerings refused for capacity (each put into the
+    /// insufficient-capacity cache) with their codes, and the first other error.
+    fn fleet_errors(
+        &self,
+        out: &CreateFleetOutput,
+        request: &LaunchRequest,
+        capacity: CapacityType,
+        overrides: &[PlannedOverride],
+    ) -> (Vec<(String, String, String)>, Option<CloudError>) {
+        let mut no_capacity = Vec::new();
+        let mut other = None;
+        for err in out.errors() {
+            let code = err.error_code().unwrap_or("Unknown");
+            let ov = err
+                .launch_template_and_overrides()
+                .and_then(|l| l.overrides());
+            let it = ov
+                .and_then(|o| o.instance_type())
+                .map(|t| t.as_str().to_string());
+            let zone = ov
+                .and_then(|o| o.availability_zone())
+                .map(str::to_string)
+                .or_else(|| {
+                    let subnet = ov.and_then(|o| o.subnet_id())?;
+                    overrides
+                        .iter()
+                        .find(|p| p.subnet_id == subnet)
+                        .map(|p| p.zone.clone())
+                });
+            let scope = fleet_error_scope(code);
+            if scope == FleetErrorScope::Other {
+                if other.is_none() {
+                    other = Some(CloudError::new(
+                        "ec2:CreateFleet",
+                        code,
+                        err.error_message().unwrap_or_default(),
+                    ));
+                }
+                continue;
+            }
+            // The offerings the item names: its override, or every override of the
+            // request when it names none.
+            let named: Vec<(String, String)> = match (it, zone) {
+                (Some(t), Some(z)) => vec![(t, z)],
+                _ => overrides
+                    .iter()
+                    .map(|o| (o.instance_type.clone(), o.zone.clone()))
+                    .collect(),
+            };
+            for (t, z) in named {
+                self.mark_unavailable_for(capacity, scope, &t, &z, ov, overrides);
+                no_capacity.push((t, z, code.to_string()));
+            }
+            if scope != FleetErrorScope::Offering {
+                tracing::warn!(
+                    nodeclaim = %request.nodeclaim,
+                    code,
+                    message = err.error_message().unwrap_or_default(),
+                    capacity_type = capacity.as_str(),
+                    "CreateFleet refused more than one offering; the rest is tried"
+                );
+            }
+        }
+        (no_capacity, other)
     }
 
     /// Puts what one CreateFleet error item refused into the insufficient-capacity cache.
@@ -710,6 +661,100 @@ impl Ec2Cloud {
 fn jitter(d: Duration) -> Duration {
     let f: f64 = rand::random::<f64>() * 0.5 + 0.5;
     d.mul_f64(f)
+}
+
+/// One launch template config per template, with the overrides that launch from it.
+fn template_configs(
+    request: &LaunchRequest,
+    overrides: &[PlannedOverride],
+    templates: &[TemplateRef],
+) -> Vec<FleetLaunchTemplateConfigRequest> {
+    let mut configs = Vec::new();
+    for (i, t) in templates.iter().enumerate() {
+        let ov: Vec<FleetLaunchTemplateOverridesRequest> = overrides
+            .iter()
+            .filter(|o| o.template == i)
+            .map(|o| {
+                FleetLaunchTemplateOverridesRequest::builder()
+                    .instance_type(InstanceType::from(o.instance_type.as_str()))
+                    .subnet_id(&o.subnet_id)
+                    // Redundant with the subnet, but it comes back in errors, so the
+                    // zone of an insufficient-capacity error is known without a lookup.
+                    .availability_zone(&o.zone)
+                    .image_id(&t.image_id)
+                    .set_priority(request.prioritized.then_some(o.priority as f64))
+                    .build()
+            })
+            .collect();
+        if ov.is_empty() {
+            continue;
+        }
+        configs.push(
+            FleetLaunchTemplateConfigRequest::builder()
+                .launch_template_specification(
+                    FleetLaunchTemplateSpecificationRequest::builder()
+                        .launch_template_id(&t.id)
+                        .version("$Latest")
+                        .build(),
+                )
+                .set_overrides(Some(ov))
+                .build(),
+        );
+    }
+    configs
+}
+
+/// The instance an answer launched, if any, as far as the answer tells it.
+fn launched_instance(
+    out: &CreateFleetOutput,
+    capacity: CapacityType,
+    overrides: &[PlannedOverride],
+    templates: &[TemplateRef],
+) -> Option<Launched> {
+    out.instances().iter().find_map(|i| {
+        let id = i.instance_ids().first()?;
+        let lt = i
+            .launch_template_and_overrides()
+            .and_then(|l| l.overrides());
+        let instance_type = i
+            .instance_type()
+            .map(|t| t.as_str().to_string())
+            .or_else(|| {
+                lt.and_then(|o| o.instance_type())
+                    .map(|t| t.as_str().to_string())
+            })
+            .unwrap_or_default();
+        let zone = i
+            .availability_zone()
+            .or_else(|| lt.and_then(|o| o.availability_zone()))
+            .map(str::to_string)
+            .or_else(|| {
+                let subnet = i.subnet_id().or_else(|| lt.and_then(|o| o.subnet_id()))?;
+                overrides
+                    .iter()
+                    .find(|p| p.subnet_id == subnet)
+                    .map(|p| p.zone.clone())
+            })
+            .unwrap_or_default();
+        let image_id = lt
+            .and_then(|o| o.image_id())
+            .map(str::to_string)
+            .unwrap_or_else(|| templates[0].image_id.clone());
+        let capacity_type = match i.lifecycle() {
+            _ if capacity == CapacityType::Reserved => CapacityType::Reserved,
+            Some(InstanceLifecycle::Spot) => CapacityType::Spot,
+            Some(_) => CapacityType::OnDemand,
+            None => capacity,
+        };
+        Some(Launched {
+            instance_id: id.clone(),
+            provider_id: format!("aws:///{zone}/{id}"),
+            instance_type,
+            zone,
+            capacity_type,
+            image_id,
+        })
+    })
 }
 
 #[cfg(test)]

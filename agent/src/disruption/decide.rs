@@ -531,17 +531,56 @@ fn voluntary_block(c: &Candidate) -> Option<&'static str> {
     }
 }
 
-/// Plans one disruption pass.
+/// Plans one disruption pass: each method in Karpenter's order, every decision folded into
+/// the simulated cluster the next method sees.
 pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
-    let mut out = Outcome::default();
-    let pools: BTreeMap<&str, &PoolPolicy> =
-        world.pools.iter().map(|p| (p.name.as_str(), p)).collect();
-    let mut sim = Sim::new(catalog, world);
-    let mut taken: BTreeSet<String> = Default::default();
-    let now = world.now;
+    let mut pass = Pass::new(catalog, world, config);
+    pass.replace_due(Reason::Expired);
+    pass.replace_due(Reason::Drifted);
+    pass.emptiness();
+    let under = pass.underutilized();
+    if world.pending_pods == 0 && !under.is_empty() {
+        pass.multi_node_consolidation(&under);
+        pass.single_node_consolidation(&under);
+    }
+    pass.out
+}
 
-    // Expired, then drifted: replaced with whatever capacity their pods need.
-    for reason in [Reason::Expired, Reason::Drifted] {
+/// One pass: the simulated cluster, the nodes its decisions already take, and what it says.
+struct Pass<'a> {
+    world: &'a World,
+    config: &'a Config,
+    pools: BTreeMap<&'a str, &'a PoolPolicy>,
+    /// What `Balanced` takes fractions of, per pool.
+    totals: BTreeMap<String, balanced::Totals>,
+    sim: Sim<'a>,
+    taken: BTreeSet<String>,
+    out: Outcome,
+    now: i64,
+}
+
+impl<'a> Pass<'a> {
+    fn new(catalog: &'a Catalog, world: &'a World, config: &'a Config) -> Pass<'a> {
+        Pass {
+            world,
+            config,
+            pools: world.pools.iter().map(|p| (p.name.as_str(), p)).collect(),
+            totals: pool_totals(world),
+            sim: Sim::new(catalog, world),
+            taken: BTreeSet::new(),
+            out: Outcome::default(),
+            now: world.now,
+        }
+    }
+
+    fn block(&mut self, c: &Candidate, reason: Reason, why: &str) {
+        self.out.blocked.push(blocked(c, reason, why));
+    }
+
+    /// Expiration or drift: each due node, oldest first, replaced with whatever capacity its
+    /// pods need.
+    fn replace_due(&mut self, reason: Reason) {
+        let (world, now) = (self.world, self.now);
         let mut due: Vec<&Candidate> = world
             .candidates
             .iter()
@@ -551,86 +590,48 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
                     .is_some_and(|e| now >= c.created.saturating_add(e as i64)),
                 _ => c.drift.is_some(),
             })
-            .filter(|c| !taken.contains(&c.node.name))
+            .filter(|c| !self.taken.contains(&c.node.name))
             .collect();
         due.sort_by_key(|c| (c.created, c.node.name.clone()));
         for c in due {
             if let Some(why) = voluntary_block(c) {
                 if !c.disrupting {
-                    out.blocked.push(blocked(c, reason, why));
+                    self.block(c, reason, why);
                 }
                 continue;
             }
-            let Some(pool) = pools.get(c.nodepool.as_str()) else {
+            let Some(pool) = self.pools.get(c.nodepool.as_str()).copied() else {
                 continue;
             };
-            if sim.allowed(pool, reason, now) == 0 {
-                out.blocked.push(blocked(
-                    c,
-                    reason,
-                    "the NodePool's disruption budget is used up",
-                ));
+            if self.sim.allowed(pool, reason, now) == 0 {
+                self.block(c, reason, "the NodePool's disruption budget is used up");
                 continue;
             }
-            match sim.trial(&[c], false) {
-                Trial::Unplaceable(why) => out.blocked.push(Blocked {
+            match self.sim.trial(&[c], false) {
+                Trial::Unplaceable(why) => self.out.blocked.push(Blocked {
                     node: c.node.name.clone(),
                     reason,
                     why,
                 }),
                 Trial::Fits { plan, pods, real } => {
-                    let replacements = plan.new_claims.clone();
-                    let new_price: f64 = replacements
-                        .iter()
-                        .filter_map(|r| r.instance_types.first().map(|t| t.price))
-                        .sum();
-                    let what = match reason {
-                        Reason::Expired => format!(
-                            "expired ({}s after launch, expireAfter {}s)",
-                            now - c.created,
-                            c.expire_after.unwrap_or_default()
-                        ),
-                        _ => format!("drifted: {}", c.drift.as_deref().unwrap_or_default()),
-                    };
-                    let message = if replacements.is_empty() {
-                        format!(
-                            "{} {what}; its {} pods fit on other nodes",
-                            c.node.name,
-                            pods.len()
-                        )
-                    } else {
-                        format!(
-                            "{} {what}; replaced by {} new node(s) for its {} pods",
-                            c.node.name,
-                            replacements.len(),
-                            pods.len()
-                        )
-                    };
-                    sim.commit(
-                        &[c],
-                        Moved::of(&plan, &pods, real),
-                        &replacements,
-                        now,
-                        &pools,
-                    );
-                    taken.insert(c.node.name.clone());
-                    out.decisions.push(Decision {
-                        reason,
-                        nodes: vec![chosen(c)],
-                        replacements,
-                        saving: c.price - new_price,
-                        message,
-                    });
+                    let decision = replacement(c, reason, &plan, pods.len(), now);
+                    let moved = Moved::of(&plan, &pods, real);
+                    let new = &decision.replacements;
+                    self.sim.commit(&[c], moved, new, now, &self.pools);
+                    self.taken.insert(c.node.name.clone());
+                    self.out.decisions.push(decision);
                 }
             }
         }
     }
 
-    // Consolidation candidates: the pool consolidates and the node has been quiet long
-    // enough. Ok(None): the pool is static, whose nodes consolidation never considers.
-    let headroom_short = sim.headroom_short.clone();
-    let consolidatable = |c: &Candidate| -> Result<Option<&PoolPolicy>, &'static str> {
-        let pool = pools
+    /// Whether consolidation may consider `c` now: its pool consolidates and the node has
+    /// been quiet long enough. Ok(None): the pool is static, whose nodes consolidation never
+    /// considers.
+    fn consolidatable(&self, c: &Candidate) -> Result<Option<&'a PoolPolicy>, &'static str> {
+        let now = self.now;
+        let pool = self
+            .pools
             .get(c.nodepool.as_str())
             .copied()
             .ok_or("its NodePool is gone")?;
@@ -646,175 +647,146 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
         if now < c.last_pod_change.saturating_add(after as i64) {
             return Err("its pods changed less than consolidateAfter ago");
         }
-        if headroom_short.contains(&pool.name) {
+        if self.sim.headroom_short.contains(&pool.name) {
             return Err("its NodePool's headroom is being restored");
         }
         Ok(Some(pool))
-    };
-
-    // Empty nodes: deleted, as many as budgets allow, keeping the pools' spare nodes and
-    // room for their headroom.
-    let mut empties: Vec<&Candidate> = world
-        .candidates
-        .iter()
-        .filter(|c| c.pods.is_empty() && !taken.contains(&c.node.name))
-        .collect();
-    empties.sort_by(|a, b| {
-        b.price
-            .total_cmp(&a.price)
-            .then(a.node.name.cmp(&b.node.name))
-    });
-    // Per pool: empty nodes that may go before its spare nodes are touched.
-    let mut spare_room: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &world.pools {
-        let spare = headroom::spare_nodes(&p.headroom, now) as usize;
-        let empty = empties
-            .iter()
-            .filter(|c| c.nodepool == p.name && !c.disrupting)
-            .count();
-        spare_room.insert(p.name.as_str(), empty.saturating_sub(spare));
     }
-    let mut empty_chosen: BTreeMap<String, Vec<&Candidate>> = BTreeMap::new();
-    for c in empties {
-        if let Some(why) = voluntary_block(c) {
-            if !c.disrupting {
-                out.blocked.push(blocked(c, Reason::Empty, why));
-            }
-            continue;
+
+    /// Emptiness: empty nodes deleted, most expensive first and as many as budgets allow,
+    /// keeping the pools' spare nodes and room for their headroom; one decision per pool.
+    fn emptiness(&mut self) {
+        let (world, now) = (self.world, self.now);
+        let mut empties: Vec<&Candidate> = world
+            .candidates
+            .iter()
+            .filter(|c| c.pods.is_empty() && !self.taken.contains(&c.node.name))
+            .collect();
+        empties.sort_by(|a, b| {
+            b.price
+                .total_cmp(&a.price)
+                .then(a.node.name.cmp(&b.node.name))
+        });
+        // Per pool: empty nodes that may go before its spare nodes are touched.
+        let mut spare_room: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &world.pools {
+            let spare = headroom::spare_nodes(&p.headroom, now) as usize;
+            let empty = empties
+                .iter()
+                .filter(|c| c.nodepool == p.name && !c.disrupting)
+                .count();
+            spare_room.insert(p.name.as_str(), empty.saturating_sub(spare));
         }
-        let pool = match consolidatable(c) {
-            Ok(Some(p)) => p,
-            Ok(None) => continue,
-            Err(why) => {
-                out.blocked.push(blocked(c, Reason::Empty, why));
-                continue;
-            }
-        };
-        if world.pending_pods > 0 {
-            // A node that looks empty may be where kube-scheduler is about to put them.
-            out.blocked
-                .push(blocked(c, Reason::Empty, "pods are waiting for capacity"));
-            continue;
-        }
-        if sim.allowed(pool, Reason::Empty, now) == 0 {
-            out.blocked.push(blocked(
-                c,
-                Reason::Empty,
-                "the NodePool's disruption budget is used up",
-            ));
-            continue;
-        }
-        let room = spare_room.entry(pool.name.as_str()).or_default();
-        if *room == 0 {
-            out.blocked.push(blocked(
-                c,
-                Reason::Empty,
-                "kept as one of its NodePool's spare nodes (headroom)",
-            ));
-            continue;
-        }
-        if sim.placeholders.contains_key(&pool.name) {
-            // The headroom may be counting on this node's room.
-            match sim.trial(&[c], true) {
-                Trial::Fits { plan, .. } if plan.new_claims.is_empty() => {}
-                _ => {
-                    out.blocked.push(blocked(
-                        c,
-                        Reason::Empty,
-                        "its room is its NodePool's headroom",
-                    ));
+        let mut per_pool: BTreeMap<String, Vec<&Candidate>> = BTreeMap::new();
+        for c in empties {
+            let pool = match self.may_delete_empty(c) {
+                Ok(Some(pool)) => pool,
+                Ok(None) => continue,
+                Err(why) => {
+                    self.block(c, Reason::Empty, why);
                     continue;
                 }
+            };
+            let room = spare_room.entry(pool.name.as_str()).or_default();
+            if *room == 0 {
+                let why = "kept as one of its NodePool's spare nodes (headroom)";
+                self.block(c, Reason::Empty, why);
+                continue;
             }
-        }
-        *room -= 1;
-        let none = scheduler::Plan::default();
-        sim.commit(&[c], Moved::of(&none, &[], 0), &[], now, &pools);
-        taken.insert(c.node.name.clone());
-        empty_chosen.entry(c.nodepool.clone()).or_default().push(c);
-    }
-    for (pool, nodes) in empty_chosen {
-        let saving: f64 = nodes.iter().map(|c| c.price).sum();
-        out.decisions.push(Decision {
-            reason: Reason::Empty,
-            nodes: nodes.iter().map(|c| chosen(c)).collect(),
-            replacements: vec![],
-            saving,
-            message: format!(
-                "{} empty node(s) of NodePool {pool} removed ({}), saving {}",
-                nodes.len(),
-                nodes
-                    .iter()
-                    .map(|c| c.node.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                dollars(saving)
-            ),
-        });
-    }
-
-    // Underutilised nodes.
-    let totals = pool_totals(world);
-    let mut under: Vec<&Candidate> = Vec::new();
-    for c in &world.candidates {
-        if taken.contains(&c.node.name) || c.pods.is_empty() {
-            continue;
-        }
-        if let Some(why) = voluntary_block(c) {
-            if !c.disrupting {
-                out.blocked.push(blocked(c, Reason::Underutilized, why));
-            }
-            continue;
-        }
-        match consolidatable(c) {
-            Ok(Some(pool)) if pool.policy == Policy::Balanced => {
-                // The best a node can score is its delete (no replacement): when even that
-                // fails, no move of it will pass (Karpenter's candidate filter).
-                let t = totals.get(&pool.name).copied().unwrap_or_default();
-                let best = balanced::score(
-                    c.price,
-                    balanced::PER_NODE_COST + balanced::pods_cost([c.pods_cost()]),
-                    t,
-                );
-                if best.approved() {
-                    under.push(c);
-                } else {
-                    out.blocked.push(blocked(
-                        c,
-                        Reason::Underutilized,
-                        &format!(
-                            "Balanced: even deleting it would not pay: {}",
-                            best.describe()
-                        ),
-                    ));
+            if self.sim.placeholders.contains_key(&pool.name) {
+                // The headroom may be counting on this node's room.
+                match self.sim.trial(&[c], true) {
+                    Trial::Fits { plan, .. } if plan.new_claims.is_empty() => {}
+                    _ => {
+                        let why = "its room is its NodePool's headroom";
+                        self.block(c, Reason::Empty, why);
+                        continue;
+                    }
                 }
             }
-            Ok(Some(pool)) if pool.policy.consolidates_underutilized() => under.push(c),
-            Ok(_) => {}
-            Err(why) => out.blocked.push(blocked(c, Reason::Underutilized, why)),
+            *room -= 1;
+            let none = scheduler::Plan::default();
+            self.sim
+                .commit(&[c], Moved::of(&none, &[], 0), &[], now, &self.pools);
+            self.taken.insert(c.node.name.clone());
+            per_pool.entry(c.nodepool.clone()).or_default().push(c);
+        }
+        for (pool, nodes) in per_pool {
+            self.out.decisions.push(emptied(&pool, &nodes));
         }
     }
-    if world.pending_pods > 0 || under.is_empty() {
-        return out;
-    }
-    // Cheapest to disrupt first: fewest pods, then the most expensive node (biggest saving).
-    under.sort_by(|a, b| {
-        a.pods
-            .len()
-            .cmp(&b.pods.len())
-            .then(b.price.total_cmp(&a.price))
-            .then(a.node.name.cmp(&b.node.name))
-    });
 
-    // Multi-node: the longest prefix (binary search, as Karpenter) that consolidates into at
-    // most one new node within budgets.
-    let prefix: Vec<&Candidate> = under
-        .iter()
-        .copied()
-        .take(config.max_multi_node_candidates)
-        .collect();
-    // Why `nodes` may not all go now: a budget or an eviction cap.
-    let within_budget = |sim: &Sim, nodes: &[&Candidate]| -> Result<(), String> {
+    /// Whether the empty node `c` may go now as far as its pool and budget say: its pool;
+    /// Ok(None) to pass over it silently; Err with why it stays.
+    fn may_delete_empty(&self, c: &Candidate) -> Result<Option<&'a PoolPolicy>, &'static str> {
+        if let Some(why) = voluntary_block(c) {
+            return if c.disrupting { Ok(None) } else { Err(why) };
+        }
+        let Some(pool) = self.consolidatable(c)? else {
+            return Ok(None);
+        };
+        if self.world.pending_pods > 0 {
+            // A node that looks empty may be where kube-scheduler is about to put them.
+            return Err("pods are waiting for capacity");
+        }
+        if self.sim.allowed(pool, Reason::Empty, self.now) == 0 {
+            return Err("the NodePool's disruption budget is used up");
+        }
+        Ok(Some(pool))
+    }
+
+    /// The underutilised nodes consolidation may consider, cheapest to disrupt first: fewest
+    /// pods, then the most expensive node (biggest saving).
+    fn underutilized(&mut self) -> Vec<&'a Candidate> {
+        let world = self.world;
+        let mut under: Vec<&Candidate> = Vec::new();
+        for c in &world.candidates {
+            if self.taken.contains(&c.node.name) || c.pods.is_empty() {
+                continue;
+            }
+            if let Some(why) = voluntary_block(c) {
+                if !c.disrupting {
+                    self.block(c, Reason::Underutilized, why);
+                }
+                continue;
+            }
+            match self.consolidatable(c) {
+                Ok(Some(pool)) if pool.policy == Policy::Balanced => {
+                    // The best a node can score is its delete (no replacement): when even
+                    // that fails, no move of it will pass (Karpenter's candidate filter).
+                    let t = self.totals.get(&pool.name).copied().unwrap_or_default();
+                    let best = balanced::score(
+                        c.price,
+                        balanced::PER_NODE_COST + balanced::pods_cost([c.pods_cost()]),
+                        t,
+                    );
+                    if best.approved() {
+                        under.push(c);
+                    } else {
+                        let why = format!(
+                            "Balanced: even deleting it would not pay: {}",
+                            best.describe()
+                        );
+                        self.block(c, Reason::Underutilized, &why);
+                    }
+                }
+                Ok(Some(pool)) if pool.policy.consolidates_underutilized() => under.push(c),
+                Ok(_) => {}
+                Err(why) => self.block(c, Reason::Underutilized, why),
+            }
+        }
+        under.sort_by(|a, b| {
+            a.pods
+                .len()
+                .cmp(&b.pods.len())
+                .then(b.price.total_cmp(&a.price))
+                .then(a.node.name.cmp(&b.node.name))
+        });
+        under
+    }
+
+    /// Why `nodes` may not all go now: a budget or an eviction cap.
+    fn within_budget(&self, nodes: &[&Candidate]) -> Result<(), String> {
         let mut per_pool: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for c in nodes {
             let e = per_pool.entry(c.nodepool.as_str()).or_default();
@@ -822,86 +794,152 @@ pub fn decide(catalog: &Catalog, world: &World, config: &Config) -> Outcome {
             e.1 += c.pods.len();
         }
         for (p, (n, pods)) in per_pool {
-            let Some(pool) = pools.get(p) else {
+            let Some(pool) = self.pools.get(p) else {
                 return Err("its NodePool is gone".into());
             };
-            if sim.allowed(pool, Reason::Underutilized, now) < n {
+            if self.sim.allowed(pool, Reason::Underutilized, self.now) < n {
                 return Err("the NodePool's disruption budget is used up".into());
             }
-            if let Some(why) = sim.over_eviction_cap(pool, pods) {
+            if let Some(why) = self.sim.over_eviction_cap(pool, pods) {
                 return Err(why);
             }
         }
         Ok(())
-    };
-    let judge = Judge {
-        config,
-        pools: &pools,
-        totals: &totals,
-    };
-    if prefix.len() >= 2 {
+    }
+
+    /// Tries to consolidate `set` (see [`Judge::consolidation`]).
+    fn judge(&mut self, set: &[&Candidate]) -> Result<Move, Option<String>> {
+        let judge = Judge {
+            config: self.config,
+            pools: &self.pools,
+            totals: &self.totals,
+        };
+        judge.consolidation(&mut self.sim, set)
+    }
+
+    /// Makes a consolidation the judge found worth making.
+    fn consolidate(&mut self, set: &[&Candidate], (d, plan, pods, real): Move) {
+        let moved = Moved::of(&plan, &pods, real);
+        self.sim
+            .commit(set, moved, &d.replacements, self.now, &self.pools);
+        self.sim.count_evictions(set);
+        for c in set {
+            self.taken.insert(c.node.name.clone());
+        }
+        self.out.decisions.push(d);
+    }
+
+    /// Multi-node consolidation: the longest prefix of `under` (binary search, as Karpenter)
+    /// that consolidates into at most one new node within budgets.
+    fn multi_node_consolidation(&mut self, under: &[&'a Candidate]) {
+        let prefix: Vec<&Candidate> = under
+            .iter()
+            .copied()
+            .take(self.config.max_multi_node_candidates)
+            .collect();
+        if prefix.len() < 2 {
+            return;
+        }
         let (mut lo, mut hi) = (2usize, prefix.len());
-        let mut best: Option<(usize, Decision, scheduler::Plan, Vec<Pod>, usize)> = None;
+        let mut best: Option<(usize, Move)> = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
             let set = &prefix[..mid];
-            let ok = if within_budget(&sim, set).is_ok() {
-                judge.consolidation(&mut sim, set).ok()
+            let found = if self.within_budget(set).is_ok() {
+                self.judge(set).ok()
             } else {
                 None
             };
-            match ok {
-                Some((d, plan, pods, real)) => {
-                    best = Some((mid, d, plan, pods, real));
+            match found {
+                Some(m) => {
+                    best = Some((mid, m));
                     lo = mid + 1;
                 }
                 None => hi = mid - 1,
             }
         }
-        if let Some((n, d, plan, pods, real)) = best {
-            let set = &prefix[..n];
-            sim.commit(
-                set,
-                Moved::of(&plan, &pods, real),
-                &d.replacements,
-                now,
-                &pools,
-            );
-            sim.count_evictions(set);
-            for c in set {
-                taken.insert(c.node.name.clone());
-            }
-            out.decisions.push(d);
+        if let Some((n, m)) = best {
+            self.consolidate(&prefix[..n], m);
         }
     }
 
-    // Single-node, for the rest.
-    for &c in under.iter().take(config.max_single_node_candidates) {
-        if taken.contains(&c.node.name) {
-            continue;
-        }
-        if let Err(why) = within_budget(&sim, &[c]) {
-            out.blocked.push(blocked(c, Reason::Underutilized, &why));
-            continue;
-        }
-        match judge.consolidation(&mut sim, &[c]) {
-            Ok((d, plan, pods, real)) => {
-                sim.commit(
-                    &[c],
-                    Moved::of(&plan, &pods, real),
-                    &d.replacements,
-                    now,
-                    &pools,
-                );
-                sim.count_evictions(&[c]);
-                taken.insert(c.node.name.clone());
-                out.decisions.push(d);
+    /// Single-node consolidation, for the nodes multi-node consolidation left.
+    fn single_node_consolidation(&mut self, under: &[&'a Candidate]) {
+        for &c in under.iter().take(self.config.max_single_node_candidates) {
+            if self.taken.contains(&c.node.name) {
+                continue;
             }
-            Err(Some(why)) => out.blocked.push(blocked(c, Reason::Underutilized, &why)),
-            Err(None) => {}
+            if let Err(why) = self.within_budget(&[c]) {
+                self.block(c, Reason::Underutilized, &why);
+                continue;
+            }
+            match self.judge(&[c]) {
+                Ok(m) => self.consolidate(&[c], m),
+                Err(Some(why)) => self.block(c, Reason::Underutilized, &why),
+                Err(None) => {}
+            }
         }
     }
-    out
+}
+
+/// The decision replacing an expired or drifted node by the trial's `plan`.
+fn replacement(
+    c: &Candidate,
+    reason: Reason,
+    plan: &scheduler::Plan,
+    pods: usize,
+    now: i64,
+) -> Decision {
+    let replacements = plan.new_claims.clone();
+    let new_price: f64 = replacements
+        .iter()
+        .filter_map(|r| r.instance_types.first().map(|t| t.price))
+        .sum();
+    let what = match reason {
+        Reason::Expired => format!(
+            "expired ({}s after launch, expireAfter {}s)",
+            now - c.created,
+            c.expire_after.unwrap_or_default()
+        ),
+        _ => format!("drifted: {}", c.drift.as_deref().unwrap_or_default()),
+    };
+    let message = if replacements.is_empty() {
+        format!("{} {what}; its {pods} pods fit on other nodes", c.node.name)
+    } else {
+        format!(
+            "{} {what}; replaced by {} new node(s) for its {pods} pods",
+            c.node.name,
+            replacements.len(),
+        )
+    };
+    Decision {
+        reason,
+        nodes: vec![chosen(c)],
+        replacements,
+        saving: c.price - new_price,
+        message,
+    }
+}
+
+/// The decision deleting a pool's empty `nodes`.
+fn emptied(pool: &str, nodes: &[&Candidate]) -> Decision {
+    let saving: f64 = nodes.iter().map(|c| c.price).sum();
+    Decision {
+        reason: Reason::Empty,
+        nodes: nodes.iter().map(|c| chosen(c)).collect(),
+        replacements: vec![],
+        saving,
+        message: format!(
+            "{} empty node(s) of NodePool {pool} removed ({}), saving {}",
+            nodes.len(),
+            nodes
+                .iter()
+                .map(|c| c.node.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            dollars(saving)
+        ),
+    }
 }
 
 /// Per pool, what `Balanced` takes fractions of: every node's price and disruption cost,

@@ -16,7 +16,7 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-use super::pools::{one_node, CT_ON_DEMAND, CT_RESERVED, CT_SPOT};
+use super::pools::{one_node, Pool, CT_ON_DEMAND, CT_RESERVED, CT_SPOT};
 use super::reserved::Hold;
 use super::{Candidate, Claim, NewNodeClaim, Scheduler, Unschedulable};
 
@@ -29,6 +29,8 @@ struct Priced {
     zones: u64,
 }
 
+/// Each planned claim as a NodeClaim with its candidate types, or its pods unschedulable
+/// when limits and offerings leave it none.
 pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulable>) {
     let mut out = Vec::new();
     let mut failed = Vec::new();
@@ -49,86 +51,7 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             out.push(reserved_claim(s, claim, h));
             continue;
         }
-        let zm = claim.zone_mask;
-        let ctm = claim.ct_mask;
-        let fitting: Vec<usize> = claim
-            .types
-            .iter()
-            .filter(|&t| {
-                pool.viable(t, zm, ctm)
-                    && claim.used.fits_in(&pool.alloc[t])
-                    && (!pool.has_limits
-                        || pool.within_limits(&others, &s.catalog.types[t].capacity))
-            })
-            .collect();
-        let fitting = without_exotic(fitting, |t| s.catalog.types[t].is_exotic());
-        // Cheapest on-demand price among fitting types, for dropping dearer Spot offerings.
-        let od_min = if ctm & CT_ON_DEMAND != 0 {
-            fitting
-                .iter()
-                .filter(|&&t| pool.od_zones[t] & zm != 0)
-                .filter_map(|&t| s.catalog.types[t].on_demand_price())
-                .min_by(f64::total_cmp)
-        } else {
-            None
-        };
-        let mut priced: Vec<Priced> = Vec::with_capacity(fitting.len());
-        for &t in &fitting {
-            let it = &s.catalog.types[t];
-            let mut best: Option<Priced> = None;
-            for o in &it.offerings {
-                let Some(&zi) = s.zones.index.get(&o.zone) else {
-                    continue;
-                };
-                let bit = 1u64 << zi;
-                let allowed = match o.capacity_type {
-                    CapacityType::Spot => ctm & CT_SPOT != 0 && pool.spot_zones[t] & zm & bit != 0,
-                    CapacityType::OnDemand => {
-                        ctm & CT_ON_DEMAND != 0 && pool.od_zones[t] & zm & bit != 0
-                    }
-                    // Only a claim holding a place launches into a reservation.
-                    CapacityType::Reserved => false,
-                };
-                if !allowed {
-                    continue;
-                }
-                if o.capacity_type == CapacityType::Spot && od_min.is_some_and(|m| o.price > m) {
-                    continue;
-                }
-                // Spot first: an on-demand offering only counts when the type has no Spot one.
-                let better = match &best {
-                    None => true,
-                    Some(b) => match (b.ct, o.capacity_type) {
-                        (CapacityType::OnDemand, CapacityType::Spot) => true,
-                        (CapacityType::Spot, CapacityType::OnDemand) => false,
-                        _ => o.price < b.price,
-                    },
-                };
-                if better {
-                    best = Some(Priced {
-                        t,
-                        price: o.price,
-                        ct: o.capacity_type,
-                        zones: 0,
-                    });
-                }
-                if let Some(b) = best.as_mut() {
-                    if b.ct == o.capacity_type {
-                        b.zones |= bit;
-                    }
-                }
-            }
-            if let Some(mut b) = best {
-                // Zones: every zone where the claim could launch this type.
-                b.zones = pool.zones_of(t, zm, ctm & !CT_RESERVED);
-                priced.push(b);
-            }
-        }
-        priced.sort_by(|a, b| {
-            a.price
-                .total_cmp(&b.price)
-                .then_with(|| s.catalog.types[a.t].name.cmp(&s.catalog.types[b.t].name))
-        });
+        let priced = priced(s, claim, pool, &others);
         if priced.is_empty() {
             let reason = format!(
                 "nodepool {:?}: no instance type is left for the claim after limits and offerings",
@@ -141,94 +64,197 @@ pub(crate) fn finalize(s: &Scheduler<'_>) -> (Vec<NewNodeClaim>, Vec<Unschedulab
             continue;
         }
         let spot = priced.iter().any(|p| p.ct == CapacityType::Spot);
-        // The price bound, within each capacity type (a Spot candidate against the cheapest
-        // Spot one, an on-demand one against the cheapest on-demand one: the on-demand
-        // fallback of a Spot claim is not cut for costing more than Spot). Past it only
-        // types kept for minValues may be listed.
-        let ratio = pool.input.candidate_price_ratio;
-        let cheapest = |ct: CapacityType| {
-            priced
-                .iter()
-                .find(|p| p.ct == ct)
-                .map(|p| ratio.ceiling(p.price))
-                .unwrap_or(f64::INFINITY)
-        };
-        let (spot_ceiling, od_ceiling) = (
-            cheapest(CapacityType::Spot),
-            cheapest(CapacityType::OnDemand),
-        );
-        let within: Vec<bool> = priced
-            .iter()
-            .map(|p| match p.ct {
-                CapacityType::Spot => p.price <= spot_ceiling,
-                _ => p.price <= od_ceiling,
-            })
-            .collect();
+        let within = within_price_bound(pool, &priced);
         let chosen = select(s, &claim.reqs, &priced, spot, &within);
         let mut cap_max = Resources::default();
         for &k in &chosen {
             cap_max.max_with(&s.catalog.types[priced[k].t].capacity);
         }
         committed[claim.pool] = others.plus(&one_node(&cap_max));
-
-        let cands: Vec<Candidate> = chosen
-            .iter()
-            .map(|&k| {
-                let p = &priced[k];
-                Candidate {
-                    instance_type: s.catalog.types[p.t].name.clone(),
-                    price: p.price,
-                    capacity_type: p.ct,
-                    zones: s.zones.names_of(p.zones),
-                }
-            })
-            .collect();
-        let zone_union = chosen.iter().fold(0u64, |m, &k| m | priced[k].zones);
-        let zones = s.zones.names_of(zone_union);
-        let mut cts = Vec::new();
-        if spot {
-            cts.push(CapacityType::Spot);
-        }
-        if ctm & CT_ON_DEMAND != 0 && chosen.iter().any(|&k| pool.od_zones[priced[k].t] & zm != 0) {
-            cts.push(CapacityType::OnDemand);
-        }
-        let mut reqs: Requirements = claim.reqs.clone();
-        let min_values_relaxed = pool.has_min_values.then(|| {
-            relax_min_values(
-                &mut reqs,
-                chosen.iter().map(|&k| &s.catalog.types[priced[k].t].labels),
-            )
-        });
-        pin_pool_labels(&mut reqs);
-        reqs.add(
-            labels::INSTANCE_TYPE,
-            Requirement::listed(cands.iter().map(|c| c.instance_type.clone()).collect()),
-        );
-        reqs.add(
-            labels::ZONE,
-            Requirement::listed(zones.iter().cloned().collect()),
-        );
-        reqs.add(
-            labels::CAPACITY_TYPE,
-            Requirement::listed(cts.iter().map(|c| c.as_str().to_string()).collect()),
-        );
-        let overhead = pool.overhead[priced[chosen[0]].t].clone();
-        let mut pods = claim.pods.clone();
-        pods.sort_unstable();
-        out.push(NewNodeClaim {
-            nodepool: pool.input.name.clone(),
-            node_class: pool.input.node_class.clone(),
-            pods,
-            requirements: reqs,
-            instance_types: cands,
-            zones,
-            capacity_types: cts,
-            requests: claim.used.plus(&overhead),
-            daemonset_overhead: overhead,
-            min_values_relaxed,
-        });
+        out.push(new_claim(s, claim, pool, &priced, &chosen, spot));
     }
     (out, failed)
+}
+
+/// The claim's fitting types (within limits, ordinary ones only when any fits), each at its
+/// best allowed offering (Spot first), cheapest first.
+fn priced(s: &Scheduler<'_>, claim: &Claim, pool: &Pool, others: &Resources) -> Vec<Priced> {
+    let zm = claim.zone_mask;
+    let ctm = claim.ct_mask;
+    let fitting: Vec<usize> = claim
+        .types
+        .iter()
+        .filter(|&t| {
+            pool.viable(t, zm, ctm)
+                && claim.used.fits_in(&pool.alloc[t])
+                && (!pool.has_limits || pool.within_limits(others, &s.catalog.types[t].capacity))
+        })
+        .collect();
+    let fitting = without_exotic(fitting, |t| s.catalog.types[t].is_exotic());
+    // Cheapest on-demand price among fitting types, for dropping dearer Spot offerings.
+    let od_min = if ctm & CT_ON_DEMAND != 0 {
+        fitting
+            .iter()
+            .filter(|&&t| pool.od_zones[t] & zm != 0)
+            .filter_map(|&t| s.catalog.types[t].on_demand_price())
+            .min_by(f64::total_cmp)
+    } else {
+        None
+    };
+    let mut priced: Vec<Priced> = Vec::with_capacity(fitting.len());
+    for &t in &fitting {
+        let it = &s.catalog.types[t];
+        let mut best: Option<Priced> = None;
+        for o in &it.offerings {
+            let Some(&zi) = s.zones.index.get(&o.zone) else {
+                continue;
+            };
+            let bit = 1u64 << zi;
+            let allowed = match o.capacity_type {
+                CapacityType::Spot => ctm & CT_SPOT != 0 && pool.spot_zones[t] & zm & bit != 0,
+                CapacityType::OnDemand => {
+                    ctm & CT_ON_DEMAND != 0 && pool.od_zones[t] & zm & bit != 0
+                }
+                // Only a claim holding a place launches into a reservation.
+                CapacityType::Reserved => false,
+            };
+            if !allowed {
+                continue;
+            }
+            if o.capacity_type == CapacityType::Spot && od_min.is_some_and(|m| o.price > m) {
+                continue;
+            }
+            // Spot first: an on-demand offering only counts when the type has no Spot one.
+            let better = match &best {
+                None => true,
+                Some(b) => match (b.ct, o.capacity_type) {
+                    (CapacityType::OnDemand, CapacityType::Spot) => true,
+                    (CapacityType::Spot, CapacityType::OnDemand) => false,
+                    _ => o.price < b.price,
+                },
+            };
+            if better {
+                best = Some(Priced {
+                    t,
+                    price: o.price,
+                    ct: o.capacity_type,
+                    zones: 0,
+                });
+            }
+            if let Some(b) = best.as_mut() {
+                if b.ct == o.capacity_type {
+                    b.zones |= bit;
+                }
+            }
+        }
+        if let Some(mut b) = best {
+            // Zones: every zone where the claim could launch this type.
+            b.zones = pool.zones_of(t, zm, ctm & !CT_RESERVED);
+            priced.push(b);
+        }
+    }
+    priced.sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| s.catalog.types[a.t].name.cmp(&s.catalog.types[b.t].name))
+    });
+    priced
+}
+
+/// Which of `priced` are within the pool's price bound.
+fn within_price_bound(pool: &Pool, priced: &[Priced]) -> Vec<bool> {
+    // The price bound, within each capacity type (a Spot candidate against the cheapest
+    // Spot one, an on-demand one against the cheapest on-demand one: the on-demand
+    // fallback of a Spot claim is not cut for costing more than Spot). Past it only
+    // types kept for minValues may be listed.
+    let ratio = pool.input.candidate_price_ratio;
+    let cheapest = |ct: CapacityType| {
+        priced
+            .iter()
+            .find(|p| p.ct == ct)
+            .map(|p| ratio.ceiling(p.price))
+            .unwrap_or(f64::INFINITY)
+    };
+    let (spot_ceiling, od_ceiling) = (
+        cheapest(CapacityType::Spot),
+        cheapest(CapacityType::OnDemand),
+    );
+    priced
+        .iter()
+        .map(|p| match p.ct {
+            CapacityType::Spot => p.price <= spot_ceiling,
+            _ => p.price <= od_ceiling,
+        })
+        .collect()
+}
+
+/// The NodeClaim of `claim` with the `chosen` of its priced types: their zones and capacity
+/// types, the requirements pinned to them, and the requests with the first one's overhead.
+fn new_claim(
+    s: &Scheduler<'_>,
+    claim: &Claim,
+    pool: &Pool,
+    priced: &[Priced],
+    chosen: &[usize],
+    spot: bool,
+) -> NewNodeClaim {
+    let (zm, ctm) = (claim.zone_mask, claim.ct_mask);
+    let cands: Vec<Candidate> = chosen
+        .iter()
+        .map(|&k| {
+            let p = &priced[k];
+            Candidate {
+                instance_type: s.catalog.types[p.t].name.clone(),
+                price: p.price,
+                capacity_type: p.ct,
+                zones: s.zones.names_of(p.zones),
+            }
+        })
+        .collect();
+    let zone_union = chosen.iter().fold(0u64, |m, &k| m | priced[k].zones);
+    let zones = s.zones.names_of(zone_union);
+    let mut cts = Vec::new();
+    if spot {
+        cts.push(CapacityType::Spot);
+    }
+    if ctm & CT_ON_DEMAND != 0 && chosen.iter().any(|&k| pool.od_zones[priced[k].t] & zm != 0) {
+        cts.push(CapacityType::OnDemand);
+    }
+    let mut reqs: Requirements = claim.reqs.clone();
+    let min_values_relaxed = pool.has_min_values.then(|| {
+        relax_min_values(
+            &mut reqs,
+            chosen.iter().map(|&k| &s.catalog.types[priced[k].t].labels),
+        )
+    });
+    pin_pool_labels(&mut reqs);
+    reqs.add(
+        labels::INSTANCE_TYPE,
+        Requirement::listed(cands.iter().map(|c| c.instance_type.clone()).collect()),
+    );
+    reqs.add(
+        labels::ZONE,
+        Requirement::listed(zones.iter().cloned().collect()),
+    );
+    reqs.add(
+        labels::CAPACITY_TYPE,
+        Requirement::listed(cts.iter().map(|c| c.as_str().to_string()).collect()),
+    );
+    let overhead = pool.overhead[priced[chosen[0]].t].clone();
+    let mut pods = claim.pods.clone();
+    pods.sort_unstable();
+    NewNodeClaim {
+        nodepool: pool.input.name.clone(),
+        node_class: pool.input.node_class.clone(),
+        pods,
+        requirements: reqs,
+        instance_types: cands,
+        zones,
+        capacity_types: cts,
+        requests: claim.used.plus(&overhead),
+        daemonset_overhead: overhead,
+        min_values_relaxed,
+    }
 }
 
 /// A NodePool-defined label still listing several values (no pod constrained it) gets

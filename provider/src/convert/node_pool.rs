@@ -61,6 +61,57 @@ pub fn convert(
     b.attr("cluster_name", Expr::Raw(opts.cluster_name.clone()))
         .attr("name", Expr::Str(name.to_string()));
 
+    let inline_class = node_class_ref(&mut b, generation, spec, template, name, classes, opts)?;
+    if let Some(w) = spec.get("weight").and_then(Value::as_i64) {
+        b.attr("weight", Expr::Int(w));
+    }
+    // A static NodePool (Karpenter v1.8): same field, same meaning.
+    if let Some(r) = spec.get("replicas").and_then(Value::as_i64) {
+        b.attr("replicas", Expr::Int(r));
+    }
+    template_metadata(&mut b, template_meta, opts);
+    requirements_and_taints(&mut b, template, opts);
+    let limits = match generation {
+        Generation::V1alpha5 => string_map(at(spec, &["limits", "resources"])),
+        _ => string_map(spec.get("limits")),
+    };
+    if !limits.is_empty() {
+        b.attr("limits", text_map(&limits, opts));
+    }
+
+    expire_after(&mut b, generation, spec, template);
+    if let Some(t) = template.get("terminationGracePeriod").and_then(scalar) {
+        b.attr("termination_grace_period", Expr::Str(t));
+    }
+    for field in ["kubelet", "kubeletConfiguration"] {
+        if let Some(k) = template.get(field) {
+            b.comment(&format!(
+                "not converted: {field} moved to the node class in Karpenter v1; set it in the class's kubelet block: {}",
+                inline(k)
+            ));
+        }
+    }
+
+    let d = disruption(generation, spec, opts);
+    if !d.is_empty() {
+        b.block(d);
+    }
+    unconverted(&mut b, generation, spec);
+    Ok((b, inline_class))
+}
+
+/// The pool's `node_class`, from its `nodeClassRef` (or a v1alpha5 `providerRef`); for an
+/// inline v1alpha5 `provider` block, the class made from it.
+fn node_class_ref(
+    b: &mut Block,
+    generation: Generation,
+    spec: &Value,
+    template: &Value,
+    name: &str,
+    classes: &BTreeSet<String>,
+    opts: &Options,
+) -> Result<Option<Block>, String> {
+    let id = identifier(name);
     let mut inline_class = None;
     let class_ref = match generation {
         Generation::V1alpha5 => {
@@ -103,13 +154,11 @@ pub fn convert(
             ));
         }
     }
-    if let Some(w) = spec.get("weight").and_then(Value::as_i64) {
-        b.attr("weight", Expr::Int(w));
-    }
-    // A static NodePool (Karpenter v1.8): same field, same meaning.
-    if let Some(r) = spec.get("replicas").and_then(Value::as_i64) {
-        b.attr("replicas", Expr::Int(r));
-    }
+    Ok(inline_class)
+}
+
+/// The template's labels (but those the agent sets) and annotations.
+fn template_metadata(b: &mut Block, template_meta: &Value, opts: &Options) {
     let template_labels = string_map(template_meta.get("labels"));
     let (kept, refused): (Vec<_>, Vec<_>) = template_labels
         .into_iter()
@@ -126,14 +175,17 @@ pub fn convert(
     if !annotations.is_empty() {
         b.attr("annotations", text_map(&annotations, opts));
     }
+}
 
+/// The template's requirements and taints, as blocks.
+fn requirements_and_taints(b: &mut Block, template: &Value, opts: &Options) {
     for r in template
         .get("requirements")
         .and_then(Value::as_sequence)
         .into_iter()
         .flatten()
     {
-        requirement(&mut b, r, opts);
+        requirement(b, r, opts);
     }
     for (field, block) in [("taints", "taint"), ("startupTaints", "startup_taint")] {
         for t in template
@@ -151,15 +203,11 @@ pub fn convert(
             b.block(tb);
         }
     }
+}
 
-    let limits = match generation {
-        Generation::V1alpha5 => string_map(at(spec, &["limits", "resources"])),
-        _ => string_map(spec.get("limits")),
-    };
-    if !limits.is_empty() {
-        b.attr("limits", text_map(&limits, opts));
-    }
-
+/// `expire_after`, from wherever the pool's generation kept it; not written when it is
+/// joiner's default.
+fn expire_after(b: &mut Block, generation: Generation, spec: &Value, template: &Value) {
     let expire = match generation {
         Generation::V1 => template.get("expireAfter").and_then(scalar),
         Generation::V1beta1 => {
@@ -190,22 +238,10 @@ pub fn convert(
         }
         None => {}
     }
-    if let Some(t) = template.get("terminationGracePeriod").and_then(scalar) {
-        b.attr("termination_grace_period", Expr::Str(t));
-    }
-    for field in ["kubelet", "kubeletConfiguration"] {
-        if let Some(k) = template.get(field) {
-            b.comment(&format!(
-                "not converted: {field} moved to the node class in Karpenter v1; set it in the class's kubelet block: {}",
-                inline(k)
-            ));
-        }
-    }
+}
 
-    let d = disruption(generation, spec, opts);
-    if !d.is_empty() {
-        b.block(d);
-    }
+/// A comment for each spec field with no joiner equivalent.
+fn unconverted(b: &mut Block, generation: Generation, spec: &Value) {
     let handled: &[&str] = match generation {
         Generation::V1alpha5 => &[
             "labels",
@@ -233,7 +269,6 @@ pub fn convert(
             }
         }
     }
-    Ok((b, inline_class))
 }
 
 fn requirement(b: &mut Block, r: &Value, opts: &Options) {

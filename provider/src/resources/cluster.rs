@@ -260,6 +260,69 @@ async fn check_version(
     }
 }
 
+/// The rest of the schema: access to the cluster (IRSA, authentication) and what EKS
+/// reports back.
+fn access_and_outputs(s: Schema) -> Schema {
+    s
+        .attribute(
+            Attribute::bool("enable_irsa")
+                .default(true)
+                .description("Create the IAM OIDC provider for the cluster's issuer (IRSA). Fargate pods need it for AWS credentials."),
+        )
+        .attribute(
+            Attribute::string_list("oidc_thumbprints")
+                .default(Value::List(vec![Value::string(oidc::EKS_OIDC_ROOT_CA_THUMBPRINT)]))
+                .description("Server certificate thumbprints for the OIDC provider. IAM validates EKS issuers against its own trusted CAs, so the default rarely needs changing."),
+        )
+        .attribute(
+            Attribute::bool("coredns_on_fargate")
+                .optional()
+                .deprecated()
+                .description("Deprecated and ignored: set `coredns_on_fargate` on the `joiner_fargate_profile` that selects kube-system, which switches CoreDNS once that profile is ACTIVE (created before it, the CoreDNS pods were never admitted to Fargate)."),
+        )
+        .attribute(
+            Attribute::string("authentication_mode")
+                .default(Value::string(DEFAULT_AUTHENTICATION_MODE))
+                .validate(validators::authentication_mode)
+                .description(
+                    "How EKS authenticates IAM principals: `CONFIG_MAP` (the `aws-auth` ConfigMap only), \
+                     `API_AND_CONFIG_MAP` (access entries and `aws-auth`; the default) or `API` (access \
+                     entries only). Changes in place, forward only: CONFIG_MAP → API_AND_CONFIG_MAP → API.",
+                ),
+        )
+        .attribute(
+            Attribute::bool("bootstrap_cluster_creator_admin_permissions")
+                .default(false)
+                .force_new()
+                .description(
+                    "Whether EKS gives the identity that creates the cluster an implicit admin access \
+                     entry. Off by default: grant access with `joiner_access_entry`, so it shows in the \
+                     configuration. EKS requires it on with `CONFIG_MAP`. Fixed at creation.",
+                ),
+        )
+        .attribute(Attribute::string("arn").computed().description("Cluster ARN."))
+        .attribute(Attribute::string("status").computed().description("Cluster status (ACTIVE once applied)."))
+        .attribute(Attribute::string("endpoint").computed().description("Kubernetes API server URL."))
+        .attribute(
+            Attribute::string("certificate_authority")
+                .computed()
+                .description("Base64 PEM of the cluster CA, as kubeconfig's certificate-authority-data wants it. Public data, so not marked sensitive."),
+        )
+        .attribute(Attribute::string("oidc_issuer").computed().description("The cluster's OIDC issuer URL."))
+        .attribute(
+            Attribute::string("oidc_provider_arn")
+                .computed()
+                .description("ARN of the IAM OIDC provider for IRSA trust policies (null when `enable_irsa = false`)."),
+        )
+        .attribute(
+            Attribute::string("cluster_security_group_id")
+                .computed()
+                .description("The security group EKS creates for the control plane and managed workloads."),
+        )
+        .attribute(Attribute::string("vpc_id").computed().description("VPC of the cluster's subnets."))
+        .attribute(Attribute::string("platform_version").computed().description("EKS platform version, e.g. \"eks.3\"."))
+}
+
 #[async_trait]
 impl Resource<ProviderContext> for Cluster {
     fn type_name(&self) -> &'static str {
@@ -267,7 +330,7 @@ impl Resource<ProviderContext> for Cluster {
     }
 
     fn schema(&self) -> Schema {
-        Schema::new(0)
+        let inputs = Schema::new(0)
             .description(
                 "An EKS control plane for a cluster with no node groups: IRSA's OIDC provider and \
                  CoreDNS on Fargate included.",
@@ -359,64 +422,8 @@ impl Resource<ProviderContext> for Cluster {
                 Attribute::string_map("tags_all")
                     .computed()
                     .description("All tags on the cluster, the discovery tag included."),
-            )
-            .attribute(
-                Attribute::bool("enable_irsa")
-                    .default(true)
-                    .description("Create the IAM OIDC provider for the cluster's issuer (IRSA). Fargate pods need it for AWS credentials."),
-            )
-            .attribute(
-                Attribute::string_list("oidc_thumbprints")
-                    .default(Value::List(vec![Value::string(oidc::EKS_OIDC_ROOT_CA_THUMBPRINT)]))
-                    .description("Server certificate thumbprints for the OIDC provider. IAM validates EKS issuers against its own trusted CAs, so the default rarely needs changing."),
-            )
-            .attribute(
-                Attribute::bool("coredns_on_fargate")
-                    .optional()
-                    .deprecated()
-                    .description("Deprecated and ignored: set `coredns_on_fargate` on the `joiner_fargate_profile` that selects kube-system, which switches CoreDNS once that profile is ACTIVE (created before it, the CoreDNS pods were never admitted to Fargate)."),
-            )
-            .attribute(
-                Attribute::string("authentication_mode")
-                    .default(Value::string(DEFAULT_AUTHENTICATION_MODE))
-                    .validate(validators::authentication_mode)
-                    .description(
-                        "How EKS authenticates IAM principals: `CONFIG_MAP` (the `aws-auth` ConfigMap only), \
-                         `API_AND_CONFIG_MAP` (access entries and `aws-auth`; the default) or `API` (access \
-                         entries only). Changes in place, forward only: CONFIG_MAP → API_AND_CONFIG_MAP → API.",
-                    ),
-            )
-            .attribute(
-                Attribute::bool("bootstrap_cluster_creator_admin_permissions")
-                    .default(false)
-                    .force_new()
-                    .description(
-                        "Whether EKS gives the identity that creates the cluster an implicit admin access \
-                         entry. Off by default: grant access with `joiner_access_entry`, so it shows in the \
-                         configuration. EKS requires it on with `CONFIG_MAP`. Fixed at creation.",
-                    ),
-            )
-            .attribute(Attribute::string("arn").computed().description("Cluster ARN."))
-            .attribute(Attribute::string("status").computed().description("Cluster status (ACTIVE once applied)."))
-            .attribute(Attribute::string("endpoint").computed().description("Kubernetes API server URL."))
-            .attribute(
-                Attribute::string("certificate_authority")
-                    .computed()
-                    .description("Base64 PEM of the cluster CA, as kubeconfig's certificate-authority-data wants it. Public data, so not marked sensitive."),
-            )
-            .attribute(Attribute::string("oidc_issuer").computed().description("The cluster's OIDC issuer URL."))
-            .attribute(
-                Attribute::string("oidc_provider_arn")
-                    .computed()
-                    .description("ARN of the IAM OIDC provider for IRSA trust policies (null when `enable_irsa = false`)."),
-            )
-            .attribute(
-                Attribute::string("cluster_security_group_id")
-                    .computed()
-                    .description("The security group EKS creates for the control plane and managed workloads."),
-            )
-            .attribute(Attribute::string("vpc_id").computed().description("VPC of the cluster's subnets."))
-            .attribute(Attribute::string("platform_version").computed().description("EKS platform version, e.g. \"eks.3\"."))
+            );
+        access_and_outputs(inputs)
     }
 
     fn timeouts(&self) -> Option<Timeouts> {

@@ -181,19 +181,7 @@ impl Disruption {
         let catalog = round.catalog;
         let pdbs: Vec<Arc<PodDisruptionBudget>> = ctx.state.pdbs.state();
 
-        let mut pools = Vec::new();
-        for (name, p) in &round.pools {
-            match PoolPolicy::from_api(name, &p.spec) {
-                Ok(mut pp) => {
-                    pp.evictions_last_hour = self.evictions_last_hour(p, now);
-                    pools.push(pp)
-                }
-                Err(e) => {
-                    ctx.metrics.malformed("NodePool");
-                    tracing::warn!(nodepool = %name, error = %e, "NodePool disruption settings cannot be read; its nodes are left alone");
-                }
-            }
-        }
+        let pools = self.pool_policies(&round.pools, now);
         let mut nodes_by_name: HashMap<String, scheduler::Node> =
             sched.nodes.drain(..).map(|n| (n.name.clone(), n)).collect();
         let mut candidates = Vec::new();
@@ -235,29 +223,7 @@ impl Disruption {
                 .filter_map(|p| scheduler::convert::pod(p).ok())
                 .collect();
             let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
-            // When the set of pods last changed: a fingerprint of their uids.
-            let mut uids: Vec<String> = movable.iter().filter_map(|p| p.uid()).collect();
-            uids.sort();
-            let fp = uids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, u| {
-                u.bytes().fold(h ^ 0xff, |h, b| {
-                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                })
-            });
-            let newest_pod = movable
-                .iter()
-                .filter_map(|p| ts(&p.metadata.creation_timestamp))
-                .max()
-                .unwrap_or(created);
-            let last_pod_change = {
-                let mut pod_sets = self.pod_sets.lock().unwrap_or_else(|p| p.into_inner());
-                let entry = pod_sets
-                    .entry(node_name.clone())
-                    .or_insert((fp, newest_pod.max(created)));
-                if entry.0 != fp {
-                    *entry = (fp, now);
-                }
-                entry.1
-            };
+            let last_pod_change = self.last_pod_change(&node_name, &movable, created, now);
             let status = claim.status.clone().unwrap_or_default();
             let node_labels = node.labels().clone();
             let label = |k: &str| {
@@ -332,6 +298,60 @@ impl Disruption {
             now,
         };
         (world, catalog)
+    }
+
+    /// The disruption settings of the round's NodePools, each with its evictions of the
+    /// last hour; a pool whose settings cannot be read is left out, and its nodes alone.
+    fn pool_policies(
+        &self,
+        round_pools: &HashMap<String, Arc<crate::api::NodePool>>,
+        now: i64,
+    ) -> Vec<PoolPolicy> {
+        let mut pools = Vec::new();
+        for (name, p) in round_pools {
+            match PoolPolicy::from_api(name, &p.spec) {
+                Ok(mut pp) => {
+                    pp.evictions_last_hour = self.evictions_last_hour(p, now);
+                    pools.push(pp)
+                }
+                Err(e) => {
+                    self.ctx.metrics.malformed("NodePool");
+                    tracing::warn!(nodepool = %name, error = %e, "NodePool disruption settings cannot be read; its nodes are left alone");
+                }
+            }
+        }
+        pools
+    }
+
+    /// When the set of a node's movable pods last changed, by a fingerprint of their uids
+    /// remembered from pass to pass.
+    fn last_pod_change(
+        &self,
+        node_name: &str,
+        movable: &[&Arc<Pod>],
+        created: i64,
+        now: i64,
+    ) -> i64 {
+        let mut uids: Vec<String> = movable.iter().filter_map(|p| p.uid()).collect();
+        uids.sort();
+        let fp = uids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, u| {
+            u.bytes().fold(h ^ 0xff, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        });
+        let newest_pod = movable
+            .iter()
+            .filter_map(|p| ts(&p.metadata.creation_timestamp))
+            .max()
+            .unwrap_or(created);
+        let mut pod_sets = self.pod_sets.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = pod_sets
+            .entry(node_name.to_string())
+            .or_insert((fp, newest_pod.max(created)));
+        if entry.0 != fp {
+            *entry = (fp, now);
+        }
+        entry.1
     }
 
     async fn stamp_if_missing(

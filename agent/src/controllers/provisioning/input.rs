@@ -165,8 +165,60 @@ fn elementwise_min(a: &Resources, b: &Resources) -> Resources {
 /// Builds the round from the current state. Fetches each NodeClass's catalogue from the
 /// cloud (cached there).
 pub async fn build(ctx: &Context) -> Round {
+    let mut served = served(ctx).await;
+    let catalog = round_catalog(ctx, &served.catalogs);
+    let mut input = Input {
+        unavailable: ctx.cloud.unavailable(),
+        ..Default::default()
+    };
+    ctx.metrics
+        .ice_cache_size
+        .set(input.unavailable.len() as i64);
+    overhead_and_classes(ctx, &served.classes, &mut input);
+    let (doomed, disrupted) = going_away(ctx);
+    let pods = pods(ctx, &doomed, &mut input).await;
+    let mut usage: HashMap<String, Resources> = HashMap::new();
+    let with_node = nodes(ctx, pods.by_node, &mut input, &mut usage);
+    in_flight(ctx, &served, &with_node, &mut input, &mut usage);
+    node_pools(ctx, &served, &usage, &mut input);
+    served
+        .pools
+        .retain(|n, _| input.node_pools.iter().any(|p| &p.name == n));
+    // Zone IDs as the zones they name, from the subnets the NodeClasses resolved.
+    let zone_ids: crate::scheduler::zone_ids::ZoneIds = served
+        .classes
+        .values()
+        .filter_map(|c| c.status.as_ref())
+        .flat_map(|s| s.subnets.iter())
+        .filter_map(|s| Some((s.zone.clone(), s.zone_id.clone()?)))
+        .collect();
+    crate::scheduler::zone_ids::rewrite(&mut input, &zone_ids);
+
+    Round {
+        input,
+        catalog,
+        pods: pods.pending,
+        displaced: pods.displaced,
+        disrupted,
+        pools: served.pools,
+    }
+}
+
+/// The NodePools that can be served this round, with their NodeClasses and one catalogue
+/// per NodeClass in use.
+struct Served {
+    pools: HashMap<String, Arc<NodePool>>,
+    /// Each pool's NodeClass.
+    pool_class: HashMap<String, Arc<NodeClass>>,
+    /// The NodeClasses in use, by name.
+    classes: HashMap<String, Arc<NodeClass>>,
+    catalogs: HashMap<String, Catalog>,
+}
+
+/// The usable NodePools whose NodeClass has a catalogue; a NodeClass whose catalogue the
+/// cloud cannot give leaves its pools out of this round.
+async fn served(ctx: &Context) -> Served {
     let state = &ctx.state;
-    // NodePools that can be served, and their NodeClasses.
     let mut pools: HashMap<String, Arc<NodePool>> = HashMap::new();
     let mut pool_class: HashMap<String, Arc<NodeClass>> = HashMap::new();
     for p in state.node_pools.list() {
@@ -178,7 +230,6 @@ pub async fn build(ctx: &Context) -> Round {
             pools.insert(p.name_any(), p);
         }
     }
-    // One catalogue per NodeClass in use.
     let mut catalogs: HashMap<String, Catalog> = HashMap::new();
     let mut classes: HashMap<String, Arc<NodeClass>> = HashMap::new();
     for class in pool_class.values() {
@@ -202,7 +253,17 @@ pub async fn build(ctx: &Context) -> Round {
             .get(n)
             .is_some_and(|c| catalogs.contains_key(&c.name_any()))
     });
-    let several = catalogs.len() > 1;
+    Served {
+        pools,
+        pool_class,
+        classes,
+        catalogs,
+    }
+}
+
+/// The round's one catalogue: the NodeClasses' merged, less what planned claims hold of
+/// reservations, priced by the NodeOverlays.
+fn round_catalog(ctx: &Context, catalogs: &HashMap<String, Catalog>) -> Catalog {
     let mut names: Vec<&String> = catalogs.keys().collect();
     names.sort();
     let catalog = names.iter().fold(Catalog::default(), |acc, n| {
@@ -215,18 +276,18 @@ pub async fn build(ctx: &Context) -> Round {
     // Reservations are counted by EC2 once an instance is in them; claims planned into one
     // and not launched yet are counted here. NodeOverlays then price what every decision
     // of the round (and consolidation's simulations) reads.
+    let state = &ctx.state;
     let catalog = crate::catalog::reservations::subtract(&catalog, &pending_reservations(state));
-    let catalog = crate::controllers::nodeoverlay::apply(state, &catalog);
+    crate::controllers::nodeoverlay::apply(state, &catalog)
+}
 
-    let mut input = Input {
-        unavailable: ctx.cloud.unavailable(),
-        ..Default::default()
-    };
-    ctx.metrics
-        .ice_cache_size
-        .set(input.unavailable.len() as i64);
-
-    for ds in in_name_order(state.daemonsets.state()) {
+/// The DaemonSets whose pods every new node carries, and the NodeClasses' kubelet settings.
+fn overhead_and_classes(
+    ctx: &Context,
+    classes: &HashMap<String, Arc<NodeClass>>,
+    input: &mut Input,
+) {
+    for ds in in_name_order(ctx.state.daemonsets.state()) {
         match daemonset(&ds) {
             Ok(d) => input.daemonsets.push(d),
             Err(e) => {
@@ -235,15 +296,19 @@ pub async fn build(ctx: &Context) -> Round {
             }
         }
     }
-    for (name, class) in in_key_order(&classes) {
+    for (name, class) in in_key_order(classes) {
         input.node_classes.push(NodeClassInput {
             name: name.clone(),
             kubelet: class.spec.kubelet_settings(),
         });
     }
+}
 
-    // Nodes going away (claim disrupted or deleting, or the Node deleting): their
-    // reschedulable pods are planned as needing capacity, not counted on the node.
+/// Nodes going away (claim disrupted or deleting, or the Node deleting), each with the index
+/// of its NodeClaim in the list returned beside: their reschedulable pods are planned as
+/// needing capacity, not counted on the node.
+fn going_away(ctx: &Context) -> (HashMap<String, usize>, Vec<Arc<NodeClaim>>) {
+    let state = &ctx.state;
     let mut doomed: HashMap<String, usize> = HashMap::new();
     let mut disrupted: Vec<Arc<NodeClaim>> = Vec::new();
     for n in state.nodes.state() {
@@ -255,15 +320,29 @@ pub async fn build(ctx: &Context) -> Round {
             disrupted.push(c);
         }
     }
-    let mut displaced_pods: Vec<(crate::scheduler::Pod, usize)> = Vec::new();
+    (doomed, disrupted)
+}
 
-    // Pods: pending ones to place, bound ones per node.
-    let mut pending_objs = Vec::new();
+/// The round's pods, sorted out: see [`pods`].
+struct Pods {
+    /// The pending Pod objects, in the order of `input.pods`.
+    pending: Vec<Arc<K8sPod>>,
+    /// For each displaced pod after them in `input.pods`: its NodeClaim's index.
+    displaced: Vec<usize>,
+    /// The bound pods of nodes that stay, per node.
+    by_node: HashMap<String, Vec<crate::scheduler::BoundPod>>,
+}
+
+/// Pods: pending ones to place (those a Fargate profile takes left out), then displaced
+/// ones of nodes going away, into `input`; bound ones per node. Counts what is ignored.
+async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input) -> Pods {
+    let mut displaced_pods: Vec<(crate::scheduler::Pod, usize)> = Vec::new();
+    let mut pending = Vec::new();
     let mut ignored: HashMap<&'static str, i64> = HashMap::new();
     let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
     let fargate_profiles = ctx.fargate.profiles(ctx).await;
     let mut held_for_fargate = std::collections::HashSet::new();
-    for p in in_name_order(state.pods.state()) {
+    for p in in_name_order(ctx.state.pods.state()) {
         match classify(&p) {
             PodClass::Provisionable if ctx.fargate.holds(ctx, &fargate_profiles, &p).await => {
                 *ignored.entry("fargate-profile").or_default() += 1;
@@ -272,19 +351,11 @@ pub async fn build(ctx: &Context) -> Round {
             PodClass::Provisionable => match convert::pod(&p) {
                 Ok(sp) => {
                     input.pods.push(sp);
-                    pending_objs.push(p.clone());
+                    pending.push(p.clone());
                 }
                 Err(e) => {
                     *ignored.entry("malformed").or_default() += 1;
-                    tracing::warn!(pod = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), error = %e, "pending pod cannot be read");
-                    ctx.events
-                        .publish(
-                            &crate::controllers::events::reference(p.as_ref()),
-                            crate::controllers::events::Type::Warning,
-                            "FailedScheduling",
-                            &format!("joiner-agent cannot read this pod: {e}"),
-                        )
-                        .await;
+                    unreadable(ctx, &p, &e).await;
                 }
             },
             PodClass::Ignored(reason) => *ignored.entry(reason).or_default() += 1,
@@ -328,9 +399,35 @@ pub async fn build(ctx: &Context) -> Round {
             .get_or_create(&l(&[("reason", reason)]))
             .set(ignored.get(reason).copied().unwrap_or(0));
     }
+    Pods {
+        pending,
+        displaced,
+        by_node,
+    }
+}
 
-    // Nodes, and which claims have one.
-    let mut usage: HashMap<String, Resources> = HashMap::new();
+/// Tells a pending pod's owner, by an event on it, that the agent cannot read it.
+async fn unreadable(ctx: &Context, p: &K8sPod, e: &str) {
+    tracing::warn!(pod = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), error = %e, "pending pod cannot be read");
+    ctx.events
+        .publish(
+            &crate::controllers::events::reference(p),
+            crate::controllers::events::Type::Warning,
+            "FailedScheduling",
+            &format!("joiner-agent cannot read this pod: {e}"),
+        )
+        .await;
+}
+
+/// The Nodes into `input`, with their bound pods, their capacity counted in their pool's
+/// `usage`; returns the NodeClaims that have a Node.
+fn nodes(
+    ctx: &Context,
+    mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>>,
+    input: &mut Input,
+    usage: &mut HashMap<String, Resources>,
+) -> BTreeSet<String> {
+    let state = &ctx.state;
     let mut claims_with_node: BTreeSet<String> = BTreeSet::new();
     for n in in_name_order(state.nodes.state()) {
         let node: &K8sNode = &n;
@@ -356,39 +453,7 @@ pub async fn build(ctx: &Context) -> Round {
                 count_node(usage.entry(pool.clone()).or_default(), &cap);
             }
         }
-        let initialized = claim
-            .as_ref()
-            .and_then(|c| c.status.as_ref())
-            .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED));
-        let startup: Vec<String> = claim
-            .as_ref()
-            .map(|c| {
-                c.spec
-                    .startup_taints
-                    .iter()
-                    .map(|t| t.key.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut taints: Vec<Taint> = Vec::new();
-        for (i, t) in node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            if EPHEMERAL_TAINTS.contains(&t.key.as_str())
-                || (!initialized && startup.contains(&t.key))
-            {
-                continue;
-            }
-            match convert::taint(t, &format!("spec.taints[{i}]")) {
-                Ok(t) => taints.push(t),
-                Err(_) => ctx.metrics.malformed("Node"),
-            }
-        }
+        let taints = node_taints(ctx, node, claim.as_deref());
         let deleting = node.metadata.deletion_timestamp.is_some()
             || claim.as_ref().is_some_and(|c| is_disrupted(c));
         input.nodes.push(Node {
@@ -401,11 +466,59 @@ pub async fn build(ctx: &Context) -> Round {
                 || node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
         });
     }
+    claims_with_node
+}
 
-    // In-flight claims: launched or launching, no Node yet.
+/// A node's taints as the scheduler sees them: without those that say it is still starting
+/// (and its claim's startup taints until it is initialised).
+fn node_taints(ctx: &Context, node: &K8sNode, claim: Option<&NodeClaim>) -> Vec<Taint> {
+    let initialized = claim
+        .and_then(|c| c.status.as_ref())
+        .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED));
+    let startup: Vec<String> = claim
+        .map(|c| {
+            c.spec
+                .startup_taints
+                .iter()
+                .map(|t| t.key.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut taints: Vec<Taint> = Vec::new();
+    for (i, t) in node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if EPHEMERAL_TAINTS.contains(&t.key.as_str()) || (!initialized && startup.contains(&t.key))
+        {
+            continue;
+        }
+        match convert::taint(t, &format!("spec.taints[{i}]")) {
+            Ok(t) => taints.push(t),
+            Err(_) => ctx.metrics.malformed("Node"),
+        }
+    }
+    taints
+}
+
+/// In-flight claims (launched or launching, no Node yet) into `input`, each with the
+/// allocatable every one of its candidate types would give at least; their capacity counted
+/// in their pool's `usage`.
+fn in_flight(
+    ctx: &Context,
+    served: &Served,
+    with_node: &BTreeSet<String>,
+    input: &mut Input,
+    usage: &mut HashMap<String, Resources>,
+) {
+    let state = &ctx.state;
     for c in in_name_order(state.node_claims.list()) {
         let name = c.name_any();
-        if is_disrupted(&c) || claims_with_node.contains(&name) {
+        if is_disrupted(&c) || with_node.contains(&name) {
             continue;
         }
         let pool = c
@@ -418,7 +531,8 @@ pub async fn build(ctx: &Context) -> Round {
             continue;
         };
         let taints = crate::api::convert_taints(&c.spec.taints).unwrap_or_default();
-        let Some(class) = classes
+        let Some(class) = served
+            .classes
             .get(&c.spec.node_class_ref.name)
             .cloned()
             .or_else(|| state.node_classes.get(&c.spec.node_class_ref.name))
@@ -426,7 +540,7 @@ pub async fn build(ctx: &Context) -> Round {
             continue;
         };
         let kubelet = class.spec.kubelet_settings();
-        let Some(cat) = catalogs.get(&class.name_any()) else {
+        let Some(cat) = served.catalogs.get(&class.name_any()) else {
             continue;
         };
         let types = claim_types(&c, &view, cat);
@@ -461,9 +575,17 @@ pub async fn build(ctx: &Context) -> Round {
             pods: vec![],
         });
     }
+}
 
-    // NodePools, each kept in its NodeClass's zones.
-    for (name, p) in in_key_order(&pools) {
+/// The NodePools into `input` with their usage, each kept in its NodeClass's zones.
+fn node_pools(
+    ctx: &Context,
+    served: &Served,
+    usage: &HashMap<String, Resources>,
+    input: &mut Input,
+) {
+    let several = served.catalogs.len() > 1;
+    for (name, p) in in_key_order(&served.pools) {
         let u = usage.get(name).cloned().unwrap_or_default();
         match NodePoolInput::from_api(name, &p.spec, u) {
             Ok(mut pi) => {
@@ -474,9 +596,10 @@ pub async fn build(ctx: &Context) -> Round {
                     Requirement::one(&p.spec.template.spec.node_class_ref.name),
                 );
                 if several {
-                    if let Some(cat) = pool_class
+                    if let Some(cat) = served
+                        .pool_class
                         .get(name)
-                        .and_then(|c| catalogs.get(&c.name_any()))
+                        .and_then(|c| served.catalogs.get(&c.name_any()))
                     {
                         let zones: BTreeSet<String> = cat.zones();
                         let mut z = Requirements::new();
@@ -491,24 +614,6 @@ pub async fn build(ctx: &Context) -> Round {
                 ctx.metrics.malformed("NodePool");
             }
         }
-    }
-    pools.retain(|n, _| input.node_pools.iter().any(|p| &p.name == n));
-    // Zone IDs as the zones they name, from the subnets the NodeClasses resolved.
-    let zone_ids: crate::scheduler::zone_ids::ZoneIds = classes
-        .values()
-        .filter_map(|c| c.status.as_ref())
-        .flat_map(|s| s.subnets.iter())
-        .filter_map(|s| Some((s.zone.clone(), s.zone_id.clone()?)))
-        .collect();
-    crate::scheduler::zone_ids::rewrite(&mut input, &zone_ids);
-
-    Round {
-        input,
-        catalog,
-        pods: pending_objs,
-        displaced,
-        disrupted,
-        pools,
     }
 }
 

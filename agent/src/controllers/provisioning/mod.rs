@@ -250,6 +250,12 @@ pub async fn round(
     for (d, names) in replacements.iter().enumerate() {
         name_replacements(ctx, &r.disrupted[d], names, unplaced.contains(&d)).await;
     }
+    report_unschedulable(ctx, &r, &plan).await;
+    uids
+}
+
+/// Tells each pending pod no NodePool can take why, by a FailedScheduling event.
+async fn report_unschedulable(ctx: &Context, r: &input::Round, plan: &crate::scheduler::Plan) {
     for u in &plan.unschedulable {
         ctx.metrics.pods_unschedulable.inc();
         // Displaced pods are not pending: their node still runs them.
@@ -273,7 +279,6 @@ pub async fn round(
             )
             .await;
     }
-    uids
 }
 
 /// Creates the claims no pod waits for (static replicas, headroom, spare nodes).
