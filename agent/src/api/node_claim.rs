@@ -116,6 +116,28 @@ impl NodeClaim {
             instance_types,
         })
     }
+
+    /// The candidate instance types of the claim: the launched type when it is known, else
+    /// the types its requirements list (`view`), in the claim's order.
+    pub fn candidate_types<'a>(
+        &self,
+        view: &ClaimView,
+        catalog: &'a crate::catalog::Catalog,
+    ) -> Vec<&'a crate::catalog::InstanceType> {
+        if let Some(t) = self
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::labels::INSTANCE_TYPE))
+        {
+            return catalog.get(t).into_iter().collect();
+        }
+        view.instance_types
+            .iter()
+            .flatten()
+            .filter_map(|t| catalog.get(t))
+            .collect()
+    }
 }
 
 #[cfg(test)]

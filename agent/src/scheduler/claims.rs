@@ -207,37 +207,8 @@ impl Scheduler<'_> {
             let cur_types = types.as_ref().unwrap_or(&claim.types);
             match self.claim_dom(claim, cur_reqs, zm, ctm, key) {
                 Dom::Undecided => {
-                    let mut options: Vec<(i64, String, u32, Narrow)> = Vec::new();
-                    let mut last_err = None;
-                    let mut domains =
-                        self.domain_options(claim.pool, key, cur_types, cur_reqs, zm, ctm);
-                    if att.score && key == labels::ZONE {
-                        self.keep_affordable_zones(
-                            claim,
-                            &mut domains,
-                            cur_types,
-                            cur_reqs,
-                            zm,
-                            ctm,
-                            &claim.used.plus(&self.requests[i]),
-                        );
-                    }
-                    for (value, d, narrow) in domains {
-                        match self.check_domain(i, att, key, Dom::Known(d), mins) {
-                            Ok(()) => {
-                                let score = self.domain_score(i, att, key, d);
-                                options.push((score, value, d.unwrap_or(u32::MAX), narrow));
-                            }
-                            Err(e) => last_err = Some(e.message(key)),
-                        }
-                    }
-                    let Some(best) = options
-                        .into_iter()
-                        .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)))
-                    else {
-                        return Err(last_err
-                            .unwrap_or_else(|| format!("no instance type offers a {key} domain")));
-                    };
+                    let best =
+                        self.best_domain(claim, i, att, mins, key, cur_types, cur_reqs, zm, ctm)?;
                     if att.score {
                         penalty += best.0;
                     }
@@ -324,6 +295,52 @@ impl Scheduler<'_> {
             hold,
             penalty,
         })
+    }
+
+    /// The domain to narrow an open topology `key` of the claim to: the best-scoring (then
+    /// the first by value) of those the pod's constraints allow, with how to narrow to it.
+    #[allow(clippy::too_many_arguments)]
+    fn best_domain(
+        &self,
+        claim: &Claim,
+        i: usize,
+        att: Attempt,
+        mins: &[i32],
+        key: &str,
+        cur_types: &Bitset,
+        cur_reqs: &Requirements,
+        zm: u64,
+        ctm: u8,
+    ) -> Result<(i64, String, u32, Narrow), String> {
+        let mut options: Vec<(i64, String, u32, Narrow)> = Vec::new();
+        let mut last_err = None;
+        let mut domains = self.domain_options(claim.pool, key, cur_types, cur_reqs, zm, ctm);
+        if att.score && key == labels::ZONE {
+            self.keep_affordable_zones(
+                claim,
+                &mut domains,
+                cur_types,
+                cur_reqs,
+                zm,
+                ctm,
+                &claim.used.plus(&self.requests[i]),
+            );
+        }
+        for (value, d, narrow) in domains {
+            match self.check_domain(i, att, key, Dom::Known(d), mins) {
+                Ok(()) => {
+                    let score = self.domain_score(i, att, key, d);
+                    options.push((score, value, d.unwrap_or(u32::MAX), narrow));
+                }
+                Err(e) => last_err = Some(e.message(key)),
+            }
+        }
+        options
+            .into_iter()
+            .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)))
+            .ok_or_else(|| {
+                last_err.unwrap_or_else(|| format!("no instance type offers a {key} domain"))
+            })
     }
 
     /// Scored attempts keep a soft zone spread from sending a pod to a zone where only

@@ -18,7 +18,6 @@ use crate::catalog::{offering_allowed, CapacityType, Catalog};
 use crate::cloud::{LaunchRequest, Launched, ReservedLaunch};
 use crate::controllers::conditions::{self, LAUNCHED};
 use crate::controllers::events::{self, Type};
-use crate::controllers::provisioning::input::claim_types;
 use crate::controllers::termination::{request_termination, TerminationReason};
 use crate::controllers::Context;
 use crate::labels;
@@ -30,7 +29,7 @@ use crate::scheduler::Candidate;
 /// not filtered here as well.
 pub fn candidates(claim: &NodeClaim, view: &ClaimView, catalog: &Catalog) -> Vec<Candidate> {
     let mut out = Vec::new();
-    for it in claim_types(claim, view, catalog) {
+    for it in claim.candidate_types(view, catalog) {
         let offers: Vec<_> = it
             .offerings
             .iter()

@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::DaemonSet as K8sDaemonSet;
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
 use kube::ResourceExt;
 
-use crate::api::{ClaimView, NodeClaim, NodeClass, NodePool};
+use crate::api::{NodeClaim, NodeClass, NodePool};
 use crate::catalog::daemonsets::{self, DaemonSet};
-use crate::catalog::{Catalog, InstanceType};
+use crate::catalog::Catalog;
 use crate::controllers::conditions;
 use crate::controllers::nodepool;
 use crate::controllers::operator::metrics::l;
@@ -127,23 +127,6 @@ fn node_resources(
         return Ok(Resources::default());
     };
     Resources::from_quantities(m.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
-}
-
-/// The candidate instance types of a claim: the launched type when it is known, else the
-/// types its requirements list, in the claim's order.
-pub fn claim_types<'a>(
-    claim: &NodeClaim,
-    view: &ClaimView,
-    catalog: &'a Catalog,
-) -> Vec<&'a InstanceType> {
-    if let Some(t) = claim.labels().get(labels::INSTANCE_TYPE) {
-        return catalog.get(t).into_iter().collect();
-    }
-    view.instance_types
-        .iter()
-        .flatten()
-        .filter_map(|t| catalog.get(t))
-        .collect()
 }
 
 fn elementwise_min(a: &Resources, b: &Resources) -> Resources {
@@ -543,7 +526,7 @@ fn in_flight(
         let Some(cat) = served.catalogs.get(&class.name_any()) else {
             continue;
         };
-        let types = claim_types(&c, &view, cat);
+        let types = c.candidate_types(&view, cat);
         let requirements = view.requirements;
         let mut alloc: Option<Resources> = None;
         let mut cap: Option<Resources> = None;
