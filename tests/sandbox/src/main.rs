@@ -13,6 +13,7 @@
 
 mod cloud;
 mod cluster;
+mod monitoring;
 mod pending;
 mod pricing;
 mod procs;

@@ -42,6 +42,10 @@ struct World {
     /// Workload pods that were lost: bound to a node EC2 took back, or Failed.
     lost: HashSet<String>,
     destroyed: bool,
+    /// Prometheus scraping the agents (`crate::monitoring`), from the apply on.
+    prometheus: Option<joiner_test_support::prometheus::Prometheus>,
+    /// Alerts that fired and should not have: the run fails.
+    unexpected_alerts: Vec<String>,
 }
 
 pub async fn play(args: Args) -> i32 {
@@ -75,6 +79,8 @@ pub async fn play(args: Args) -> i32 {
         },
         lost: HashSet::new(),
         destroyed: false,
+        prometheus: None,
+        unexpected_alerts: Vec::new(),
         args,
     };
     let result = tokio::select! {
@@ -179,6 +185,13 @@ pub async fn play(args: Args) -> i32 {
             w.figures.nodes_refused_by_nodeadm.unwrap_or(0)
         );
         return 1;
+    }
+    if !w.unexpected_alerts.is_empty() {
+        eprintln!(
+            "sandbox: FAILED: alerts: {}",
+            w.unexpected_alerts.join("; ")
+        );
+        code = 1;
     }
     if code == 0 && w.figures.pods_lost > 0 {
         eprintln!(
@@ -350,6 +363,19 @@ async fn run(w: &mut World) -> Result<()> {
     w.tf = Some(tf);
     check_agent_on_fargate(w, &client).await?;
     check_coredns_on_fargate(w, &client).await?;
+    match crate::monitoring::start(&client, "joiner", &w.work.join("prometheus")).await {
+        Ok(p) => {
+            step(
+                w,
+                &format!(
+                    "Prometheus {} scrapes the agent with monitoring/rules.yml",
+                    p.url()
+                ),
+            );
+            w.prometheus = Some(p);
+        }
+        Err(e) => eprintln!("sandbox: warning: no Prometheus, so no alerts report: {e:#}"),
+    }
 
     // --- 1. the seed's scale-out --------------------------------------------------------------
     let pools = cluster::node_pools(&client).await?;
@@ -408,6 +434,8 @@ async fn run(w: &mut World) -> Result<()> {
     // --- 4. scale-in ----------------------------------------------------------------------------------
     scale_in(w, &client).await?;
 
+    report_alerts(w);
+
     // --- 5. terraform destroy ----------------------------------------------------------------------
     if w.args.keep {
         step(w, "5/5 KEEP: not destroying");
@@ -416,6 +444,47 @@ async fn run(w: &mut World) -> Result<()> {
     }
     sampler.abort();
     Ok(())
+}
+
+/// Prints the alerts Prometheus saw fire (and those only pending: their `for` is longer
+/// than the run) before destroy takes the agent away; one that should not fire fails the
+/// run, and so does the storm's missing.
+fn report_alerts(w: &mut World) {
+    let Some(prom) = w.prometheus.as_ref() else {
+        return;
+    };
+    match crate::monitoring::alerts(prom) {
+        Ok((firing, pending)) => {
+            let expected = crate::monitoring::EXPECTED;
+            let show = |s: &std::collections::BTreeSet<String>| {
+                if s.is_empty() {
+                    "none".to_string()
+                } else {
+                    s.iter().cloned().collect::<Vec<_>>().join(", ")
+                }
+            };
+            step(
+                w,
+                &format!(
+                    "alerts fired: {} (expected: {}); pending, not held for their `for`: {}",
+                    show(&firing),
+                    expected.join(", "),
+                    show(&pending)
+                ),
+            );
+            for a in &firing {
+                if !expected.contains(&a.as_str()) {
+                    w.unexpected_alerts.push(format!("{a} fired"));
+                }
+            }
+            for a in expected {
+                if w.figures.storm_warned.is_some() && !firing.contains(*a) {
+                    w.unexpected_alerts.push(format!("{a} did not fire"));
+                }
+            }
+        }
+        Err(e) => eprintln!("sandbox: warning: reading the alerts from Prometheus: {e:#}"),
+    }
 }
 
 /// Says which images the NodeClass's AMI alias resolves to: the agent reads the public
@@ -1334,11 +1403,18 @@ fn keep(w: &mut World) {
     if let Some(p) = w.kube_sim.as_mut() {
         p.detach();
     }
-    let pids: Vec<String> = [w.moto.as_ref(), w.kube_sim.as_ref()]
+    let mut pids: Vec<String> = [w.moto.as_ref(), w.kube_sim.as_ref()]
         .into_iter()
         .flatten()
         .map(|p| p.pid().to_string())
         .collect();
+    if let Some(p) = w.prometheus.take() {
+        let url = p.url();
+        pids.push(p.detach().to_string());
+        eprintln!(
+            "sandbox: KEEP=1: Prometheus scrapes the agent at {url}: its alerts at {url}/alerts, queries at {url}/graph (the dashboard's queries: monitoring/dashboard.json; point a Grafana at {url} to import it)"
+        );
+    }
     let Some(tf) = w.tf.as_ref() else {
         eprintln!(
             "sandbox: KEEP: kept {} (moto and kube-sim pids: {})",

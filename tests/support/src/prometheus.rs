@@ -94,6 +94,13 @@ impl Prometheus {
         }
     }
 
+    /// Leaves Prometheus running past this handle (the sandbox's `KEEP=1`); returns its pid.
+    pub fn detach(self) -> u32 {
+        let pid = self.child.id();
+        std::mem::forget(self);
+        pid
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
