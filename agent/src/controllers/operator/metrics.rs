@@ -98,8 +98,9 @@ pub fn claim_labels(claim: &crate::api::NodeClaim) -> Labels {
 
 impl Metrics {
     pub fn new() -> Metrics {
+        // Registered below, once every metric exists.
         let mut m = Metrics {
-            registry: Registry::with_prefix("joiner"),
+            registry: Registry::default(),
             pods_pending: Gauge::default(),
             pods_scheduled: Counter::default(),
             pods_unschedulable: Counter::default(),
@@ -144,185 +145,208 @@ impl Metrics {
             interruption: Default::default(),
             disruption: Default::default(),
         };
-        let r = &mut m.registry;
+        let mut registry = Registry::with_prefix("joiner");
+        m.register_scheduling(&mut registry);
+        m.register_nodeclaims(&mut registry);
+        m.register_inventory(&mut registry);
+        m.register_health(&mut registry);
+        m.interruption.register(&mut registry);
+        m.disruption.register(&mut registry);
+        m.registry = registry;
+        m
+    }
+
+    /// Pending pods and the scheduling rounds that place them.
+    fn register_scheduling(&self, r: &mut Registry) {
         r.register(
             "pods_pending",
             "Pods waiting for capacity in the last scheduling round",
-            m.pods_pending.clone(),
+            self.pods_pending.clone(),
         );
         r.register(
             "pods_scheduled",
             "Pods the scheduler placed",
-            m.pods_scheduled.clone(),
+            self.pods_scheduled.clone(),
         );
         r.register(
             "pods_unschedulable",
             "Pods no NodePool could take",
-            m.pods_unschedulable.clone(),
+            self.pods_unschedulable.clone(),
         );
         r.register(
             "pods_ignored",
             "Pending pods the agent does not provision for in the last round, by reason",
-            m.pods_ignored.clone(),
+            self.pods_ignored.clone(),
         );
         r.register(
             "scheduling_duration_seconds",
             "Duration of one scheduling round (state to plan)",
-            m.scheduling_duration.clone(),
+            self.scheduling_duration.clone(),
         );
         r.register(
             "scheduling_rounds",
             "Scheduling rounds run",
-            m.scheduling_rounds.clone(),
+            self.scheduling_rounds.clone(),
         );
         r.register(
             "reaction_seconds",
             "Last pending pod of a batch observed to launch request sent",
-            m.reaction.clone(),
+            self.reaction.clone(),
         );
+    }
+
+    /// A NodeClaim's life: created, launched (or failed), registered, initialized, terminated.
+    fn register_nodeclaims(&self, r: &mut Registry) {
         r.register(
             "nodeclaims_created",
             "NodeClaims created, by nodepool",
-            m.nodeclaims_created.clone(),
+            self.nodeclaims_created.clone(),
         );
         r.register(
             "nodeclaims_launched",
             "NodeClaims launched, by nodepool and capacity type",
-            m.nodeclaims_launched.clone(),
+            self.nodeclaims_launched.clone(),
         );
         r.register(
             "nodeclaims_registered",
             "NodeClaims whose Node registered, by nodepool and capacity type",
-            m.nodeclaims_registered.clone(),
+            self.nodeclaims_registered.clone(),
         );
         r.register(
             "nodeclaims_registration_timeouts",
             "NodeClaims deleted because their Node did not register within the registration TTL, by nodepool",
-            m.nodeclaims_registration_timeouts.clone(),
+            self.nodeclaims_registration_timeouts.clone(),
         );
         r.register(
             "nodeclaims_initialized",
             "NodeClaims whose Node initialized, by nodepool and capacity type",
-            m.nodeclaims_initialized.clone(),
+            self.nodeclaims_initialized.clone(),
         );
         r.register(
             "nodeclaims_terminated",
             "NodeClaims terminated, by nodepool and capacity type",
-            m.nodeclaims_terminated.clone(),
-        );
-        r.register(
-            "cloud_errors",
-            "Cloud API errors by operation and code",
-            m.cloud_errors.clone(),
-        );
-        r.register(
-            "kubernetes_errors",
-            "Kubernetes API errors by operation and code",
-            m.kube_errors.clone(),
-        );
-        r.register(
-            "ice_cache_size",
-            "Offerings in the insufficient-capacity cache",
-            m.ice_cache_size.clone(),
-        );
-        r.register(
-            "malformed_objects",
-            "Objects that could not be read, by kind",
-            m.malformed_objects.clone(),
-        );
-        r.register(
-            "evictions",
-            "Eviction API calls by result",
-            m.evictions.clone(),
-        );
-        r.register(
-            "gc_instances_terminated",
-            "Orphaned instances terminated by garbage collection",
-            m.gc_instances_terminated.clone(),
-        );
-        r.register(
-            "gc_nodeclaims_deleted",
-            "NodeClaims deleted because their instance was gone",
-            m.gc_nodeclaims_deleted.clone(),
-        );
-        r.register(
-            "nodes_adopted",
-            "Karpenter's nodes adopted as NodeClaims",
-            m.nodes_adopted.clone(),
-        );
-        r.register(
-            "adoption_failures",
-            "Adoptions of Karpenter's nodes that failed and are retried",
-            m.adoption_failures.clone(),
-        );
-        r.register(
-            "adoption_refused",
-            "Adoption passes that found Karpenter's controller running and adopted nothing",
-            m.adoption_refused.clone(),
-        );
-        r.register(
-            "leader",
-            "1 while this replica holds the leader Lease",
-            m.leader.clone(),
-        );
-        r.register(
-            "nodes",
-            "Launched NodeClaims, by nodepool, capacity type and zone",
-            m.nodes.clone(),
-        );
-        r.register(
-            "nodes_price_usd_per_hour",
-            "Hourly price of the launched NodeClaims at the agent's prices, by nodepool, capacity type and zone",
-            m.nodes_price.clone(),
-        );
-        r.register(
-            "pods_bound",
-            "Pods bound to the agent's nodes, by nodepool",
-            m.pods_bound.clone(),
-        );
-        r.register(
-            "pods_pending_oldest_seconds",
-            "Age of the oldest pod kube-scheduler could not place and the agent provisions for (0 when none)",
-            m.pods_pending_oldest.clone(),
-        );
-        r.register(
-            "pods_pending_seconds",
-            "Pod-seconds spent waiting for capacity",
-            m.pods_pending_seconds.clone(),
-        );
-        r.register(
-            "nodepool_at_limit",
-            "1 when the last scheduling round left pods unplaced because the nodepool's limits were reached",
-            m.nodepool_at_limit.clone(),
+            self.nodeclaims_terminated.clone(),
         );
         r.register(
             "nodeclaims_launch_failures",
             "NodeClaim launches that failed, by nodepool and error code",
-            m.launch_failures.clone(),
-        );
-        r.register(
-            "iam_refusals",
-            "Cloud calls refused by IAM (UnauthorizedOperation, AccessDenied)",
-            m.iam_refusals.clone(),
+            self.launch_failures.clone(),
         );
         r.register(
             "nodeclaim_queue_depth",
             "NodeClaims waiting in the launch and termination work queue",
-            m.claim_queue_depth.clone(),
+            self.claim_queue_depth.clone(),
         );
         r.register(
             "nodeclaims_termination_duration_seconds",
             "NodeClaim deletion requested to instance terminated and claim released (replacement wait and drain included)",
-            m.termination_duration.clone(),
+            self.termination_duration.clone(),
+        );
+    }
+
+    /// What the agent runs now (`inventory`): nodes, their price, bound and waiting pods, pools at
+    /// their limits.
+    fn register_inventory(&self, r: &mut Registry) {
+        r.register(
+            "nodes",
+            "Launched NodeClaims, by nodepool, capacity type and zone",
+            self.nodes.clone(),
+        );
+        r.register(
+            "nodes_price_usd_per_hour",
+            "Hourly price of the launched NodeClaims at the agent's prices, by nodepool, capacity type and zone",
+            self.nodes_price.clone(),
+        );
+        r.register(
+            "pods_bound",
+            "Pods bound to the agent's nodes, by nodepool",
+            self.pods_bound.clone(),
+        );
+        r.register(
+            "pods_pending_oldest_seconds",
+            "Age of the oldest pod kube-scheduler could not place and the agent provisions for (0 when none)",
+            self.pods_pending_oldest.clone(),
+        );
+        r.register(
+            "pods_pending_seconds",
+            "Pod-seconds spent waiting for capacity",
+            self.pods_pending_seconds.clone(),
+        );
+        r.register(
+            "nodepool_at_limit",
+            "1 when the last scheduling round left pods unplaced because the nodepool's limits were reached",
+            self.nodepool_at_limit.clone(),
+        );
+    }
+
+    /// The agent's own health: errors by API and code, IAM refusals, garbage collection,
+    /// adoption, leadership and memory.
+    fn register_health(&self, r: &mut Registry) {
+        r.register(
+            "cloud_errors",
+            "Cloud API errors by operation and code",
+            self.cloud_errors.clone(),
+        );
+        r.register(
+            "kubernetes_errors",
+            "Kubernetes API errors by operation and code",
+            self.kube_errors.clone(),
+        );
+        r.register(
+            "ice_cache_size",
+            "Offerings in the insufficient-capacity cache",
+            self.ice_cache_size.clone(),
+        );
+        r.register(
+            "malformed_objects",
+            "Objects that could not be read, by kind",
+            self.malformed_objects.clone(),
+        );
+        r.register(
+            "evictions",
+            "Eviction API calls by result",
+            self.evictions.clone(),
+        );
+        r.register(
+            "gc_instances_terminated",
+            "Orphaned instances terminated by garbage collection",
+            self.gc_instances_terminated.clone(),
+        );
+        r.register(
+            "gc_nodeclaims_deleted",
+            "NodeClaims deleted because their instance was gone",
+            self.gc_nodeclaims_deleted.clone(),
+        );
+        r.register(
+            "nodes_adopted",
+            "Karpenter's nodes adopted as NodeClaims",
+            self.nodes_adopted.clone(),
+        );
+        r.register(
+            "adoption_failures",
+            "Adoptions of Karpenter's nodes that failed and are retried",
+            self.adoption_failures.clone(),
+        );
+        r.register(
+            "adoption_refused",
+            "Adoption passes that found Karpenter's controller running and adopted nothing",
+            self.adoption_refused.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            self.leader.clone(),
+        );
+        r.register(
+            "iam_refusals",
+            "Cloud calls refused by IAM (UnauthorizedOperation, AccessDenied)",
+            self.iam_refusals.clone(),
         );
         r.register(
             "process_resident_memory_bytes",
             "Resident memory of the agent process",
-            m.resident_memory.clone(),
+            self.resident_memory.clone(),
         );
-        m.interruption.register(r);
-        m.disruption.register(r);
-        m
     }
 
     pub fn cloud_error(&self, e: &crate::cloud::CloudError) {
