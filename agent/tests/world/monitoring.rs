@@ -363,7 +363,12 @@ async fn every_dashboard_query_and_alert_returns_series_from_a_real_prometheus()
             "a terminated claim",
             "joiner_nodeclaims_termination_duration_seconds_count > 0",
         ),
-        ("the eviction error", "joiner_kubernetes_errors_total > 0"),
+        // Two samples at least: this counter's series starts at the first error, and the
+        // panel's increase() over a range returns nothing for a series scraped only once.
+        (
+            "the eviction error, scraped twice",
+            "count_over_time(joiner_kubernetes_errors_total[5m]) > 1",
+        ),
         (
             "Spot nodes",
             r#"sum(joiner_nodes{capacity_type="spot"}) > 0"#,
