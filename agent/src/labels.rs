@@ -224,3 +224,19 @@ pub fn is_offering_label(key: &str) -> bool {
 pub fn is_do_not_disrupt(key: &str) -> bool {
     key == KARPENTER_DO_NOT_DISRUPT || key == JOINER_DO_NOT_DISRUPT
 }
+
+/// A DNS-1123 subdomain (Kubernetes object names, label-key prefixes): dot-separated
+/// lowercase alphanumerics and `-`, no part empty or starting or ending with `-`, at most
+/// 253 characters. One rule for the agent's validator and the provider's plan checks.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
+}

@@ -331,17 +331,7 @@ pub fn aws_tags(v: &Value) -> Result<(), String> {
 /// Kubernetes object names: lowercase DNS-1123 subdomains.
 pub fn dns_subdomain(v: &Value) -> Result<(), String> {
     let s = v.as_str().unwrap_or_default();
-    let ok = !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    if ok {
+    if joiner_agent::labels::is_dns_subdomain(s) {
         Ok(())
     } else {
         Err(format!(

@@ -814,17 +814,7 @@ fn label_key(e: &mut Errors, path: &str, k: &str) {
         None => (None, k),
     };
     if let Some(p) = prefix {
-        let ok = !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            });
-        if !ok {
+        if !crate::labels::is_dns_subdomain(p) {
             e.push(
                 path,
                 format!("invalid label key {k:?}: the prefix must be a DNS subdomain"),

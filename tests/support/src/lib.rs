@@ -231,18 +231,24 @@ impl MotoServer {
         )?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw)?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+        Ok(http_answer(&raw))
     }
+}
+
+/// Status and body of a whole HTTP/1.x answer read to the end (`Connection: close` or
+/// HTTP/1.0, so never chunked).
+pub(crate) fn http_answer(raw: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(raw);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
 }
 
 impl Drop for MotoServer {

@@ -118,17 +118,7 @@ impl Prometheus {
         write!(stream, "GET {path} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr)?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw)?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+        Ok(crate::http_answer(&raw))
     }
 
     /// `/api/v1/query` at now: the JSON answer, whatever its status (a bad expression
