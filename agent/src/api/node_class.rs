@@ -294,6 +294,7 @@ impl NodeClassSpec {
         let mut s = crate::catalog::KubeletSettings::default();
         let Some(k) = &self.kubelet else { return s };
         s.max_pods = k.max_pods.filter(|m| *m > 0).map(|m| m as u32);
+        s.pods_per_core = k.pods_per_core.filter(|p| *p > 0).map(|p| p as u32);
         if let Some(c) = k
             .kube_reserved
             .get("cpu")

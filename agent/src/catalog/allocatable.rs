@@ -21,6 +21,8 @@ const MI: i64 = 1 << 20;
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubeletSettings {
     pub max_pods: Option<u32>,
+    /// The kubelet's `podsPerCore`: max pods is at most this many per vCPU.
+    pub pods_per_core: Option<u32>,
     pub kube_reserved_cpu_milli: Option<i64>,
     pub kube_reserved_memory_bytes: Option<i64>,
     pub system_reserved_cpu_milli: i64,
@@ -34,6 +36,7 @@ impl Default for KubeletSettings {
     fn default() -> Self {
         KubeletSettings {
             max_pods: None,
+            pods_per_core: None,
             kube_reserved_cpu_milli: None,
             kube_reserved_memory_bytes: None,
             system_reserved_cpu_milli: 0,
@@ -147,6 +150,7 @@ mod tests {
             eviction_hard_memory_bytes: 0,
             vm_memory_overhead_percent: 0.0,
             max_pods: Some(10),
+            pods_per_core: None,
         };
         let a = allocatable(&capacity(1, 1024, 10, &s), 1, &s);
         assert_eq!(a.cpu_milli, 400);

@@ -120,6 +120,21 @@ impl InstanceTypeRecord {
         }
     }
 
+    /// The kubelet's max pods on this type under `settings`, as Karpenter computes it
+    /// (`instancetype/types.go::pods`): the record's published figure, else the NodeClass's
+    /// `maxPods`, else the ENI formula nodeadm uses; then at most `podsPerCore` × vCPUs. The
+    /// agent writes this figure into every node's user data, so the scheduler's pod capacity
+    /// and the kubelet's are one number.
+    pub fn kubelet_max_pods(&self, settings: &super::KubeletSettings) -> u32 {
+        let count = self.max_pods.or(settings.max_pods).unwrap_or_else(|| {
+            super::max_pods::from_eni_limits(self.pod_enis(), self.ipv4_per_eni)
+        });
+        match settings.pods_per_core {
+            Some(per_core) => count.min(per_core.saturating_mul(self.vcpus)),
+            None => count,
+        }
+    }
+
     /// Reads the fields the catalogue uses. Types without a name, vCPU count or memory size
     /// are skipped (None): nothing sensible can be planned on them.
     pub fn from_ec2(info: &InstanceTypeInfo) -> Option<InstanceTypeRecord> {
@@ -561,6 +576,23 @@ mod tests {
             max_pods: None,
             ..Default::default()
         }
+    }
+
+    /// The ENI formula, the NodeClass's `maxPods` over it, and `podsPerCore` capping either.
+    #[test]
+    fn kubelet_max_pods_as_karpenter_counts_them() {
+        use crate::catalog::KubeletSettings;
+        let r = m5_large();
+        let with = |max_pods, pods_per_core| KubeletSettings {
+            max_pods,
+            pods_per_core,
+            ..Default::default()
+        };
+        assert_eq!(r.kubelet_max_pods(&with(None, None)), 29);
+        assert_eq!(r.kubelet_max_pods(&with(Some(110), None)), 110);
+        assert_eq!(r.kubelet_max_pods(&with(None, Some(10))), 20);
+        assert_eq!(r.kubelet_max_pods(&with(Some(110), Some(100))), 110);
+        assert_eq!(r.kubelet_max_pods(&with(Some(15), Some(10))), 15);
     }
 
     #[test]

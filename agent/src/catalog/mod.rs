@@ -135,10 +135,7 @@ impl InstanceType {
         mut offerings: Vec<Offering>,
         settings: &KubeletSettings,
     ) -> InstanceType {
-        let max_pods = record
-            .max_pods
-            .or(settings.max_pods)
-            .unwrap_or_else(|| max_pods::from_eni_limits(record.pod_enis(), record.ipv4_per_eni));
+        let max_pods = record.kubelet_max_pods(settings);
         let mut capacity =
             allocatable::capacity(record.vcpus, record.memory_mib, max_pods, settings);
         if record.gpu_count > 0 {
@@ -201,13 +198,7 @@ impl InstanceType {
         if *settings == KubeletSettings::default() {
             return self.allocatable.clone();
         }
-        let max_pods = self
-            .record
-            .max_pods
-            .or(settings.max_pods)
-            .unwrap_or_else(|| {
-                max_pods::from_eni_limits(self.record.pod_enis(), self.record.ipv4_per_eni)
-            });
+        let max_pods = self.record.kubelet_max_pods(settings);
         let mut cap = allocatable::capacity(
             self.record.vcpus,
             self.record.memory_mib,

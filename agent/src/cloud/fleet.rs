@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 use super::aws::CloudResultExt;
 use super::discovery::Subnet;
 use super::ec2::Ec2Cloud;
-use super::launch_template::TemplateRef;
+use super::launch_template::{TemplateKey, TemplateRef};
 use super::{
     fleet_error_scope, CloudError, FleetErrorScope, Instance, LaunchRequest, Launched, TAG_CLUSTER,
     TAG_NODECLAIM, TAG_NODEPOOL,
@@ -52,7 +52,8 @@ pub struct PlannedOverride {
     pub instance_type: String,
     pub zone: String,
     pub subnet_id: String,
-    /// Index into the templates (one per image: the one the type launches from).
+    /// Index into the templates (one per image and max pods: the one the type launches
+    /// with).
     pub template: usize,
     /// Its rank among the request's candidates (0 first): the override's `Priority` when
     /// the launch is prioritized (NodeOverlays changed the prices EC2 would go by).
@@ -297,20 +298,28 @@ impl Ec2Cloud {
             }
         };
 
-        // The image each candidate launches from (its architecture's, and for an alias the
-        // variant a GPU or Neuron type needs), and the images needed: one template each.
-        let image_of: BTreeMap<&str, &str> = request
+        // What each candidate's template must say: the image it launches from (its
+        // architecture's, and for an alias the variant a GPU or Neuron type needs) and its
+        // kubelet's max pods, the figure the scheduler packed against (Karpenter's
+        // `amifamily/resolver.go` groups its templates the same way). One template each.
+        let settings = request.node_class.spec.kubelet_settings();
+        let key_of: BTreeMap<&str, TemplateKey<'_>> = request
             .candidates
             .iter()
             .filter_map(|c| {
                 let r = records.get(c.instance_type.as_str())?;
-                Some((c.instance_type.as_str(), amis.image_for(r)?.id.as_str()))
+                let key = TemplateKey {
+                    image: amis.image_for(r)?,
+                    max_pods: r.kubelet_max_pods(&settings),
+                };
+                Some((c.instance_type.as_str(), key))
             })
             .collect();
-        let needed: Vec<&super::ami::ResolvedImage> = amis
-            .images
-            .iter()
-            .filter(|i| image_of.values().any(|id| *id == i.id))
+        let needed: Vec<TemplateKey<'_>> = key_of
+            .values()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
 
         let mut tried: Vec<String> = Vec::new();
@@ -324,14 +333,7 @@ impl Ec2Cloud {
                 },
                 _ => None,
             };
-            let mut templates = self
-                .ensure_templates(request, (amis.family, &needed), capacity, reservation)
-                .await?;
             loop {
-                let template_of = |t: &str| -> Option<usize> {
-                    let image = image_of.get(t)?;
-                    templates.iter().position(|tpl| tpl.image_id == *image)
-                };
                 // A subnet that ran out of addresses is passed over for the next of its
                 // zone; a zone with none left is not asked.
                 let usable: Vec<Subnet> = subnets
@@ -339,17 +341,35 @@ impl Ec2Cloud {
                     .filter(|s| !self.ice.subnet_unavailable(&s.id))
                     .cloned()
                     .collect();
-                let overrides = plan_overrides(
+                let mut overrides = plan_overrides(
                     request,
                     capacity,
                     &usable,
-                    template_of,
+                    |t| {
+                        let key = key_of.get(t)?;
+                        needed.iter().position(|k| k == key)
+                    },
                     offered,
                     |ct, t, z| self.ice.contains(ct, t, z),
                 );
                 if overrides.is_empty() {
                     break;
                 }
+                // Templates only for what these overrides launch with (the candidates past
+                // the fleet's override limit need none).
+                let used: Vec<usize> = overrides
+                    .iter()
+                    .map(|o| o.template)
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                for o in &mut overrides {
+                    o.template = used.iter().position(|i| *i == o.template).unwrap_or(0);
+                }
+                let keys: Vec<TemplateKey<'_>> = used.iter().map(|i| needed[*i]).collect();
+                let templates = self
+                    .ensure_templates(request, (amis.family, &keys), capacity, reservation)
+                    .await?;
                 let outcome = self
                     .create_fleet(request, capacity, &overrides, &templates)
                     .await;
@@ -364,20 +384,12 @@ impl Ec2Cloud {
                             tried.push(format!("{}:{t}:{z} ({code})", capacity.as_str()));
                         }
                     }
-                    // A template pruned under us: make it again, once.
+                    // A template pruned under us: make it again (on the next turn), once.
                     Err(e) if template_retry && e.code.contains("LaunchTemplate") => {
                         template_retry = false;
                         for t in &templates {
                             self.forget_template(&t.id);
                         }
-                        templates = self
-                            .ensure_templates(
-                                request,
-                                (amis.family, &needed),
-                                capacity,
-                                reservation,
-                            )
-                            .await?;
                     }
                     Err(e) => return Err(e),
                 }

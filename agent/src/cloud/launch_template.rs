@@ -1,7 +1,9 @@
 //! Launch templates: one per distinct set of launch inputs (NodeClass spec, image, security
-//! groups, instance profile, user data with the NodePool's labels and taints). A launch
-//! gets one template per image its candidate types need: per architecture, and for an
-//! alias per variant (GPU and Neuron types launch from their accelerated images).
+//! groups, instance profile, user data with the NodePool's labels and taints and the
+//! kubelet's max pods). A launch gets one template per image and max-pods figure its
+//! candidate types need: per architecture, for an alias per variant (GPU and Neuron types
+//! launch from their accelerated images), and per max pods, which the user data always
+//! sets to the figure the scheduler counted for the type (as Karpenter's templates do).
 //!
 //! The name is `joiner/<cluster>/<nodeclass>/<hash of the inputs>`, so the same inputs always
 //! find the same template (after a restart too) and changed inputs get a new one instead of a
@@ -29,6 +31,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceMetadataTagsState,
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
     LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
@@ -50,7 +53,7 @@ use crate::catalog::CapacityType;
 /// Tag with the hash of the NodeClass spec a template was made from.
 pub const TAG_NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
 
-/// A template ready for CreateFleet, for one image.
+/// A template ready for CreateFleet, for one image and max-pods figure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateRef {
     pub id: String,
@@ -58,6 +61,38 @@ pub struct TemplateRef {
     /// EC2 architecture (`x86_64`, `arm64`).
     pub arch: String,
     pub image_id: String,
+    /// The kubelet's max pods its user data sets.
+    pub max_pods: u32,
+}
+
+/// What differs between the templates of one launch: the image a type boots and the max
+/// pods its kubelet gets (per type, from its network interfaces, so a launch over several
+/// types needs several templates).
+/// Keys compare by image ID and max pods.
+#[derive(Debug, Clone, Copy)]
+pub struct TemplateKey<'a> {
+    pub image: &'a ResolvedImage,
+    pub max_pods: u32,
+}
+
+impl Ord for TemplateKey<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.image.id, self.max_pods).cmp(&(&other.image.id, other.max_pods))
+    }
+}
+
+impl PartialEq for TemplateKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for TemplateKey<'_> {}
+
+impl PartialOrd for TemplateKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// Everything that goes into a template; its hash names the template.
@@ -165,14 +200,14 @@ fn tag(k: &str, v: &str) -> Tag {
 }
 
 impl Ec2Cloud {
-    /// The launch templates for a NodeClaim's launch as `capacity`, one per image of
-    /// `images` (those its candidate types launch from), in that order; created when
-    /// missing. `reservation`: the templates of a launch into that reservation. Spot has
+    /// The launch templates for a NodeClaim's launch as `capacity`, one per key of `keys`
+    /// (the images and max pods its candidate types launch with), in that order; created
+    /// when missing. `reservation`: the templates of a launch into that reservation. Spot has
     /// templates of its own (see the module docs).
     pub(crate) async fn ensure_templates(
         &self,
         request: &LaunchRequest,
-        (family, images): (AmiFamily, &[&ResolvedImage]),
+        (family, keys): (AmiFamily, &[TemplateKey<'_>]),
         capacity: CapacityType,
         reservation: Option<&ReservedLaunch>,
     ) -> Result<Vec<TemplateRef>, CloudError> {
@@ -199,19 +234,23 @@ impl Ec2Cloud {
             .unwrap_or_default();
         let mut taints = request.taints.clone();
         taints.extend(request.startup_taints.iter().cloned());
-        let ud = user_data::render(
-            family,
-            &NodeBootstrap {
-                cluster: &cluster,
-                labels: &request.labels,
-                taints: &taints,
-                kubelet: nc.spec.kubelet.as_ref(),
-                custom: nc.spec.user_data.as_deref(),
-            },
-        );
         let devices = block_devices(nc, family);
         let mut out = Vec::new();
-        for image in images {
+        for key in keys {
+            let image = key.image;
+            // The max pods is always written, never left to the node's own computation.
+            let mut kubelet = nc.spec.kubelet.clone().unwrap_or_default();
+            kubelet.max_pods = Some(key.max_pods as i32);
+            let ud = user_data::render(
+                family,
+                &NodeBootstrap {
+                    cluster: &cluster,
+                    labels: &request.labels,
+                    taints: &taints,
+                    kubelet: Some(&kubelet),
+                    custom: nc.spec.user_data.as_deref(),
+                },
+            );
             let inputs = TemplateInputs {
                 cluster: &cluster.name,
                 node_class: &nc_name,
@@ -259,6 +298,7 @@ impl Ec2Cloud {
                 name,
                 arch: image.arch.clone(),
                 image_id: image.id.clone(),
+                max_pods: key.max_pods,
             });
         }
         Ok(out)
@@ -307,6 +347,11 @@ impl Ec2Cloud {
             .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
                 m.http_protocol_ipv6.as_str(),
             ))
+            // Pinned off, as Karpenter does: left unset, an account whose instance-metadata
+            // defaults allow tags in IMDS would apply that, and EC2 then refuses to launch an
+            // instance with a `/` in a tag key (the EC2 user guide's IMDS tag restrictions),
+            // as every one of ours has.
+            .instance_metadata_tags(LaunchTemplateInstanceMetadataTagsState::Disabled)
             .build();
         let mut data = RequestLaunchTemplateData::builder()
             .image_id(inputs.image_id)

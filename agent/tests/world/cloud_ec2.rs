@@ -200,7 +200,17 @@ async fn request(
     types: &[&str],
     capacity: &[CapacityType],
 ) -> LaunchRequest {
-    let nc = node_class();
+    request_for(w, node_class(), claim, types, capacity).await
+}
+
+/// [`request`] for a NodeClass of the test's own.
+async fn request_for(
+    w: &World,
+    nc: NodeClass,
+    claim: &str,
+    types: &[&str],
+    capacity: &[CapacityType],
+) -> LaunchRequest {
     let catalog = w.cloud.catalog(&nc).await.unwrap();
     let mut candidates: Vec<Candidate> = types
         .iter()
@@ -547,6 +557,11 @@ async fn launch_tags_the_instance_and_uses_a_hardened_template() {
         .unwrap();
     let md = data.metadata_options().unwrap();
     assert_eq!(md.http_tokens().unwrap().as_str(), "required");
+    assert_eq!(
+        md.instance_metadata_tags().map(|t| t.as_str()),
+        Some("disabled"),
+        "tags in IMDS pinned off, whatever the account's default"
+    );
     assert_eq!(md.http_put_response_hop_limit(), Some(1));
     assert_eq!(md.http_endpoint().unwrap().as_str(), "enabled");
     let bdm = &data.block_device_mappings()[0];
@@ -1134,5 +1149,146 @@ async fn the_service_cidr_is_read_even_when_the_endpoint_and_ca_are_given() {
     assert_eq!(
         cfg["spec"]["cluster"]["apiServerEndpoint"],
         "https://flag.example"
+    );
+}
+
+/// The NodeConfig of a launch template, as nodeadm would read it.
+async fn template_node_config(w: &World, template_id: &str) -> serde_yaml::Value {
+    let versions = w
+        .ec2
+        .describe_launch_template_versions()
+        .launch_template_id(template_id)
+        .send()
+        .await
+        .unwrap();
+    let ud = base64::engine::general_purpose::STANDARD
+        .decode(
+            versions.launch_template_versions()[0]
+                .launch_template_data()
+                .unwrap()
+                .user_data()
+                .unwrap(),
+        )
+        .unwrap();
+    let parts = parse_mime(&String::from_utf8(ud).unwrap()).unwrap();
+    serde_yaml::from_str(&parts.last().unwrap().1).unwrap()
+}
+
+/// A NodeClass that leaves max pods to the instance type: every override of the fleet goes
+/// through a template whose NodeConfig sets exactly the pods the scheduler counted for that
+/// type, so the kubelet never holds fewer pods than were packed onto it (Karpenter's
+/// templates per max-pods value). Types with different ENI limits get different templates.
+#[tokio::test]
+async fn every_override_launches_with_the_max_pods_the_scheduler_counted() {
+    let w = world().await;
+    let mut nc = node_class();
+    nc.spec.kubelet = None;
+    let catalog = w.cloud.catalog(&nc).await.unwrap();
+    let types = ["c5.large", "m5.large", "m5.xlarge", "m5.4xlarge"];
+    let req = request_for(&w, nc, "general-pods1", &types, &BOTH).await;
+    w.cloud.launch(&req).await.unwrap();
+
+    let fleets = w.proxy.requests_for("CreateFleet");
+    let f = &fleets[0];
+    let mut seen = BTreeMap::new();
+    for o in f.fleet_overrides() {
+        let template = f
+            .param(&format!(
+                "LaunchTemplateConfigs.{}.LaunchTemplateSpecification.LaunchTemplateId",
+                o.config
+            ))
+            .expect("each config names its template")
+            .to_string();
+        let cfg = template_node_config(&w, &template).await;
+        let written = cfg["spec"]["kubelet"]["config"]["maxPods"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{template}: no maxPods in {cfg:?}"));
+        let counted = catalog.get(o.instance_type()).unwrap().capacity.pods;
+        assert_eq!(
+            written,
+            counted,
+            "{}: the template's kubelet max pods against the scheduler's",
+            o.instance_type()
+        );
+        seen.insert(o.instance_type().to_string(), written);
+    }
+    assert_eq!(
+        seen,
+        BTreeMap::from([
+            ("c5.large".to_string(), 29),
+            ("m5.large".to_string(), 29),
+            ("m5.xlarge".to_string(), 58),
+            ("m5.4xlarge".to_string(), 234),
+        ]),
+        "EKS's max-pods table"
+    );
+    assert_eq!(
+        w.proxy.count("CreateLaunchTemplate"),
+        3,
+        "one template per max-pods value"
+    );
+}
+
+/// An account whose instance-metadata defaults allow tags in IMDS: EC2 refuses a launch whose
+/// instance has a tag key with `/` (the local world does, as the EC2 user guide says), and
+/// all of ours have one. The agent's templates pin the setting off, so it still launches.
+#[tokio::test]
+async fn an_account_allowing_tags_in_instance_metadata_still_launches() {
+    let w = world().await;
+    w.ec2
+        .modify_instance_metadata_defaults()
+        .instance_metadata_tags(aws_sdk_ec2::types::DefaultInstanceMetadataTagsState::Enabled)
+        .send()
+        .await
+        .unwrap();
+    let req = request(&w, "general-imds1", &TYPES, &BOTH).await;
+    let l = w.cloud.launch(&req).await.unwrap();
+    assert_eq!(tagged(&w, "general-imds1").await.len(), 1, "{l:?}");
+
+    // The refusal itself: the same account, a template that leaves the setting unset.
+    let template = w
+        .ec2
+        .create_launch_template()
+        .launch_template_name("unpinned")
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id(&w.image_id)
+                .instance_type(aws_sdk_ec2::types::InstanceType::C5Large)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let refused = w
+        .ec2
+        .run_instances()
+        .launch_template(
+            aws_sdk_ec2::types::LaunchTemplateSpecification::builder()
+                .launch_template_id(
+                    template
+                        .launch_template()
+                        .unwrap()
+                        .launch_template_id()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .subnet_id(&w.subnets["us-east-1a"])
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(tag(TAG_CLUSTER, CLUSTER))
+                .build(),
+        )
+        .send()
+        .await
+        .expect_err("a `/` in a tag key with tags in IMDS");
+    let code = aws_sdk_ec2::error::ProvideErrorMetadata::code(&refused).map(str::to_string);
+    assert_eq!(
+        code.as_deref(),
+        Some("InvalidParameterValue"),
+        "{refused:?}"
     );
 }
