@@ -592,7 +592,7 @@ fn class_selector_rules(s: &mut Spec) {
         .pattern("amiSelectorTerms[].id", "^ami-[0-9a-fA-F]+$")
         .pattern(
             "amiSelectorTerms[].alias",
-            "^(al2023|al2|bottlerocket)@.+$",
+            "^(al2023|bottlerocket)@.+$",
         )
         .rule(
             ami,

@@ -487,10 +487,16 @@ fn ami_terms(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
                 e.push(&p, "a term with alias must be the only term");
             }
             match alias.split_once('@') {
-                Some((fam, ver)) if ["al2023", "al2", "bottlerocket"].contains(&fam) && !ver.is_empty() => {}
+                Some((fam, ver)) if ["al2023", "bottlerocket"].contains(&fam) && !ver.is_empty() => {}
+                // Refused rather than accepted and never launched: there is no image to
+                // resolve (amazon-eks-ami's README).
+                Some(("al2", _)) => e.push(
+                    format!("{p}.alias"),
+                    "al2 is not available: EKS stopped publishing Amazon Linux 2 node images on November 26, 2025 (none exist for Kubernetes 1.33 and later); use al2023@latest or bottlerocket@latest",
+                ),
                 _ => e.push(
                     format!("{p}.alias"),
-                    "must be family@version with family al2023, al2 or bottlerocket (e.g. al2023@latest)",
+                    "must be family@version with family al2023 or bottlerocket (e.g. al2023@latest)",
                 ),
             }
         } else if t.id.is_none() && t.name.is_none() && t.tags.is_empty() {
@@ -1267,6 +1273,23 @@ mod tests {
         }
     }
 
+    /// An AL2 alias is refused with its reason: EKS publishes no AL2 node images any more.
+    #[test]
+    fn an_al2_alias_is_refused_with_the_reason() {
+        let mut c = class();
+        c.ami_selector_terms[0].alias = Some("al2@latest".into());
+        let errs: Vec<String> = node_class(&c, "spec")
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.amiSelectorTerms[0].alias: al2 is not available")
+                && errs[0].contains("al2023@latest"),
+            "{errs:?}"
+        );
+    }
+
     #[test]
     fn node_class_defaults_and_errors() {
         let c = class();
@@ -1307,7 +1330,7 @@ mod tests {
         let expect = [
             "spec: role and instanceProfile are mutually exclusive",
             "spec.subnetSelectorTerms[1]: one of tags or id is required",
-            "spec.amiSelectorTerms[0].alias: must be family@version with family al2023, al2 or bottlerocket (e.g. al2023@latest)",
+            "spec.amiSelectorTerms[0].alias: must be family@version with family al2023 or bottlerocket (e.g. al2023@latest)",
             "spec.metadataOptions.httpTokens: must be one of required, optional",
             "spec.metadataOptions.httpPutResponseHopLimit: must be between 1 and 64",
             "spec.tags[\"kubernetes.io/cluster/demo\"]: tag is set by the agent and may not be set here",

@@ -203,9 +203,9 @@ fn alias_for_family(b: &mut Block, family: Option<&str>) {
         "Bottlerocket" => "bottlerocket@latest",
         "AL2" => {
             b.comment(
-                "changed: amiFamily AL2 (the default before v1) is the al2 alias; EKS has no AL2 AMIs from Kubernetes 1.33, consider al2023@latest.",
+                "changed: amiFamily AL2 (the default before v1) has no images any more: EKS stopped publishing AL2 node images on 2025-11-26, so al2023@latest stands in; its nodes boot with nodeadm, so review any AL2 user data (bootstrap.sh flags).",
             );
-            "al2@latest"
+            "al2023@latest"
         }
         other => {
             b.comment(&format!(

@@ -5,9 +5,9 @@ resource "joiner_node_class" "default" {
   cluster_name     = var.cluster_name
   name             = "default"
   instance_profile = "KarpenterNodeInstanceProfile-${var.cluster_name}"
-  # changed: amiFamily AL2 (the default before v1) is the al2 alias; EKS has no AL2 AMIs from Kubernetes 1.33, consider al2023@latest.
+  # changed: amiFamily AL2 (the default before v1) has no images any more: EKS stopped publishing AL2 node images on 2025-11-26, so al2023@latest stands in; its nodes boot with nodeadm, so review any AL2 user data (bootstrap.sh flags).
   ami_selector_term {
-    alias = "al2@latest"
+    alias = "al2023@latest"
   }
   # changed: the manifest has no subnetSelector; joiner needs one. This assumes Karpenter's getting-started tag.
   subnet_selector_term {

@@ -6,9 +6,9 @@ resource "joiner_node_class" "spot-fleet" {
   name         = "spot-fleet"
   # changed: the manifest names no role or instance profile (Karpenter took a default from its Helm values).
   role = var.node_role_name
-  # changed: amiFamily AL2 (the default before v1) is the al2 alias; EKS has no AL2 AMIs from Kubernetes 1.33, consider al2023@latest.
+  # changed: amiFamily AL2 (the default before v1) has no images any more: EKS stopped publishing AL2 node images on 2025-11-26, so al2023@latest stands in; its nodes boot with nodeadm, so review any AL2 user data (bootstrap.sh flags).
   ami_selector_term {
-    alias = "al2@latest"
+    alias = "al2023@latest"
   }
   subnet_selector_term {
     tags = { "karpenter.sh/discovery" = var.cluster_name }

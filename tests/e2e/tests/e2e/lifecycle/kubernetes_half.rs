@@ -742,6 +742,26 @@ fn bad_inputs_name_their_attribute() {
         ));
         tf.plan_fails_with(attr, "");
     }
+    // An AL2 alias, which Karpenter still accepts: refused with the reason (no image exists
+    // for a supported Kubernetes version), not launched and left failing.
+    tf.write_config(
+        r#"resource "joiner_node_class" "x" {
+  cluster_name = "c"
+  name         = "x"
+  role         = "r"
+  ami_selector_term {
+    alias = "al2@latest"
+  }
+  subnet_selector_term {
+    id = "subnet-1"
+  }
+  security_group_selector_term {
+    id = "sg-1"
+  }
+}
+"#,
+    );
+    tf.plan_fails_with("alias", "stopped publishing Amazon Linux 2 node images");
 }
 
 /// An unreachable cluster: a clear error naming the endpoint and the cause, nothing in state.
