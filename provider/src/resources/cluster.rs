@@ -396,7 +396,7 @@ impl Resource<ProviderContext> for Cluster {
                     .optional()
                     .force_new()
                     .validate(validators::kms_key_arn)
-                    .description("KMS key for envelope encryption of Kubernetes secrets. Cannot be changed later."),
+                    .description("KMS key for envelope encryption of Kubernetes secrets. Cannot be changed later. Whoever applies needs kms:DescribeKey and kms:CreateGrant on it: EKS uses the key through a grant made at creation."),
             )
             .attribute(
                 Attribute::string_set("enabled_log_types")

@@ -880,6 +880,13 @@ def _eks_checks(call: Call) -> list[Check] | None:
         out: list[Check] = [("eks:CreateCluster", "*", _eks_request_tags(call))]
         if call.body.get("roleArn"):
             out.append(("iam:PassRole", call.body["roleArn"], {"iam:PassedToService": ["eks.amazonaws.com"]}))
+        # Envelope encryption of secrets: the caller must be allowed kms:DescribeKey and
+        # kms:CreateGrant on the key (the EKS user guide, "Encrypt Kubernetes secrets with
+        # KMS"); EKS then uses the key through that grant, not the cluster role's policy.
+        for config in call.body.get("encryptionConfig") or []:
+            key = ((config or {}).get("provider") or {}).get("keyArn")
+            if key:
+                out += [("kms:DescribeKey", key, {}), ("kms:CreateGrant", key, {})]
         return out
     m = _EKS_PATH.match(call.resp.path or "")
     cluster = unquote(m.group("cluster")) if m else (call.param("name") or call.param("clusterName"))

@@ -989,3 +989,88 @@ fn an_instant_fleet_is_authorized_as_run_instances_for_what_it_launches() {
         "{actions:?}"
     );
 }
+
+/// A cluster whose secrets are encrypted with a KMS key: the caller of CreateCluster needs
+/// kms:DescribeKey and kms:CreateGrant on the key (EKS uses it through the grant), and is
+/// refused without them, naming the action and the key.
+#[test]
+fn create_cluster_with_a_secrets_key_needs_the_callers_grant_rights_on_it() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let key = format!("arn:aws:kms:us-east-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab");
+    let subnets: Vec<String> = admin.block_on(async {
+        let ec2 = ec2(&admin);
+        let vpc = ec2
+            .create_vpc()
+            .cidr_block("10.60.0.0/16")
+            .send()
+            .await
+            .expect("ec2:CreateVpc");
+        let vpc_id = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let mut out = Vec::new();
+        for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+            let s = ec2
+                .create_subnet()
+                .vpc_id(&vpc_id)
+                .availability_zone(*zone)
+                .cidr_block(format!("10.60.{i}.0/24"))
+                .send()
+                .await
+                .expect("ec2:CreateSubnet");
+            out.push(s.subnet().unwrap().subnet_id().unwrap().to_string());
+        }
+        out
+    });
+    let cluster_role = format!("arn:aws:iam::{ACCOUNT}:role/enc-cluster");
+    let base = vec![
+        json!({"Effect": "Allow", "Action": "eks:CreateCluster", "Resource": "*"}),
+        json!({"Effect": "Allow", "Action": "iam:PassRole", "Resource": cluster_role}),
+    ];
+    let create = |aws: &Aws, name: &str| {
+        aws.block_on(
+            aws_sdk_eks::Client::new(aws.sdk_config())
+                .create_cluster()
+                .name(name)
+                .role_arn(&cluster_role)
+                .resources_vpc_config(
+                    aws_sdk_eks::types::VpcConfigRequest::builder()
+                        .set_subnet_ids(Some(subnets.clone()))
+                        .build(),
+                )
+                .encryption_config(
+                    aws_sdk_eks::types::EncryptionConfig::builder()
+                        .provider(
+                            aws_sdk_eks::types::Provider::builder()
+                                .key_arn(&key)
+                                .build(),
+                        )
+                        .build(),
+                )
+                .send(),
+        )
+        .map(|_| ())
+        .map_err(|e| format!("{}", aws_sdk_eks::error::DisplayErrorContext(&e)))
+    };
+
+    let without = role_session(
+        &moto,
+        &admin,
+        "no-kms",
+        json!({"Version": "2012-10-17", "Statement": base}),
+    );
+    let text = create(&without, "enc1").expect_err("no kms rights on the key");
+    assert!(
+        text.contains("AccessDenied") && text.contains("kms:") && text.contains(&key),
+        "{text}"
+    );
+
+    let mut granted = base.clone();
+    granted.push(json!({"Effect": "Allow", "Action": ["kms:DescribeKey", "kms:CreateGrant"], "Resource": key}));
+    let with = role_session(
+        &moto,
+        &admin,
+        "with-kms",
+        json!({"Version": "2012-10-17", "Statement": granted}),
+    );
+    create(&with, "enc2").expect("eks:CreateCluster with the caller's rights on the key");
+}
