@@ -164,8 +164,9 @@ go_tools() {
     echo "install-tools: building ${bins[*]} from tools/go/$name with $("$go_bin" version | awk '{print $3}') (cold: minutes; cached in $dir)" >&2
     local t0=$SECONDS
     rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-    # `tool` builds every tool the go.mod declares; nice keeps the machine usable meanwhile.
-    (cd "$mod" && env "${go_env[@]}" nice -n 19 "$go_bin" build -trimpath \
+    # `tool` builds every tool the go.mod declares; nice keeps the machine usable meanwhile
+    # (JOINER_GO_NICE, default 19: scripts/test builds nodeadm's check at 0 beside cargo).
+    (cd "$mod" && env "${go_env[@]}" nice -n "${JOINER_GO_NICE:-19}" "$go_bin" build -trimpath \
       -gcflags "$gcflags" -ldflags "$ldflags" -o "$dir.tmp/" tool)
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
     echo "install-tools: built ${bins[*]} in $((SECONDS - t0))s" >&2
