@@ -1,6 +1,6 @@
 //! A NodeClass's launch templates, end to end through kube-sim and moto:
 //! - a scale-out shares templates between claims (one per distinct set of launch inputs,
-//!   not one per node);
+//!   not one per node: no two templates carry the same inputs);
 //! - the agent puts its finalizer on the NodeClass; deleting the class waits while a
 //!   NodeClaim uses it (and its NodePool stops launching), then its templates are deleted
 //!   and the class is released, so nothing is left once the agent goes.
@@ -33,6 +33,36 @@ async fn templates(w: &World) -> Vec<String> {
         .iter()
         .filter_map(|t| t.launch_template_name().map(str::to_string))
         .collect()
+}
+
+/// Each named template's launch inputs: image, user data, and the resource types it tags.
+async fn template_inputs(w: &World, names: &[String]) -> Vec<(String, String, Vec<String>)> {
+    let ec2 = aws_sdk_ec2::Client::new(&sdk_config(&w.moto.endpoint()).await);
+    let mut out = Vec::new();
+    for name in names {
+        let v = ec2
+            .describe_launch_template_versions()
+            .launch_template_name(name)
+            .send()
+            .await
+            .expect("DescribeLaunchTemplateVersions");
+        let data = v.launch_template_versions()[0]
+            .launch_template_data()
+            .expect("template data")
+            .clone();
+        let mut tagged: Vec<String> = data
+            .tag_specifications()
+            .iter()
+            .filter_map(|t| t.resource_type().map(|r| r.as_str().to_string()))
+            .collect();
+        tagged.sort();
+        out.push((
+            data.image_id().unwrap_or_default().to_string(),
+            data.user_data().unwrap_or_default().to_string(),
+            tagged,
+        ));
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,13 +105,19 @@ async fn templates_are_shared_by_claims_and_deleted_with_their_node_class() {
         "the workload needs several nodes: {}",
         claims.len()
     );
-    // One template per distinct (labels, taints, image, ...) set: the claims of one pool
-    // differ at most in their single-valued requirements (zone, capacity type).
-    assert!(
-        names.len() < claims.len(),
-        "templates are shared: {} templates for {} claims: {names:?}",
+    // One template per distinct set of launch inputs (image, user data with its labels,
+    // taints and max pods, capacity kind): a claim whose launch needs a template another
+    // already made reuses it, so no two templates carry the same inputs. (A launch over
+    // types of several max-pods values makes one template per value.)
+    let inputs = template_inputs(&w, &names).await;
+    let distinct: std::collections::BTreeSet<_> = inputs.iter().collect();
+    assert_eq!(
+        distinct.len(),
         names.len(),
-        claims.len()
+        "templates are shared: {} templates for {} claims, {} distinct inputs: {names:?}",
+        names.len(),
+        claims.len(),
+        distinct.len()
     );
     assert!(names.iter().all(|n| n.starts_with("joiner/")), "{names:?}");
 
