@@ -52,7 +52,8 @@ impl PathMap {
     ) -> Diagnostics {
         let mut d = Diagnostics::new();
         for e in errors {
-            let mut path = self.translate(&e.path);
+            let translated = self.translate(&e.path);
+            let mut path = translated.clone();
             if let (true, Some((attr, known))) = (path.is_root(), root) {
                 if !known {
                     continue;
@@ -62,7 +63,14 @@ impl PathMap {
             if touches_unknown(config, &path) || unknown_source(config, &path) {
                 continue;
             }
-            let detail = format!("{}: {}", e.path, e.message);
+            // The detail names the attribute path too: Terraform underlines an attribute's
+            // line, but for a nested block's path (`subnet_selector_term[0]`) it can only
+            // point at the resource. The CRD's own path follows, for kubectl users.
+            let detail = if translated.is_root() {
+                e.message.clone()
+            } else {
+                format!("{translated}: {} ({})", e.message, e.path)
+            };
             d.push(Diagnostic::error_at(
                 path,
                 format!("Invalid {kind}"),

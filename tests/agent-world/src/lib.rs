@@ -20,6 +20,7 @@
 
 pub mod checker;
 pub mod claim_log;
+pub mod crd_rules;
 pub mod kwok;
 
 use std::future::Future;

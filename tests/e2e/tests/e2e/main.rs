@@ -27,6 +27,7 @@ mod lifecycle {
 
 mod agent_rbac;
 mod convert;
+mod crd_rules;
 mod deployer_policy;
 mod examples;
 mod iam_enforced;
