@@ -1,11 +1,12 @@
-//! NodeClaim lifecycle and termination rules through kube-sim and moto: unplaceable pods
-//! and an invalid NodePool reported (Events, status) while the valid NodePool is served;
+//! NodeClaim lifecycle and termination rules through kube-sim and moto: unplaceable pods,
+//! an invalid NodePool and an invalid NodeClass reported (Events, status) while the valid
+//! NodePool is served;
 //! NodePool limits; a PodDisruptionBudget that blocks the drain until it allows it; a
 //! do-not-disrupt pod that holds its node; a Node that never registers (registration TTL).
 
 use std::time::Duration;
 
-use joiner_agent::api::{NodeClaim, NodePool};
+use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
 use joiner_agent_world::{wait_for, Opts, World};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -22,6 +23,27 @@ async fn unplaceable_pods_and_an_invalid_nodepool_are_reported_while_the_valid_p
     let mut bad = World::general_pool_spec("default");
     bad["template"]["spec"]["requirements"][0]["operator"] = json!("Maybe");
     w.node_pool("bad", bad).await;
+    // A NodeClass the CRD's rules would refuse, stored as if before an upgrade (kube-sim
+    // does not evaluate the rules), and a pool on it.
+    let classes: Api<NodeClass> = Api::all(w.client.clone());
+    let broken: NodeClass = serde_json::from_value(json!({
+        "apiVersion": "joiner.dev/v1", "kind": "NodeClass",
+        "metadata": {"name": "broken"},
+        "spec": {
+            "subnetSelectorTerms": [{"tags": {"joiner.dev/discovery": "x"}}],
+            "securityGroupSelectorTerms": [{"tags": {"joiner.dev/discovery": "x"}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": "r",
+            "metadataOptions": {"httpTokens": "sometimes"},
+        }
+    }))
+    .unwrap();
+    classes
+        .create(&PostParams::default(), &broken)
+        .await
+        .unwrap();
+    w.node_pool("on-broken", World::general_pool_spec("broken"))
+        .await;
     let _agent = w.agent(&[]).await;
 
     w.deployment("huge", 1, "500", "1Gi").await;
@@ -63,7 +85,42 @@ async fn unplaceable_pods_and_an_invalid_nodepool_are_reported_while_the_valid_p
         events.iter().any(|e| e.starts_with("ValidationFailed: ")),
         "{events:?}"
     );
-    // No claim was ever made from the bad pool.
+    // The invalid class says so itself, and is never resolved against EC2.
+    let ready = wait_for(
+        "the broken NodeClass's Ready=False (ValidationFailed)",
+        Duration::from_secs(20),
+        || async {
+            let c = classes.get("broken").await.ok()?;
+            c.status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready" && c.status == "False")
+        },
+    )
+    .await;
+    assert_eq!(ready.reason, "ValidationFailed");
+    assert!(ready.message.contains("httpTokens"), "{}", ready.message);
+    let events = w.events_for("default", "broken").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("ValidationFailed: ") && e.contains("httpTokens")),
+        "{events:?}"
+    );
+    wait_for(
+        "the pool on the broken NodeClass reported not served",
+        Duration::from_secs(20),
+        || async {
+            let p = pools.get("on-broken").await.ok()?;
+            p.status?.conditions.into_iter().find(|c| {
+                c.type_ == "Ready"
+                    && c.status == "False"
+                    && c.message.contains("NodeClass \"broken\" is invalid")
+            })
+        },
+    )
+    .await;
+    // No claim was ever made from the bad pools.
     assert!(w
         .claims()
         .await

@@ -1,7 +1,10 @@
 //! A NodeClass's status: what its selectors resolve to, as Karpenter's EC2NodeClass shows
 //! it (subnets with zones and zone IDs, security groups, AMIs per architecture, the
 //! instance profile) and a `Ready` condition saying why not when something resolves to
-//! nothing.
+//! nothing. A class the validator refuses (one stored before an upgrade, or by a client
+//! that bypassed the CRD's rules) is not resolved at all: `Ready=False` with reason
+//! `ValidationFailed` and a Warning Event say what is wrong, and its NodePools stay unserved
+//! (`nodepool::usable`) while every other class keeps working.
 //!
 //! The status is read, not only shown: drift compares each node's image with the AMIs here
 //! (so a new image behind `al2023@latest` drifts the class's nodes, as in Karpenter), and
@@ -17,8 +20,16 @@ use serde_json::json;
 
 use crate::api::{NodeClass, NodeClassStatus};
 use crate::controllers::conditions::{self, READY};
+use crate::controllers::events::{self, Type};
 use crate::controllers::state::Change;
 use crate::controllers::Context;
+
+/// Why a class is not Ready: the condition's reason and message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotReady {
+    pub reason: &'static str,
+    pub message: String,
+}
 
 /// How often the selectors are resolved again without a change to the class: new AMIs are
 /// published behind aliases and new subnets get tagged without the NodeClass changing.
@@ -28,7 +39,7 @@ const REFRESH: Duration = Duration::from_secs(300);
 /// without their times).
 pub fn next_status(
     current: Option<&NodeClassStatus>,
-    resolved: Result<NodeClassStatus, String>,
+    resolved: Result<NodeClassStatus, NotReady>,
 ) -> Option<NodeClassStatus> {
     let current = current.cloned().unwrap_or_default();
     let mut next = match &resolved {
@@ -43,23 +54,52 @@ pub fn next_status(
     next.conditions = current.conditions.clone();
     let changed = match &resolved {
         Ok(_) => conditions::set(&mut next.conditions, READY, true, "Ready", ""),
-        Err(e) => conditions::set(&mut next.conditions, READY, false, "ResolutionFailed", e),
+        Err(e) => conditions::set(&mut next.conditions, READY, false, e.reason, &e.message),
     };
     (changed || next != current).then_some(next)
 }
 
 async fn reconcile(ctx: &Context, class: &NodeClass) {
     let name = class.name_any();
-    let resolved = ctx.cloud.resolve(class).await.map_err(|e| {
-        ctx.metrics.cloud_error(&e);
-        e.explained()
-    });
-    if let Err(e) = &resolved {
-        tracing::warn!(nodeclass = %name, error = %e, "resolving the NodeClass's selectors failed");
-    }
-    let Some(status) = next_status(class.status.as_ref(), resolved) else {
+    let invalid = crate::api::validate::node_class(&class.spec, "spec");
+    let resolved = if invalid.is_empty() {
+        ctx.cloud.resolve(class).await.map_err(|e| {
+            ctx.metrics.cloud_error(&e);
+            tracing::warn!(nodeclass = %name, error = %e.explained(), "resolving the NodeClass's selectors failed");
+            NotReady {
+                reason: "ResolutionFailed",
+                message: e.explained(),
+            }
+        })
+    } else {
+        let message = invalid
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        tracing::warn!(nodeclass = %name, reason = %message, "NodeClass invalid: not resolved, its NodePools not served");
+        Err(NotReady {
+            reason: "ValidationFailed",
+            message,
+        })
+    };
+    let Some(status) = next_status(class.status.as_ref(), resolved.clone()) else {
         return;
     };
+    if let Err(NotReady {
+        reason: "ValidationFailed",
+        message,
+    }) = &resolved
+    {
+        ctx.events
+            .publish(
+                &events::reference(class),
+                Type::Warning,
+                "ValidationFailed",
+                message,
+            )
+            .await;
+    }
     let api: Api<NodeClass> = Api::all(ctx.client.clone());
     match api
         .patch_status(
@@ -151,7 +191,10 @@ mod tests {
         let first = next_status(None, Ok(resolved())).unwrap();
         let failed = next_status(
             Some(&first),
-            Err("ec2:DescribeSubnets failed: Throttling".into()),
+            Err(NotReady {
+                reason: "ResolutionFailed",
+                message: "ec2:DescribeSubnets failed: Throttling".into(),
+            }),
         )
         .expect("the condition changes");
         assert_eq!(failed.subnets, first.subnets);
