@@ -53,6 +53,20 @@ pub const BENCH_ZONES: [&str; 3] = ["test-zone-a", "test-zone-b", "test-zone-c"]
 
 /// Karpenter's 400 synthetic instance types (see the module docs for prices).
 pub fn karpenter_catalog(count: usize) -> Catalog {
+    catalog_with_spot(count, |_, _| true)
+}
+
+/// [`karpenter_catalog`] with holes in its Spot market, as EC2 has them: every seventh type
+/// is not sold as Spot anywhere, and every fifth has no Spot price in the first zone. The
+/// scheduler then plans with fewer Spot offerings than on-demand ones for those types.
+pub fn karpenter_catalog_with_spot_holes(count: usize) -> Catalog {
+    catalog_with_spot(count, |i, zone| {
+        i % 7 != 3 && !(i % 5 == 1 && zone == BENCH_ZONES[0])
+    })
+}
+
+/// The benchmark catalogue, with a Spot offering only where `spot(type index, zone)`.
+fn catalog_with_spot(count: usize, spot: impl Fn(usize, &str) -> bool) -> Catalog {
     let settings = KubeletSettings::default();
     let types = (0..count)
         .map(|i| {
@@ -84,12 +98,14 @@ pub fn karpenter_catalog(count: usize) -> Catalog {
                     price: od,
                     reservation: None,
                 });
-                offers.push(Offering {
-                    zone: z.into(),
-                    capacity_type: CapacityType::Spot,
-                    price: crate::catalog::prices::spot_model(od, "m", z),
-                    reservation: None,
-                });
+                if spot(i, z) {
+                    offers.push(Offering {
+                        zone: z.into(),
+                        capacity_type: CapacityType::Spot,
+                        price: crate::catalog::prices::spot_model(od, "m", z),
+                        reservation: None,
+                    });
+                }
             }
             InstanceType::new(rec, offers, &settings)
         })
