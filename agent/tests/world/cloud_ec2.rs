@@ -1107,24 +1107,7 @@ async fn node_config(w: &World) -> serde_yaml::Value {
         .send()
         .await
         .unwrap();
-    let versions = w
-        .ec2
-        .describe_launch_template_versions()
-        .launch_template_id(lts.launch_templates()[0].launch_template_id().unwrap())
-        .send()
-        .await
-        .unwrap();
-    let ud = base64::engine::general_purpose::STANDARD
-        .decode(
-            versions.launch_template_versions()[0]
-                .launch_template_data()
-                .unwrap()
-                .user_data()
-                .unwrap(),
-        )
-        .unwrap();
-    let parts = parse_mime(&String::from_utf8(ud).unwrap()).unwrap();
-    serde_yaml::from_str(&parts.last().unwrap().1).unwrap()
+    template_node_config(w, lts.launch_templates()[0].launch_template_id().unwrap()).await
 }
 
 /// Endpoint, CA and version given by flags still leave the service CIDR to
