@@ -443,6 +443,37 @@ impl ControlPlane {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Applies CustomResourceDefinitions (each a JSON object; `apiVersion` and `kind` are
+    /// filled in) with server-side apply and waits until each is Established. kube-apiserver
+    /// refuses a CRD whose schema it cannot compile or whose CEL rules exceed its cost
+    /// budget, so success here is also the proof that the CRDs install.
+    pub fn install_crds(&self, crds: &[serde_json::Value]) -> anyhow::Result<()> {
+        for crd in crds {
+            let name = crd["metadata"]["name"]
+                .as_str()
+                .context("a CRD without metadata.name")?;
+            let mut crd = crd.clone();
+            crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
+            crd["kind"] = "CustomResourceDefinition".into();
+            let file = self.dir.path().join(format!("crd-{name}.json"));
+            std::fs::write(&file, crd.to_string()).context("write a CRD for kubectl")?;
+            let path = file.to_string_lossy();
+            self.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &path])
+                .with_context(|| format!("the API server refuses CRD {name}"))?;
+        }
+        for crd in crds {
+            let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+            let which = format!("crd/{name}");
+            self.kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &which,
+            ])?;
+        }
+        Ok(())
+    }
+
     /// Stops kube-apiserver (SIGTERM, as a rolling restart does) and starts it again with
     /// the same flags; returns once it is ready. etcd keeps running, so the clients' watches
     /// can resume from their resourceVersion instead of listing again.

@@ -184,30 +184,9 @@ mod real_control_plane {
         }
     }
 
-    fn install(cp: &ControlPlane, dir: &std::path::Path, crds: Vec<Value>) {
-        for (i, mut c) in crds.into_iter().enumerate() {
-            c["apiVersion"] = json!("apiextensions.k8s.io/v1");
-            c["kind"] = json!("CustomResourceDefinition");
-            let f = dir.join(format!("crd-{i}.json"));
-            std::fs::write(&f, c.to_string()).unwrap();
-            cp.kubectl(&[
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "-f",
-                f.to_str().unwrap(),
-            ])
-            .unwrap_or_else(|e| panic!("the API server refuses the CRD: {e:#}"));
-        }
-        for k in [Kind::Pool, Kind::Class, Kind::Overlay, Kind::Claim] {
-            cp.kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{}", k.plural()),
-            ])
-            .unwrap();
-        }
+    fn install(cp: &ControlPlane, crds: Vec<Value>) {
+        cp.install_crds(&crds)
+            .unwrap_or_else(|e| panic!("the API server refuses the CRDs: {e:#}"));
     }
 
     fn create(
@@ -251,7 +230,7 @@ mod real_control_plane {
         // Without the rules every bad object is stored: it is well-formed, only wrong.
         let mut bare = validated.clone();
         bare.iter_mut().for_each(without_rules);
-        install(&cp, dir.path(), bare);
+        install(&cp, bare);
         for (i, b) in table.iter().enumerate() {
             create(&cp, dir.path(), b.kind, &format!("bad-{i}"), &b.spec()).unwrap_or_else(|e| {
                 panic!(
@@ -263,7 +242,7 @@ mod real_control_plane {
         delete_all(&cp);
 
         // With them, the good objects are stored and every bad one is refused by its field.
-        install(&cp, dir.path(), validated);
+        install(&cp, validated);
         // The API server takes up a changed CRD's schema shortly after it is Established,
         // and nothing can be watched for that: probe each kind's first bad row until it is
         // refused.

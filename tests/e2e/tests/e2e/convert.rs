@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// What the converted resources refer to (the converter's defaults).
-const VARIABLES: &str = r#"
+pub(crate) const VARIABLES: &str = r#"
 variable "cluster_name" {
   type    = string
   default = "prod"
@@ -21,7 +21,7 @@ variable "node_role_name" {
 }
 "#;
 
-fn manifests() -> Vec<PathBuf> {
+pub(crate) fn manifests() -> Vec<PathBuf> {
     let dir =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../provider/tests/karpenter-manifests");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -33,7 +33,7 @@ fn manifests() -> Vec<PathBuf> {
     files
 }
 
-fn convert(file: &PathBuf) -> String {
+pub(crate) fn convert(file: &PathBuf) -> String {
     let out = Command::new(provider_bin())
         .arg("convert")
         .arg(file)

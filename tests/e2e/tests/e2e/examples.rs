@@ -49,13 +49,13 @@ fn root() -> PathBuf {
 }
 
 /// A VPC in `region` with a subnet per zone and a node security group, tagged for `cluster`.
-fn network(aws: &Aws, (cluster, region): (&str, &str), octet: u8) -> BTreeSet<String> {
+pub(crate) fn network(aws: &Aws, (cluster, region): (&str, &str), octet: u8) -> BTreeSet<String> {
     tagged_network(aws, (cluster, region), octet, "joiner.dev/discovery")
 }
 
 /// [`network`] with another discovery tag key (`karpenter.sh/discovery` on a Karpenter
 /// cluster).
-fn tagged_network(
+pub(crate) fn tagged_network(
     aws: &Aws,
     (cluster, region): (&str, &str),
     octet: u8,
@@ -283,7 +283,7 @@ fn coredns_on_fargate(sim: &kube_sim::KubeSim) -> Vec<String> {
 
 /// A workspace holding `example` as is, its modules beside it, its `region` input set in a
 /// `terraform.tfvars`.
-fn example_workspace(
+pub(crate) fn example_workspace(
     moto: &MotoServer,
     example: &str,
     region: &str,
@@ -591,44 +591,7 @@ fn joiner_added_to_an_existing_cluster_provisions_and_leaves_the_cluster_on_dest
     let subnets: Vec<String> = tagged_network(&aws, LEGACY, 30, "karpenter.sh/discovery")
         .into_iter()
         .collect();
-    let (cluster_arn, issuer) = aws.block_on(async {
-        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
-        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
-        let role = iam
-            .create_role()
-            .role_name("legacy-eks")
-            .assume_role_policy_document(
-                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
-            )
-            .send()
-            .await
-            .expect("iam:CreateRole");
-        let cluster = eks
-            .create_cluster()
-            .name(LEGACY.0)
-            .role_arn(role.role().unwrap().arn())
-            .resources_vpc_config(
-                aws_sdk_eks::types::VpcConfigRequest::builder()
-                    .set_subnet_ids(Some(subnets.clone()))
-                    .build(),
-            )
-            .access_config(
-                aws_sdk_eks::types::CreateAccessConfigRequest::builder()
-                    .authentication_mode(aws_sdk_eks::types::AuthenticationMode::ApiAndConfigMap)
-                    .build(),
-            )
-            .send()
-            .await
-            .expect("eks:CreateCluster");
-        let cluster = cluster.cluster().unwrap();
-        let issuer = cluster
-            .identity()
-            .and_then(|i| i.oidc())
-            .and_then(|o| o.issuer())
-            .expect("the cluster's OIDC issuer")
-            .to_string();
-        (cluster.arn().unwrap().to_string(), issuer)
-    });
+    let (cluster_arn, issuer) = existing_cluster(&aws, LEGACY.0, &subnets);
     // Before it has an IAM OIDC provider, and under a wrong name, the data source says
     // what is missing, at its `name`.
     let probe = Workspace::new(&moto);
@@ -641,18 +604,7 @@ fn joiner_added_to_an_existing_cluster_provisions_and_leaves_the_cluster_on_dest
         ));
         probe.plan_fails_with("name", says);
     }
-    let oidc_arn = aws.block_on(async {
-        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
-        let oidc = iam
-            .create_open_id_connect_provider()
-            .url(&issuer)
-            .client_id_list("sts.amazonaws.com")
-            .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
-            .send()
-            .await
-            .expect("iam:CreateOpenIDConnectProvider");
-        oidc.open_id_connect_provider_arn().unwrap().to_string()
-    });
+    let oidc_arn = oidc_provider(&aws, &issuer);
     let before = account(&aws);
 
     let agent = joiner_e2e::agent_bin().to_path_buf();
@@ -712,6 +664,66 @@ fn joiner_added_to_an_existing_cluster_provisions_and_leaves_the_cluster_on_dest
     );
     assert_eq!(gone.queues, before.queues);
     assert_eq!(gone.rules, before.rules);
+}
+
+/// A cluster made outside Terraform, as a team adopting joiner already has (API and
+/// config-map authentication, its role named `<name>-eks`): its ARN and OIDC issuer.
+pub(crate) fn existing_cluster(aws: &Aws, name: &str, subnets: &[String]) -> (String, String) {
+    aws.block_on(async {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let eks = aws_sdk_eks::Client::new(aws.sdk_config());
+        let role = iam
+            .create_role()
+            .role_name(format!("{name}-eks"))
+            .assume_role_policy_document(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#,
+            )
+            .send()
+            .await
+            .expect("iam:CreateRole");
+        let cluster = eks
+            .create_cluster()
+            .name(name)
+            .role_arn(role.role().unwrap().arn())
+            .resources_vpc_config(
+                aws_sdk_eks::types::VpcConfigRequest::builder()
+                    .set_subnet_ids(Some(subnets.to_vec()))
+                    .build(),
+            )
+            .access_config(
+                aws_sdk_eks::types::CreateAccessConfigRequest::builder()
+                    .authentication_mode(aws_sdk_eks::types::AuthenticationMode::ApiAndConfigMap)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("eks:CreateCluster");
+        let cluster = cluster.cluster().unwrap();
+        let issuer = cluster
+            .identity()
+            .and_then(|i| i.oidc())
+            .and_then(|o| o.issuer())
+            .expect("the cluster's OIDC issuer")
+            .to_string();
+        (cluster.arn().unwrap().to_string(), issuer)
+    })
+}
+
+/// The IAM OIDC provider for `issuer`, as the team that made an existing cluster added it
+/// for IRSA: its ARN.
+pub(crate) fn oidc_provider(aws: &Aws, issuer: &str) -> String {
+    aws.block_on(async {
+        let iam = aws_sdk_iam::Client::new(aws.sdk_config());
+        let oidc = iam
+            .create_open_id_connect_provider()
+            .url(issuer)
+            .client_id_list("sts.amazonaws.com")
+            .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
+            .send()
+            .await
+            .expect("iam:CreateOpenIDConnectProvider");
+        oidc.open_id_connect_provider_arn().unwrap().to_string()
+    })
 }
 
 /// Creates a Deployment of `replicas` pods (250m/256Mi each, on no Fargate profile's

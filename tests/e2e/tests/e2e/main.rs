@@ -33,3 +33,4 @@ mod examples;
 mod iam_enforced;
 mod node_pool_capacity;
 mod pricing;
+mod written_objects;
