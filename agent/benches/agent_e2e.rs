@@ -1,7 +1,7 @@
 //! End-to-end agent figures, printed (not asserted), with the machine's core count:
 //! - the seed scale-out (4 → 100 replicas of 250m/512Mi) through kube-sim and moto with the
 //!   kube-sim boot delay stated: time to all Running, nodes, $/h over the fractional lower
-//!   bound (`workloads::lower_bound`);
+//!   bound (`joiner_workloads::lower_bound`);
 //! - reaction: last pending pod of a batch observed → launch request sent (the agent's
 //!   `joiner_reaction_seconds` histogram), against the batch idle window;
 //! - 1,000 pods scaled out 0 -> 1,000 (Karpenter's perf-suite shape) beside the seed's 100,
@@ -122,11 +122,7 @@ async fn run() {
         Default::default(),
     )
     .unwrap();
-    let bound = joiner_agent::workloads::lower_bound(
-        &catalog,
-        &pool,
-        &joiner_agent::workloads::seed_pods(100),
-    );
+    let bound = joiner_workloads::lower_bound(&catalog, &pool, &joiner_workloads::seed_pods(100));
     println!(
         "agent_e2e seed 4->100 (kube-sim boot delay {:?}, batch 1s/10s): all Running in {:.1}s, {} nodes, ${cost:.4}/h = {:.2}x the lower bound ${bound:.4}/h  [nproc={cores}]",
         BOOT_DELAY,

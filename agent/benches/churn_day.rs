@@ -36,7 +36,7 @@ use joiner_agent::disruption::{Budgets, Reason};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use joiner_agent::scheduler::{self, schedule, BoundPod, Input, NodePoolInput, Pod, Target};
-use joiner_agent::workloads::node_pool;
+use joiner_workloads::node_pool;
 
 const MI: i64 = 1 << 20;
 const DAY: i64 = 86_400;

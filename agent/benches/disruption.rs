@@ -20,7 +20,7 @@ use joiner_agent::disruption::Budgets;
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
-use joiner_agent::workloads::{karpenter_catalog, node_pool, Rng, BENCH_ZONES};
+use joiner_workloads::{karpenter_catalog, node_pool, Rng, BENCH_ZONES};
 
 const MI: i64 = 1 << 20;
 

@@ -15,7 +15,7 @@ use joiner_agent::catalog::{Catalog, CatalogOptions, KubeletSettings};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use joiner_agent::scheduler::{schedule, Input, Pod};
-use joiner_agent::workloads::{
+use joiner_workloads::{
     karpenter_pods, lower_bound, mixed_pods, node_pool, plan_quality, seed_pods,
 };
 

@@ -1,4 +1,4 @@
-//! Benchmark 1: Karpenter's scheduling benchmark shape (see `joiner_agent::workloads`).
+//! Benchmark 1: Karpenter's scheduling benchmark shape (see `joiner_workloads`).
 //!
 //! Run: `cargo bench -p joiner-agent --bench scheduling` (release build). Prints, for each
 //! pod count, the best of a few runs: pods/s, nodes planned, milliseconds, µs per pod and
@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use joiner_agent::catalog::Catalog;
 use joiner_agent::scheduler::{schedule, Input};
-use joiner_agent::workloads::{
+use joiner_workloads::{
     karpenter_catalog, karpenter_catalog_with_spot_holes, karpenter_pods, node_pool,
 };
 

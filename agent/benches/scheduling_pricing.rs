@@ -14,7 +14,7 @@ use joiner_agent::catalog::overlay::{self, Overlay};
 use joiner_agent::catalog::reservations::{self, ReservationKind, ReservationRecord};
 use joiner_agent::catalog::{CapacityType, Catalog};
 use joiner_agent::scheduler::{schedule, Input, NodePoolInput, PriceRatio};
-use joiner_agent::workloads::{karpenter_catalog, karpenter_pods, node_pool, BENCH_ZONES};
+use joiner_workloads::{karpenter_catalog, karpenter_pods, node_pool, BENCH_ZONES};
 
 /// 20 reservations of 25 places, on every 20th type, spread over the zones.
 fn reserved(base: &Catalog) -> Catalog {

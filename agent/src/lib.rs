@@ -28,4 +28,3 @@ pub mod scheduler;
 pub mod taints;
 #[cfg(feature = "controllers")]
 pub mod task;
-pub mod workloads;

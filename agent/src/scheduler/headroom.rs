@@ -289,12 +289,47 @@ fn placeholders_for(np: &NodePoolInput, cap: &PoolCapacity, now: i64) -> Vec<Pod
 mod tests {
     use super::*;
     use crate::api::node_pool::Headroom as Api;
+    use crate::catalog::{
+        CapacityType, InstanceType, InstanceTypeRecord, KubeletSettings, Offering,
+    };
     use crate::requirements::{Operator, Requirement, Requirements};
     use crate::scheduler::Node;
-    use crate::workloads::{karpenter_catalog, node_pool};
 
     const GI: i64 = 1 << 30;
     const NOW: i64 = 1_795_392_000 + 12 * 3600; // Monday 2026-11-23 12:00 UTC
+
+    /// The benchmarks' catalogue shape, on demand only (what [`pool`] buys): `fake-it-i` has
+    /// i+1 vCPU, 2(i+1) GiB and 10(i+1) pods, priced by size, so the cheapest is `fake-it-0`.
+    /// Local, because a unit test cannot use the fixtures crate, which links this library.
+    fn catalog(count: usize) -> Catalog {
+        let settings = KubeletSettings::default();
+        let types = (0..count)
+            .map(|i| {
+                let n = (i + 1) as u32;
+                let record = InstanceTypeRecord {
+                    name: format!("fake-it-{i}"),
+                    vcpus: n,
+                    memory_mib: 2048 * n as u64,
+                    architectures: vec!["x86_64".into()],
+                    hypervisor: "nitro".into(),
+                    current_generation: true,
+                    max_pods: Some(10 * n),
+                    ..Default::default()
+                };
+                let offerings = ["test-zone-a", "test-zone-b", "test-zone-c"]
+                    .into_iter()
+                    .map(|zone| Offering {
+                        zone: zone.into(),
+                        capacity_type: CapacityType::OnDemand,
+                        price: 0.0531 * n as f64,
+                        reservation: None,
+                    })
+                    .collect();
+                InstanceType::new(record, offerings, &settings)
+            })
+            .collect();
+        Catalog::from_types(types)
+    }
 
     fn pool() -> NodePoolInput {
         let mut r = Requirements::new();
@@ -302,7 +337,12 @@ mod tests {
             labels::CAPACITY_TYPE,
             Requirement::new(Operator::In, &["on-demand"]).unwrap(),
         );
-        node_pool("general", r)
+        NodePoolInput {
+            name: "general".into(),
+            node_class: "default".into(),
+            requirements: r,
+            ..Default::default()
+        }
     }
 
     fn room(cpu: &str, mem: &str, pods: u32) -> Api {
@@ -370,7 +410,7 @@ mod tests {
 
     #[test]
     fn headroom_that_fits_on_free_room_adds_nothing() {
-        let cat = karpenter_catalog(40);
+        let cat = catalog(40);
         // An 8-vCPU node with 3 vCPU used: 4 pods of 1 vCPU / 2 GiB fit in what is free.
         let input = Input {
             nodes: vec![node(&cat, "n", 7, 3000)],
@@ -388,7 +428,7 @@ mod tests {
 
     #[test]
     fn real_pods_take_the_room_first_and_headroom_gets_a_new_claim() {
-        let cat = karpenter_catalog(40);
+        let cat = catalog(40);
         let mut input = Input {
             nodes: vec![node(&cat, "n", 7, 3000)],
             node_pools: vec![pool()],
@@ -421,7 +461,7 @@ mod tests {
 
     #[test]
     fn static_replicas_and_spare_nodes_are_empty_claims_one_node_each() {
-        let cat = karpenter_catalog(40);
+        let cat = catalog(40);
         let input = Input {
             node_pools: vec![pool()],
             ..Default::default()

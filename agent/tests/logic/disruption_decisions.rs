@@ -1,6 +1,6 @@
 //! The pure disruption decision on hand-built clusters: which nodes go, why, with which
 //! replacement, and what blocks them. Prices are the synthetic catalogue's (see
-//! `joiner_agent::workloads`): type `fake-it-i` has i+1 vCPU and 2(i+1) GiB.
+//! `joiner_workloads`): type `fake-it-i` has i+1 vCPU and 2(i+1) GiB.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +11,7 @@ use joiner_agent::disruption::{quiet, Budgets, Reason};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Requirement, Requirements};
 use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
-use joiner_agent::workloads::{karpenter_catalog, node_pool};
+use joiner_workloads::{karpenter_catalog, node_pool};
 use proptest::prelude::*;
 
 const MI: i64 = 1 << 20;

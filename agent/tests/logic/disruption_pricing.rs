@@ -13,7 +13,7 @@ use joiner_agent::disruption::Budgets;
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
-use joiner_agent::workloads::{karpenter_catalog, node_pool};
+use joiner_workloads::{karpenter_catalog, node_pool};
 
 const NOW: i64 = 1_795_392_000 + 12 * 3600;
 

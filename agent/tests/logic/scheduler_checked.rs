@@ -19,7 +19,7 @@ use joiner_agent::scheduler::{
     PodAffinityTerm, PreferenceMode, TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use joiner_agent::taints::{Effect, Taint, Toleration};
-use joiner_agent::workloads::{karpenter_catalog, BENCH_ZONES};
+use joiner_workloads::{karpenter_catalog, BENCH_ZONES};
 use proptest::prelude::*;
 
 const MI: i64 = 1 << 20;

@@ -18,7 +18,7 @@ use joiner_agent::scheduler::{
     WhenUnsatisfiable,
 };
 use joiner_agent::taints::{Effect, Taint};
-use joiner_agent::workloads::node_pool;
+use joiner_workloads::node_pool;
 
 const MI: i64 = 1 << 20;
 const GI: i64 = 1 << 30;

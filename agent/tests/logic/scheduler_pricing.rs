@@ -14,7 +14,7 @@ use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use joiner_agent::scheduler::{
     schedule, Input, MinValuesPolicy, NewNodeClaim, NodePoolInput, Pod, PriceRatio,
 };
-use joiner_agent::workloads::node_pool;
+use joiner_workloads::node_pool;
 
 const GI: i64 = 1 << 30;
 

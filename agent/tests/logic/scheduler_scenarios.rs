@@ -14,7 +14,7 @@ use joiner_agent::scheduler::{
     TopologySpreadConstraint, UnavailableOfferings, WhenUnsatisfiable,
 };
 use joiner_agent::taints::{Effect, Taint, Toleration};
-use joiner_agent::workloads::node_pool;
+use joiner_workloads::node_pool;
 
 const MI: i64 = 1 << 20;
 const GI: i64 = 1 << 30;
@@ -531,7 +531,7 @@ fn unavailable_offerings_and_spot_price_cap() {
 
 #[test]
 fn deterministic() {
-    let mut ps = joiner_agent::workloads::karpenter_pods(300, 7);
+    let mut ps = joiner_workloads::karpenter_pods(300, 7);
     ps.extend(pods(50, "web", 250, 512 * MI));
     let input = Input {
         pods: ps,

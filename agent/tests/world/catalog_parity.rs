@@ -351,7 +351,7 @@ async fn scenario(class: Class) {
         Default::default(),
     )
     .unwrap();
-    let pods = joiner_agent::workloads::seed_pods(PODS);
+    let pods = joiner_workloads::seed_pods(PODS);
     let plan_on = |catalog: &Catalog| -> Vec<FleetNode> {
         let plan = schedule(
             catalog,

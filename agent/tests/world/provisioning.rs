@@ -167,7 +167,7 @@ async fn seed_scale_out(target: Target) {
             .unwrap()
     };
     let actual: f64 = claims.iter().map(price_of).sum();
-    let pods = joiner_agent::workloads::seed_pods(100);
+    let pods = joiner_workloads::seed_pods(100);
     let pool = joiner_agent::scheduler::NodePoolInput::from_api(
         "default",
         &serde_json::from_value(World::general_pool_spec("default")).unwrap(),
@@ -187,7 +187,7 @@ async fn seed_scale_out(target: Target) {
         .iter()
         .map(|c| c.instance_types[0].price)
         .sum();
-    let bound = joiner_agent::workloads::lower_bound(&catalog, &pool, &pods);
+    let bound = joiner_workloads::lower_bound(&catalog, &pool, &pods);
     let types = |it: &mut dyn Iterator<Item = String>| {
         let mut v: Vec<String> = it.collect();
         v.sort();

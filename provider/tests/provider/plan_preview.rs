@@ -21,8 +21,8 @@ use joiner_agent::disruption::drift::{completed_labels, drift_reason, stamp, Dri
 use joiner_agent::disruption::Reason;
 use joiner_agent::labels;
 use joiner_agent::scheduler::{self, convert, BoundPod, Input, NodePoolInput};
-use joiner_agent::workloads::karpenter_catalog;
 use joiner_provider::resources::node_pool::preview::verdict;
+use joiner_workloads::karpenter_catalog;
 use proptest::prelude::*;
 use serde_json::{json, Value as Json};
 

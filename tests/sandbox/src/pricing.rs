@@ -2,7 +2,7 @@
 //!
 //! Prices are the agent's own: on-demand from its embedded table, Spot from its stated model
 //! (the emulator's Spot price history is a constant). The lower bound is
-//! `joiner_agent::workloads::lower_bound`: the pods' requests priced at the cheapest $/vCPU
+//! `joiner_workloads::lower_bound`: the pods' requests priced at the cheapest $/vCPU
 //! or $/GiB among the types a NodePool allows, whichever binds, computed per NodePool for
 //! the pods that run on it (the capacity split decides that share, not the agent), and
 //! summed. It ignores DaemonSets and per-node overhead, so no real packing reaches it.
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use joiner_agent::api::NodePoolSpec;
 use joiner_agent::catalog::{CapacityType, Catalog};
-use joiner_agent::workloads::{lower_bound, node_pool, seed_pods};
+use joiner_workloads::{lower_bound, node_pool, seed_pods};
 
 use crate::cluster::{NodeView, Snapshot};
 

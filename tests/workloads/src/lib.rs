@@ -1,5 +1,6 @@
-//! Synthetic catalogues and workloads shared by the benchmarks and tests, so that both
-//! measure exactly the same shapes.
+//! Synthetic catalogues and workloads shared by the agent's benchmarks and tests, the
+//! provider's plan tests and the sandbox, so that all of them measure exactly the same shapes.
+//! Fixtures, never shipped: the agent's library does not depend on this crate.
 //!
 //! - [`karpenter_catalog`] / [`karpenter_pods`]: the shape of Karpenter's
 //!   `scheduling_benchmark_test.go`: 400 types where type i has i+1 vCPU, 2(i+1) GiB and
@@ -7,20 +8,20 @@
 //!   zonal self-affinity, hostname anti-affinity); CPU from {100, 250, 500, 1000, 1500}m and
 //!   memory from {100, 256, 512, 1024, 2048, 4096}Mi, seeded.
 //!   Synthetic prices (stated model): on-demand = 0.0425 $/vCPU/h + 0.0053 $/GiB/h; Spot by
-//!   [`crate::catalog::prices::spot_model`] with category `m`.
+//!   [`joiner_agent::catalog::prices::spot_model`] with category `m`.
 //! - [`seed_pods`]: the seed documents' 100 replicas of 250m / 512Mi.
 //! - [`mixed_pods`]: 1,000 pods of web/api/worker/cache/batch shapes, seeded.
 //! - [`lower_bound`]: demand priced at the cheapest $/vCPU and $/GiB among allowed types.
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{
+use joiner_agent::catalog::{
     CapacityType, Catalog, InstanceType, InstanceTypeRecord, KubeletSettings, Offering,
 };
-use crate::labels;
-use crate::requirements::Requirements;
-use crate::resources::Resources;
-use crate::scheduler::{
+use joiner_agent::labels;
+use joiner_agent::requirements::Requirements;
+use joiner_agent::resources::Resources;
+use joiner_agent::scheduler::{
     LabelSelector, NewNodeClaim, NodePoolInput, Pod, PodAffinityTerm, TopologySpreadConstraint,
     WhenUnsatisfiable,
 };
@@ -102,7 +103,7 @@ fn catalog_with_spot(count: usize, spot: impl Fn(usize, &str) -> bool) -> Catalo
                     offers.push(Offering {
                         zone: z.into(),
                         capacity_type: CapacityType::Spot,
-                        price: crate::catalog::prices::spot_model(od, "m", z),
+                        price: joiner_agent::catalog::prices::spot_model(od, "m", z),
                         reservation: None,
                     });
                 }
