@@ -2,7 +2,11 @@
 //! `joiner_agent::controllers`); `crds` prints the CustomResourceDefinitions it serves;
 //! `prometheus-rule` its alerts (`monitoring/rules.yml`) as a PrometheusRule.
 
+use std::sync::Arc;
+
 use clap::{Parser, Subcommand};
+use joiner_agent::cloud::Cloud;
+use joiner_agent::controllers::operator::config::CloudKind;
 use joiner_agent::controllers::{self, operator, Config};
 
 #[derive(Parser)]
@@ -76,10 +80,27 @@ async fn signals(tx: tokio::sync::watch::Sender<bool>) {
     let _ = tx.send(true);
 }
 
+/// The cloud `--cloud` names. The KWOK cloud is chosen here, in the binary, rather than in
+/// the library: the image's binary is compiled without the feature `kwok` even when the
+/// library has it (scripts/rustc-wrapper), and then nothing in it reaches the KWOK cloud.
+async fn cloud(config: &Config) -> anyhow::Result<Arc<dyn Cloud>> {
+    match config.cloud {
+        CloudKind::Ec2 => controllers::ec2_cloud(config).await,
+        #[cfg(feature = "kwok")]
+        CloudKind::Kwok => controllers::kwok_cloud(config).await,
+        #[cfg(not(feature = "kwok"))]
+        CloudKind::Kwok => anyhow::bail!(
+            "--cloud kwok: this joiner-agent was built without the KWOK cloud (cargo feature \
+             `kwok`), which is for benchmarks only; build one that has it with \
+             `cargo build -p joiner-agent --features kwok`"
+        ),
+    }
+}
+
 async fn run(config: Config) -> anyhow::Result<()> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(signals(tx));
-    let cloud = controllers::cloud_from_config(&config).await?;
+    let cloud = cloud(&config).await?;
     controllers::run(config, cloud, rx).await
 }
 

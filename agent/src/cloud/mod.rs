@@ -20,6 +20,7 @@ pub mod fargate_profiles;
 pub mod fleet;
 pub mod ice_cache;
 pub mod instances;
+#[cfg(feature = "kwok")]
 pub mod kwok;
 pub mod launch_template;
 pub mod records;
@@ -185,7 +186,8 @@ pub fn fleet_error_scope(code: &str) -> FleetErrorScope {
 }
 
 /// The agent's cloud. Implemented for EC2 by `ec2::Ec2Cloud`, and for a cluster whose
-/// kubelets KWOK plays by `kwok::KwokCloud` (benchmarks beside Karpenter's KWOK provider).
+/// kubelets KWOK plays by `kwok::KwokCloud` (feature `kwok`: benchmarks beside Karpenter's
+/// KWOK provider).
 #[async_trait::async_trait]
 pub trait Cloud: Send + Sync + 'static {
     /// The catalogue the scheduler sees for this NodeClass: offerings only in the zones of

@@ -145,18 +145,9 @@ pub async fn kube_config(config: &Config) -> anyhow::Result<kube::Config> {
     }
 }
 
-/// The cloud from `run`'s flags: EC2, whose Kubernetes version (for the public AMI
-/// parameters) is read from the API server so no flag has to repeat it; or, with `--cloud
-/// kwok`, Nodes for KWOK to play (`cloud::kwok`).
-pub async fn cloud_from_config(config: &Config) -> anyhow::Result<Arc<dyn Cloud>> {
-    if config.cloud == operator::config::CloudKind::Kwok {
-        let client = Client::try_from(kube_config(config).await?)
-            .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
-        return Ok(Arc::new(crate::cloud::kwok::KwokCloud::new(
-            client,
-            &config.cluster_name,
-        )));
-    }
+/// The EC2 cloud from `run`'s flags. Its Kubernetes version (for the public AMI parameters)
+/// is read from the API server, so that no flag has to repeat it.
+pub async fn ec2_cloud(config: &Config) -> anyhow::Result<Arc<dyn Cloud>> {
     use crate::cloud::aws::{load_config, AwsSettings};
     use crate::cloud::ec2::{Ec2Cloud, Ec2Options};
     let sdk = load_config(&AwsSettings {
@@ -184,6 +175,17 @@ pub async fn cloud_from_config(config: &Config) -> anyhow::Result<Arc<dyn Cloud>
         }
     }
     Ok(Arc::new(Ec2Cloud::new(&sdk, options)))
+}
+
+/// The KWOK cloud (`--cloud kwok`): Nodes for KWOK to play ([`crate::cloud::kwok`]).
+#[cfg(feature = "kwok")]
+pub async fn kwok_cloud(config: &Config) -> anyhow::Result<Arc<dyn Cloud>> {
+    let client = Client::try_from(kube_config(config).await?)
+        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
+    Ok(Arc::new(crate::cloud::kwok::KwokCloud::new(
+        client,
+        &config.cluster_name,
+    )))
 }
 
 /// Runs the agent until `shutdown` turns true. Returns an error when start-up fails or

@@ -6,7 +6,7 @@
 //!
 //! This is what `agent/benches/perf_suite.rs` measures against Karpenter's KWOK provider,
 //! proven correct here without Karpenter. The agent runs in-process through the same
-//! entry points as the binary (`Config` from flags, `cloud_from_config`, `controllers::run`).
+//! entry points as the binary (`Config` from flags, `kwok_cloud`, `controllers::run`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -154,7 +154,7 @@ mod real_control_plane {
             "300ms",
         ])
         .unwrap();
-        let cloud = controllers::cloud_from_config(&config).await.unwrap();
+        let cloud = controllers::kwok_cloud(&config).await.unwrap();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let agent = tokio::spawn(controllers::run(config, Arc::clone(&cloud), stopped));
 

@@ -14,6 +14,7 @@ pub enum CloudKind {
     Ec2,
     /// Nodes created directly for KWOK to play, with Karpenter's KWOK instance types: the
     /// world `scripts/bench-perf-suite` measures joiner and Karpenter in (`cloud::kwok`).
+    /// Offered by every binary, so that one built without the feature `kwok` can say so.
     Kwok,
 }
 
@@ -28,7 +29,8 @@ pub enum LogFormat {
 pub struct Config {
     #[arg(long, env = "JOINER_CLUSTER_NAME")]
     pub cluster_name: String,
-    /// `kwok` launches KWOK-managed Nodes instead of EC2 instances (benchmarks only).
+    /// `kwok` launches KWOK-managed Nodes instead of EC2 instances (benchmarks only; in a
+    /// binary built with the cargo feature `kwok`).
     #[arg(long, env = "JOINER_CLOUD", value_enum, default_value = "ec2")]
     pub cloud: CloudKind,
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
