@@ -196,23 +196,17 @@ pub async fn run(
     cloud: Arc<dyn Cloud>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let kcfg = kube_config(&config).await?;
-    let client = Client::try_from(kcfg.clone())
-        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
-    let mut no_retry = kcfg;
-    no_retry.default_retry = false;
-    let eviction_client = Client::try_from(no_retry)
-        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
+    let (client, eviction_client) = clients(&config).await?;
     let identity = config.identity();
     let metrics = Arc::new(Metrics::new());
     let (ready_tx, ready_rx) = watch::channel(false);
-    let (stop_http_tx, stop_http) = watch::channel(false);
+    let (stop_http, http_stopped) = watch::channel(false);
     let (m_addr, h_addr) = operator::http::serve(
         config.metrics_addr,
         config.health_addr,
         metrics.clone(),
         ready_rx,
-        stop_http,
+        http_stopped,
     )
     .await?;
     tracing::info!(
@@ -223,83 +217,148 @@ pub async fn run(
         version = env!("CARGO_PKG_VERSION"),
         "joiner-agent starting"
     );
-    let state = ClusterState::start(client.clone(), metrics.clone());
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        eviction_client,
-        cloud,
-        state: state.clone(),
-        metrics: metrics.clone(),
-        events: Arc::new(events::Recorder::new(client.clone(), &identity)),
-        config: Arc::new(config.clone()),
-        claims: queue::Queue::new(),
-        batch_seen: Mutex::new(HashMap::new()),
-        fargate: Default::default(),
-        registration_health: Mutex::new(Default::default()),
-        interruption_sent: Mutex::new(HashMap::new()),
-    });
+    let ctx = Context::start(config, client, eviction_client, cloud, metrics, &identity);
 
     tokio::select! {
-        _ = state.wait_synced() => {}
-        _ = shutdown.wait_for(|s| *s) => { let _ = stop_http_tx.send(true); return Ok(()); }
+        _ = ctx.state.wait_synced() => {}
+        _ = shutdown.wait_for(|s| *s) => { let _ = stop_http.send(true); return Ok(()); }
     }
     let _ = ready_tx.send(true);
     tracing::info!("caches synced");
     let _warm = crate::task::AbortOnDrop(tokio::spawn(provisioning::warm::run(ctx.clone())));
 
-    let (leader_tx, mut leader_rx) = watch::channel(!config.leader_elect);
-    let (stop_elector_tx, stop_elector) = watch::channel(false);
-    let elector = if config.leader_elect {
-        let e = operator::leader::Elector::new(
+    let mut election = Election::start(&ctx.client, &ctx.config, &identity);
+    let result = lead(&ctx, &mut election.leader, &mut shutdown).await;
+    election.stop().await;
+    let _ = stop_http.send(true);
+    tracing::info!("joiner-agent stopped");
+    result
+}
+
+/// The Kubernetes clients: one as configured, and one without kube's 429 retry for the
+/// Eviction API ([`Context::eviction_client`]).
+async fn clients(config: &Config) -> anyhow::Result<(Client, Client)> {
+    let kcfg = kube_config(config).await?;
+    let client = Client::try_from(kcfg.clone())
+        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
+    let mut no_retry = kcfg;
+    no_retry.default_retry = false;
+    let eviction_client = Client::try_from(no_retry)
+        .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
+    Ok((client, eviction_client))
+}
+
+impl Context {
+    /// The context every loop shares, its watches started (not yet synced).
+    fn start(
+        config: Config,
+        client: Client,
+        eviction_client: Client,
+        cloud: Arc<dyn Cloud>,
+        metrics: Arc<Metrics>,
+        identity: &str,
+    ) -> Arc<Context> {
+        let state = ClusterState::start(client.clone(), metrics.clone());
+        Arc::new(Context {
+            events: Arc::new(events::Recorder::new(client.clone(), identity)),
+            client,
+            eviction_client,
+            cloud,
+            state,
+            metrics,
+            config: Arc::new(config),
+            claims: queue::Queue::new(),
+            batch_seen: Mutex::new(HashMap::new()),
+            fargate: Default::default(),
+            registration_health: Mutex::new(Default::default()),
+            interruption_sent: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// Who leads: the Lease's elector, or with `--leader-elect false` this replica from the start.
+struct Election {
+    /// True while this replica leads.
+    leader: watch::Receiver<bool>,
+    /// Without an elector, the sender nobody writes to: held so that `leader` stays open
+    /// (a closed channel would read as leadership lost).
+    _unelected: Option<watch::Sender<bool>>,
+    stop: watch::Sender<bool>,
+    elector: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Election {
+    fn start(client: &Client, config: &Config, identity: &str) -> Election {
+        let (leader_tx, leader) = watch::channel(!config.leader_elect);
+        let (stop, stopped) = watch::channel(false);
+        if !config.leader_elect {
+            return Election {
+                leader,
+                _unelected: Some(leader_tx),
+                stop,
+                elector: None,
+            };
+        }
+        let elector = operator::leader::Elector::new(
             client.clone(),
             &config.namespace,
-            &identity,
+            identity,
             config.lease_duration,
             config.lease_retry,
         );
-        Some(tokio::spawn(e.run(leader_tx, stop_elector)))
-    } else {
-        None
-    };
-
-    let result = 'run: {
-        tokio::select! {
-            r = leader_rx.wait_for(|l| *l) => {
-                if r.is_err() { break 'run Ok(()); }
-            }
-            _ = shutdown.wait_for(|s| *s) => break 'run Ok(()),
+        Election {
+            leader,
+            _unelected: None,
+            stop,
+            elector: Some(tokio::spawn(elector.run(leader_tx, stopped))),
         }
-        metrics.leader.set(1);
-        let mut tasks = tokio::task::JoinSet::new();
-        for (name, f) in CONTROLLERS {
-            let fut = f(ctx.clone());
-            let name = *name;
-            tasks.spawn(async move {
-                fut.await;
-                tracing::warn!(controller = name, "controller loop ended");
-            });
-        }
-        let lost = tokio::select! {
-            r = leader_rx.wait_for(|l| !*l) => r.is_ok(),
-            _ = shutdown.wait_for(|s| *s) => false,
-        };
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-        metrics.leader.set(0);
-        if lost {
-            break 'run Err(anyhow::anyhow!(
-                "lost leadership of Lease {}/{}",
-                config.namespace,
-                operator::leader::LEASE_NAME
-            ));
-        }
-        Ok(())
-    };
-    let _ = stop_elector_tx.send(true);
-    if let Some(e) = elector {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), e).await;
     }
-    let _ = stop_http_tx.send(true);
-    tracing::info!("joiner-agent stopped");
-    result
+
+    /// Stops the elector, giving it 5 s to release the Lease.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        if let Some(e) = self.elector {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), e).await;
+        }
+    }
+}
+
+/// Waits for leadership, then runs [`CONTROLLERS`] until `shutdown` turns true or this
+/// replica loses the Lease (an error, see [`run`]).
+async fn lead(
+    ctx: &Arc<Context>,
+    leader: &mut watch::Receiver<bool>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    tokio::select! {
+        r = leader.wait_for(|l| *l) => {
+            if r.is_err() { return Ok(()); }
+        }
+        _ = shutdown.wait_for(|s| *s) => return Ok(()),
+    }
+    ctx.metrics.leader.set(1);
+    let mut tasks = tokio::task::JoinSet::new();
+    for (name, f) in CONTROLLERS {
+        let fut = f(ctx.clone());
+        let name = *name;
+        tasks.spawn(async move {
+            fut.await;
+            tracing::warn!(controller = name, "controller loop ended");
+        });
+    }
+    let lost = tokio::select! {
+        r = leader.wait_for(|l| !*l) => r.is_ok(),
+        _ = shutdown.wait_for(|s| *s) => false,
+    };
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    ctx.metrics.leader.set(0);
+    if lost {
+        anyhow::bail!(
+            "lost leadership of Lease {}/{}",
+            ctx.config.namespace,
+            operator::leader::LEASE_NAME
+        );
+    }
+    Ok(())
 }
