@@ -1,5 +1,7 @@
 //! One module per Terraform resource; each reads like a description of the object it manages.
-//! How to write one: see `crate::protocol::resource`.
+//! How to write one: see `crate::protocol::resource`. A resource over one `joiner.dev` object
+//! in a cluster implements [`custom_object::CustomObject`] instead, and gets the lifecycle the
+//! others of its sort share.
 
 use crate::context::ProviderContext;
 use crate::protocol::resource::Resource;
@@ -10,6 +12,7 @@ pub mod agent;
 pub mod agent_role;
 pub mod cluster;
 pub mod cluster_role;
+pub mod custom_object;
 pub mod fargate_profile;
 pub mod fargate_role;
 pub mod iam_role;

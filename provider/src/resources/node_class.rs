@@ -4,18 +4,19 @@
 use std::time::Duration;
 
 use joiner_agent::api::node_class::NodeClassSpec;
+use joiner_agent::api::validate::FieldError;
+use serde_json::Value as Json;
 
+use super::custom_object::CustomObject;
 use crate::context::ProviderContext;
-use crate::kubernetes::{custom, kinds};
+use crate::kubernetes::{kinds, Kind, Kube};
 use crate::model::node_class::NodeClassModel;
 use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::validators;
 
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-
+/// The resource, a [`CustomObject`]: its lifecycle is shared, the rest of this module is the
+/// NodeClass's own.
 pub struct NodeClass;
 
 pub const PATHS: PathMap = PathMap {
@@ -42,17 +43,18 @@ fn tags_block() -> Attribute {
 }
 
 #[async_trait]
-impl Resource<ProviderContext> for NodeClass {
-    fn type_name(&self) -> &'static str {
-        "joiner_node_class"
-    }
+impl CustomObject for NodeClass {
+    const TYPE_NAME: &'static str = "joiner_node_class";
+    const DESCRIPTION: &'static str = "A joiner.dev/v1 NodeClass: subnets, security groups, AMI, IAM role, disks, metadata options, user data, tags and kubelet settings for launched instances (Karpenter v1 EC2NodeClass fields).";
+    const KIND: Kind = kinds::NODE_CLASS;
+    const PATHS: &'static PathMap = &PATHS;
+    const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
-    fn schema(&self) -> Schema {
-        Schema::new(0)
-            .description("A joiner.dev/v1 NodeClass: subnets, security groups, AMI, IAM role, disks, metadata options, user data, tags and kubelet settings for launched instances (Karpenter v1 EC2NodeClass fields).")
-            .attribute(Attribute::string("id").computed().description("`<cluster_name>:<name>`, also the import ID."))
-            .attribute(Attribute::string("cluster_name").required().force_new())
-            .attribute(Attribute::string("name").required().force_new().validate(validators::dns_subdomain))
+    type Model = NodeClassModel;
+    type Spec = NodeClassSpec;
+
+    fn attributes(schema: Schema) -> Schema {
+        schema
             .attribute(Attribute::string("role").optional())
             .attribute(Attribute::string("instance_profile").optional())
             .attribute(Attribute::string("user_data").optional())
@@ -136,144 +138,69 @@ impl Resource<ProviderContext> for NodeClass {
             ))
     }
 
-    fn timeouts(&self) -> Option<Timeouts> {
-        Some(Timeouts {
-            create: Some(WRITE_TIMEOUT),
-            read: None,
-            update: Some(WRITE_TIMEOUT),
-            delete: Some(DELETE_TIMEOUT),
-        })
+    fn spec(m: &NodeClassModel) -> NodeClassSpec {
+        m.spec()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
-        let m = NodeClassModel::from_value(config);
-        let errors = joiner_agent::api::validate::node_class(&m.spec(), "spec");
-        // "role and instanceProfile are mutually exclusive" (or both missing) is about the
-        // spec; it points at role, once both are known.
-        let both_known = m.role.is_known() && m.instance_profile.is_known();
-        PATHS.diagnostics("NodeClass", errors, config, Some(("role", both_known)))
+    fn from_live(cluster: &str, name: &str, spec: &NodeClassSpec, _obj: &Json) -> NodeClassModel {
+        NodeClassModel::from_spec(cluster, name, spec)
     }
 
-    async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
-        let m = NodeClassModel::from_value(&plan.planned);
-        if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
-            plan.planned
-                .set_attr("id", Value::string(format!("{c}:{n}")));
-        }
-        if !plan.is_create() && !plan.is_replace() && plan.planned.is_fully_known() {
-            let prior = NodeClassModel::from_value(&plan.prior);
-            let (mut a, mut b) = (prior.spec(), m.spec());
-            if a.capacity_reservation_selector_terms != b.capacity_reservation_selector_terms {
-                plan.warn(Diagnostic::warning_at(
-                    "capacity_reservation_selector_term",
-                    "NodeClass capacity reservation selection changes",
-                    format!(
-                        "NodeClass {}: the capacity reservations its pools launch into change \
-                         from the next NodeClaim on. No live node drifts for this (which \
-                         reservations a class selects is not part of its drift hash, as in \
-                         Karpenter); nodes in a reservation no longer selected keep running \
-                         until it ends.",
-                        m.name.as_deref().unwrap_or("")
-                    ),
-                ));
-            }
-            a.capacity_reservation_selector_terms.clear();
-            b.capacity_reservation_selector_terms.clear();
-            if a != b {
-                if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
-                    let path = first_changed(&plan.prior, &plan.planned);
-                    let preview = super::node_pool::preview::node_class(ctx, c, n, path).await;
-                    plan.warn(super::node_pool::preview::warning("NodeClass", n, preview));
-                }
-            }
-        }
-        Ok(())
+    fn agent_errors(spec: &NodeClassSpec) -> Vec<FieldError> {
+        joiner_agent::api::validate::node_class(spec, "spec")
     }
 
-    async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        write(ctx, change).await
+    /// "role and instanceProfile are mutually exclusive" (or both missing) is about the
+    /// spec; it points at role, once both are known.
+    fn whole_spec_at(m: &NodeClassModel) -> Option<(&'static str, bool)> {
+        Some(("role", m.role.is_known() && m.instance_profile.is_known()))
     }
 
-    async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        write(ctx, change).await
-    }
-
-    async fn read(
-        &self,
+    async fn plan(
         ctx: &ProviderContext,
-        req: ReadRequest,
-    ) -> Result<Option<Applied>, Diagnostics> {
-        let state = NodeClassModel::from_value(&req.state);
-        let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
-            return Ok(None);
-        };
-        let found = custom::read::<NodeClassSpec>(&ctx.kube, &cluster, kinds::NODE_CLASS, &name);
-        let Some((live, _)) = found.await? else {
-            return Ok(None);
-        };
-        if live == state.spec() {
-            return Ok(Some(Applied::new(req.state).with_private(req.private)));
-        }
-        let mut fresh = NodeClassModel::from_spec(&cluster, &name, &live);
-        fresh.timeouts = state.timeouts.clone();
-        Ok(Some(
-            Applied::new(fresh.to_value()).with_private(req.private),
-        ))
-    }
-
-    async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
-        let m = NodeClassModel::from_value(&change.prior);
-        let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
+        plan: &mut Plan,
+        m: &NodeClassModel,
+    ) -> Result<(), Diagnostics> {
+        if plan.is_create() || plan.is_replace() || !plan.planned.is_fully_known() {
             return Ok(());
-        };
-        custom::delete(
-            &ctx.kube,
-            &ctx.stop,
-            &cluster,
-            kinds::NODE_CLASS,
-            &name,
-            change.timeout,
-            DELETE_TIMEOUT,
-            |_, obj| {
-                let f = &obj["metadata"]["finalizers"];
-                let why = "the agent releases them once no NodeClaim uses the class";
-                let status = format!("finalizers {f} ({why})");
-                Box::pin(async move { status })
-            },
-        )
-        .await?;
+        }
+        let prior = NodeClassModel::from_value(&plan.prior);
+        let (mut a, mut b) = (prior.spec(), m.spec());
+        if a.capacity_reservation_selector_terms != b.capacity_reservation_selector_terms {
+            plan.warn(reservations_warning(m.name.as_deref().unwrap_or("")));
+        }
+        a.capacity_reservation_selector_terms.clear();
+        b.capacity_reservation_selector_terms.clear();
+        if a != b {
+            if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
+                let path = first_changed(&plan.prior, &plan.planned);
+                let preview = super::node_pool::preview::node_class(ctx, c, n, path).await;
+                plan.warn(super::node_pool::preview::warning("NodeClass", n, preview));
+            }
+        }
         Ok(())
     }
 
-    async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let (cluster, name) = custom::split_id(id, "name")?;
-        let m = NodeClassModel {
-            id: Some(id.to_string()),
-            cluster_name: Some(cluster.into()),
-            name: Some(name.into()),
-            ..Default::default()
-        };
-        Ok(Applied::new(m.to_value()))
+    async fn deleting(_kube: &Kube, _name: &str, obj: &Json) -> String {
+        let f = &obj["metadata"]["finalizers"];
+        let why = "the agent releases them once no NodeClaim uses the class";
+        format!("finalizers {f} ({why})")
     }
 }
 
-async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-    let m = NodeClassModel::from_value(&change.planned);
-    let cluster = m.cluster_name.clone().unwrap_or_default();
-    let name = m.name.clone().unwrap_or_default();
-    let kind = kinds::NODE_CLASS;
-    custom::apply(
-        &ctx.kube,
-        &cluster,
-        kind,
-        &name,
-        &Default::default(),
-        &m.spec(),
+/// A change to the reservations a class selects drifts no node, unlike its other fields.
+fn reservations_warning(name: &str) -> Diagnostic {
+    Diagnostic::warning_at(
+        "capacity_reservation_selector_term",
+        "NodeClass capacity reservation selection changes",
+        format!(
+            "NodeClass {name}: the capacity reservations its pools launch into change \
+             from the next NodeClaim on. No live node drifts for this (which \
+             reservations a class selects is not part of its drift hash, as in \
+             Karpenter); nodes in a reservation no longer selected keep running \
+             until it ends."
+        ),
     )
-    .await?;
-    let mut state = change.planned;
-    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
-    Ok(Applied::new(state))
 }
 
 /// The first top-level input that differs between two states: what a NodeClass warning

@@ -12,23 +12,23 @@
 use std::time::Duration;
 
 use joiner_agent::api::node_overlay::NodeOverlaySpec;
+use joiner_agent::api::validate::FieldError;
 use joiner_agent::catalog::overlay::{self, Overlay};
 use joiner_agent::catalog::{CapacityType, Catalog};
+use serde_json::Value as Json;
 
+use super::custom_object::CustomObject;
+use super::node_pool::admission::{self, price_text};
 use crate::context::ProviderContext;
-use crate::kubernetes::{custom, kinds};
+use crate::kubernetes::{kinds, Kind};
 use crate::model::node_overlay::NodeOverlayModel;
 use crate::model::paths::PathMap;
-use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::validators;
 
-use super::node_pool::admission::{self, price_text};
-
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-const DELETE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 const SAMPLE: usize = 10;
 
+/// The resource, a [`CustomObject`]: its lifecycle is shared, the rest of this module is the
+/// NodeOverlay's own.
 pub struct NodeOverlay;
 
 pub const PATHS: PathMap = PathMap {
@@ -127,22 +127,18 @@ pub fn selected(catalog: &Catalog, name: &str, spec: &NodeOverlaySpec) -> Select
 }
 
 #[async_trait]
-impl Resource<ProviderContext> for NodeOverlay {
-    fn type_name(&self) -> &'static str {
-        "joiner_node_overlay"
-    }
+impl CustomObject for NodeOverlay {
+    const TYPE_NAME: &'static str = "joiner_node_overlay";
+    const DESCRIPTION: &'static str = "A joiner.dev/v1 NodeOverlay: a price change (Savings Plans, Reserved Instances, discounts) or extra extended resources for the instance types it selects, used by the agent's scheduler, consolidation and NodePools' plan-time prices (Karpenter v1.7 NodeOverlay).";
+    const KIND: Kind = kinds::NODE_OVERLAY;
+    const PATHS: &'static PathMap = &PATHS;
+    const DELETE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-    fn schema(&self) -> Schema {
-        Schema::new(0)
-            .description("A joiner.dev/v1 NodeOverlay: a price change (Savings Plans, Reserved Instances, discounts) or extra extended resources for the instance types it selects, used by the agent's scheduler, consolidation and NodePools' plan-time prices (Karpenter v1.7 NodeOverlay).")
-            .attribute(Attribute::string("id").computed().description("`<cluster_name>:<name>`, also the import ID."))
-            .attribute(Attribute::string("cluster_name").required().force_new())
-            .attribute(
-                Attribute::string("name")
-                    .required()
-                    .force_new()
-                    .validate(validators::dns_subdomain),
-            )
+    type Model = NodeOverlayModel;
+    type Spec = NodeOverlaySpec;
+
+    fn attributes(schema: Schema) -> Schema {
+        schema
             .attribute(Attribute::number("weight").optional().description(
                 "1-10000: when overlays select the same offering the highest weight's price wins (ties: name order); capacity keys merge.",
             ))
@@ -171,33 +167,39 @@ impl Resource<ProviderContext> for NodeOverlay {
             ))
     }
 
-    fn timeouts(&self) -> Option<Timeouts> {
-        Some(Timeouts {
-            create: Some(WRITE_TIMEOUT),
-            read: None,
-            update: Some(WRITE_TIMEOUT),
-            delete: Some(DELETE_TIMEOUT),
-        })
+    fn spec(m: &NodeOverlayModel) -> NodeOverlaySpec {
+        m.spec()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
-        let m = NodeOverlayModel::from_value(config);
-        let errors = joiner_agent::api::node_overlay::validate(&m.spec(), "spec");
-        // "sets nothing" is about the whole spec; it points at price once that is known.
-        let known = m.price.is_known() && m.price_adjustment.is_known();
-        PATHS.diagnostics("NodeOverlay", errors, config, Some(("price", known)))
+    fn from_live(
+        cluster: &str,
+        name: &str,
+        spec: &NodeOverlaySpec,
+        _obj: &Json,
+    ) -> NodeOverlayModel {
+        let mut m = NodeOverlayModel::from_spec(cluster, name, spec);
+        m.selected_instance_types = selected(admission::catalog(), name, spec).to_value();
+        m
     }
 
-    async fn modify_plan(
-        &self,
+    fn in_sync(state: &NodeOverlayModel, _obj: &Json) -> bool {
+        !state.selected_instance_types.is_null()
+    }
+
+    fn agent_errors(spec: &NodeOverlaySpec) -> Vec<FieldError> {
+        joiner_agent::api::node_overlay::validate(spec, "spec")
+    }
+
+    /// "sets nothing" is about the whole spec; it points at price once that is known.
+    fn whole_spec_at(m: &NodeOverlayModel) -> Option<(&'static str, bool)> {
+        Some(("price", m.price.is_known() && m.price_adjustment.is_known()))
+    }
+
+    async fn plan(
         _ctx: &ProviderContext,
         plan: &mut Plan,
+        m: &NodeOverlayModel,
     ) -> Result<(), Diagnostics> {
-        let m = NodeOverlayModel::from_value(&plan.planned);
-        if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
-            plan.planned
-                .set_attr("id", Value::string(format!("{c}:{n}")));
-        }
         if !(m.requirements.is_known() && m.price.is_known() && m.price_adjustment.is_known()) {
             plan.set_unknown("selected_instance_types");
             return Ok(());
@@ -219,96 +221,13 @@ impl Resource<ProviderContext> for NodeOverlay {
             .set_attr("selected_instance_types", s.to_value());
         Ok(())
     }
-
-    async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        write(ctx, change).await
-    }
-
-    async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        write(ctx, change).await
-    }
-
-    async fn read(
-        &self,
-        ctx: &ProviderContext,
-        req: ReadRequest,
-    ) -> Result<Option<Applied>, Diagnostics> {
-        let state = NodeOverlayModel::from_value(&req.state);
-        let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
-            return Ok(None);
-        };
-        let found =
-            custom::read::<NodeOverlaySpec>(&ctx.kube, &cluster, kinds::NODE_OVERLAY, &name);
-        let Some((live, _)) = found.await? else {
-            return Ok(None);
-        };
-        if live == state.spec() && !state.selected_instance_types.is_null() {
-            return Ok(Some(Applied::new(req.state).with_private(req.private)));
-        }
-        let mut fresh = NodeOverlayModel::from_spec(&cluster, &name, &live);
-        fresh.timeouts = state.timeouts.clone();
-        fresh.selected_instance_types = selected(admission::catalog(), &name, &live).to_value();
-        Ok(Some(
-            Applied::new(fresh.to_value()).with_private(req.private),
-        ))
-    }
-
-    async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
-        let m = NodeOverlayModel::from_value(&change.prior);
-        let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
-            return Ok(());
-        };
-        custom::delete(
-            &ctx.kube,
-            &ctx.stop,
-            &cluster,
-            kinds::NODE_OVERLAY,
-            &name,
-            change.timeout,
-            DELETE_TIMEOUT,
-            |_, obj| {
-                Box::pin(async move { format!("finalizers {}", obj["metadata"]["finalizers"]) })
-            },
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let (cluster, name) = custom::split_id(id, "name")?;
-        let m = NodeOverlayModel {
-            id: Some(id.to_string()),
-            cluster_name: Some(cluster.into()),
-            name: Some(name.into()),
-            ..Default::default()
-        };
-        Ok(Applied::new(m.to_value()))
-    }
-}
-
-async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-    let m = NodeOverlayModel::from_value(&change.planned);
-    let cluster = m.cluster_name.clone().unwrap_or_default();
-    let name = m.name.clone().unwrap_or_default();
-    custom::apply(
-        &ctx.kube,
-        &cluster,
-        kinds::NODE_OVERLAY,
-        &name,
-        &Default::default(),
-        &m.spec(),
-    )
-    .await?;
-    let mut state = change.planned;
-    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
-    Ok(Applied::new(state))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::conforms;
     use crate::model::node_overlay::*;
+    use crate::model::{conforms, Model};
 
     fn full() -> NodeOverlayModel {
         NodeOverlayModel {

@@ -13,21 +13,23 @@ pub mod admission;
 pub mod preview;
 pub mod pricing;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joiner_agent::api::node_pool::NodePoolSpec;
+use joiner_agent::api::validate::FieldError;
+use serde_json::Value as Json;
 
+use super::custom_object::CustomObject;
 use crate::context::ProviderContext;
-use crate::kubernetes::{custom, kinds};
+use crate::kubernetes::{kinds, Kind, Kube};
 use crate::model::node_pool::NodePoolModel;
 use crate::model::paths::PathMap;
 use crate::model::Model;
 use crate::protocol::prelude::*;
-use crate::validators;
 
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-
+/// The resource, a [`CustomObject`]: its lifecycle is shared, the rest of this module is the
+/// NodePool's own.
 pub struct NodePool;
 
 pub const PATHS: PathMap = PathMap {
@@ -42,68 +44,19 @@ pub const PATHS: PathMap = PathMap {
     ],
 };
 
-fn taint_block() -> Block {
-    Block::new()
-        .attribute(Attribute::string("key").required())
-        .attribute(Attribute::string("value").optional())
-        .attribute(
-            Attribute::string("effect")
-                .required()
-                .description("NoSchedule, PreferNoSchedule or NoExecute."),
-        )
-}
-
 #[async_trait]
-impl Resource<ProviderContext> for NodePool {
-    fn type_name(&self) -> &'static str {
-        "joiner_node_pool"
-    }
+impl CustomObject for NodePool {
+    const TYPE_NAME: &'static str = "joiner_node_pool";
+    const DESCRIPTION: &'static str = "A joiner.dev/v1 NodePool: which nodes the agent may launch, with its constraints, limits and disruption rules (Karpenter v1 NodePool fields).";
+    const KIND: Kind = kinds::NODE_POOL;
+    const PATHS: &'static PathMap = &PATHS;
+    const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
-    fn schema(&self) -> Schema {
-        Schema::new(0)
-            .description("A joiner.dev/v1 NodePool: which nodes the agent may launch, with its constraints, limits and disruption rules (Karpenter v1 NodePool fields).")
-            .attribute(Attribute::string("id").computed().description("`<cluster_name>:<name>`, also the import ID."))
-            .attribute(Attribute::string("cluster_name").required().force_new())
-            .attribute(
-                Attribute::string("name")
-                    .required()
-                    .force_new()
-                    .validate(validators::dns_subdomain),
-            )
-            .attribute(Attribute::string("node_class").required())
-            .attribute(Attribute::number("weight").optional())
-            .attribute(Attribute::string_map("labels").optional())
-            .attribute(Attribute::string_map("annotations").optional())
-            .attribute(Attribute::string_map("limits").optional())
-            .attribute(Attribute::string("expire_after").optional().description("Duration or Never; default 720h."))
-            .attribute(Attribute::string("termination_grace_period").optional())
-            .attribute(Attribute::string("rebalance").optional().description(
-                "`replace`: replace nodes on EC2 rebalance recommendations, ahead of a likely Spot interruption (the NodePool's `joiner.dev/rebalance` annotation). Unset: recommendations are only logged.",
-            ))
-            .attribute(Attribute::string_list("adopts_karpenter_node_pools").optional().description(
-                "Moving from Karpenter: the Karpenter NodePools whose running nodes this pool adopts (with `joiner_agent.adopt_karpenter_namespace`), when their names differ from this pool's; a pool adopts its namesake's nodes without it. Written as the NodePool's `joiner.dev/adopts-karpenter-nodepools` annotation.",
-            ).validate(|v| {
-                for n in v.as_string_list() {
-                    let ok = !n.is_empty()
-                        && n.len() <= 253
-                        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-                        && n.starts_with(|c: char| c.is_ascii_alphanumeric())
-                        && n.ends_with(|c: char| c.is_ascii_alphanumeric());
-                    if !ok {
-                        return Err(format!("{n:?} is not a NodePool name (a DNS-1123 subdomain: a-z, 0-9, '-', '.')"));
-                    }
-                }
-                Ok(())
-            }))
-            .attribute(Attribute::string("rebalance_limit").optional().description(
-                "`N/duration` (e.g. `2/10m`): at most N rebalance replacements per window; needs `rebalance`.",
-            ))
-            .attribute(Attribute::string("min_values_policy").optional().description(
-                "`Strict` (default) or `BestEffort`: what a launch does when a requirement's `min_values` cannot be met. Strict plans nothing on this pool; BestEffort launches with the values there are and annotates the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed`. (Karpenter's global `--min-values-policy`, per pool.)",
-            ))
-            .attribute(Attribute::string("candidate_price_ratio").optional().description(
-                "How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a decimal ratio of at least 1, compared within a capacity type (a Spot claim's on-demand fallback is not cut); default \"2\". Types above it are never launched, so a shortage of cheap types cannot fall back to a node costing many times as much. Types kept for `min_values` are exempt.",
-            ))
+    type Model = NodePoolModel;
+    type Spec = NodePoolSpec;
+
+    fn attributes(schema: Schema) -> Schema {
+        let schema = launch_policy(object_annotations(template(schema)))
             .attribute(
                 Attribute::new("admitted_instance_types", admission::Admitted::value_type())
                     .computed()
@@ -119,92 +72,36 @@ impl Resource<ProviderContext> for NodePool {
             ))
             .block(NestedBlock::list("taint", taint_block()))
             .block(NestedBlock::list("startup_taint", taint_block()))
-            .block(NestedBlock::single(
-                "disruption",
-                Block::new()
-                    .attribute(Attribute::string("consolidation_policy").optional())
-                    .attribute(Attribute::string("consolidate_after").optional())
-                    .attribute(Attribute::string("expire_after").optional().description(
-                        "Not here: Karpenter v1 moved expireAfter out of disruption; set the pool's `expire_after`. Accepted only to say so at plan.",
-                    ))
-                    .block(NestedBlock::list(
-                        "budget",
-                        Block::new()
-                            .attribute(Attribute::string("nodes").required())
-                            .attribute(Attribute::string("schedule").optional())
-                            .attribute(Attribute::string("duration").optional())
-                            .attribute(Attribute::string_list("reasons").optional()),
-                    ))
-                    .attribute(Attribute::bool("spot_to_spot_consolidation").optional().description(
-                        "Replace Spot nodes by cheaper Spot nodes (Karpenter's SpotToSpotConsolidation feature gate, per pool): a single node needs 15 cheaper Spot types and launches from the 15 cheapest. Default false.",
-                    ))
-                    .attribute(Attribute::number("consolidation_evictions_per_hour").optional().description(
-                        "At most this many pods evicted by consolidation in any hour (joiner; Karpenter has no such cap). Unset: no cap.",
-                    )),
-            ))
-            .attribute(Attribute::number("replicas").optional().description(
-                "Static capacity (Karpenter v1.8 spec.replicas): keep exactly this many nodes, whatever the pods; never launch for pending pods. Adding or removing it replaces the pool.",
-            ))
-            .block(NestedBlock::list(
-                "headroom",
-                Block::new()
-                    .description("Warm capacity: room kept free for pods to come, so a burst starts without waiting for a boot. Priced in the plan.")
-                    .attribute(Attribute::string("cpu").optional().description("CPU of one pod to make room for."))
-                    .attribute(Attribute::string("memory").optional().description("Memory of one pod to make room for."))
-                    .attribute(Attribute::number("pods").optional().description("How many such pods (default 1)."))
-                    .attribute(Attribute::number("nodes").optional().description("Spare (empty) nodes, instead of cpu/memory/pods."))
-                    .attribute(Attribute::string("schedule").optional().description("Cron (UTC) when this headroom is kept; needs duration."))
-                    .attribute(Attribute::string("duration").optional()),
-            ))
-            .block(NestedBlock::single(
-                "repair",
-                Block::new()
-                    .description("Node repair (Karpenter v1.1): replace nodes unhealthy for a set time, unless over 20 % of the pool is unhealthy. Without policy blocks: Karpenter's AWS policies.")
-                    .block(NestedBlock::list(
-                        "policy",
-                        Block::new()
-                            .attribute(Attribute::string("condition_type").required())
-                            .attribute(Attribute::string("condition_status").required())
-                            .attribute(Attribute::string("toleration_duration").required()),
-                    )),
-            ))
+            .block(disruption_block());
+        static_capacity(schema).block(repair_block())
     }
 
-    fn timeouts(&self) -> Option<Timeouts> {
-        Some(Timeouts {
-            create: Some(WRITE_TIMEOUT),
-            read: None,
-            update: Some(WRITE_TIMEOUT),
-            delete: Some(DELETE_TIMEOUT),
-        })
+    fn spec(m: &NodePoolModel) -> NodePoolSpec {
+        m.spec()
     }
 
-    fn validate(&self, config: &Value) -> Diagnostics {
-        let m = NodePoolModel::from_value(config);
-        let mut d = Diagnostics::new();
-        if m.rebalance.as_deref().is_some_and(|r| r != "replace") {
-            d.push(Diagnostic::error_at(
-                "rebalance",
-                "Invalid rebalance",
-                "must be \"replace\" (replace nodes on rebalance recommendations), or unset",
-            ));
-        }
-        if let Some(l) = &m.rebalance_limit {
-            if !m.rebalance.is_set() {
-                d.push(Diagnostic::error_at(
-                    "rebalance_limit",
-                    "Invalid rebalance_limit",
-                    "limits rebalance replacements: set rebalance = \"replace\" too",
-                ));
-            }
-            if let Err(e) = joiner_agent::interruption::actions::parse_limit(l) {
-                d.push(Diagnostic::error_at(
-                    "rebalance_limit",
-                    "Invalid rebalance_limit",
-                    format!("{e}; e.g. 2/10m"),
-                ));
-            }
-        }
+    fn annotations(m: &NodePoolModel) -> BTreeMap<String, String> {
+        m.object_annotations()
+    }
+
+    fn from_live(cluster: &str, name: &str, spec: &NodePoolSpec, obj: &Json) -> NodePoolModel {
+        let mut m = NodePoolModel::from_spec(cluster, name, spec);
+        m.set_object_annotations(&live_annotations(obj));
+        m.admitted_instance_types = admission::admitted(admission::catalog(), &m)
+            .map(|a| a.to_value())
+            .unwrap_or(Value::Null);
+        m
+    }
+
+    fn in_sync(state: &NodePoolModel, obj: &Json) -> bool {
+        let mut live_opt_in = NodePoolModel::default();
+        live_opt_in.set_object_annotations(&live_annotations(obj));
+        live_opt_in.object_annotations() == state.object_annotations()
+            && !state.admitted_instance_types.is_null()
+    }
+
+    fn check(m: &NodePoolModel) -> Diagnostics {
+        let mut d = rebalance_checks(m);
         if m.disruption
             .as_ref()
             .is_some_and(|x| x.expire_after_v1beta1.is_some())
@@ -244,42 +141,19 @@ impl Resource<ProviderContext> for NodePool {
                 }
             }
         }
-        let errors = joiner_agent::api::validate::node_pool(&m.spec(), "spec");
-        d.extend(PATHS.diagnostics("NodePool", errors, config, None));
         d
     }
 
-    async fn modify_plan(&self, ctx: &ProviderContext, plan: &mut Plan) -> Result<(), Diagnostics> {
-        let m = NodePoolModel::from_value(&plan.planned);
-        if let (Some(c), Some(n)) = (&m.cluster_name, &m.name) {
-            plan.planned
-                .set_attr("id", Value::string(format!("{c}:{n}")));
-        }
-        if !(m.requirements.is_known() && m.labels.is_known()) {
-            plan.set_unknown("admitted_instance_types");
-        } else {
-            match admission::admitted(admission::catalog(), &m) {
-                Ok(a) => {
-                    for (path, detail) in &a.min_values_shortfalls {
-                        plan.warn(Diagnostic::warning_at(
-                            path.clone(),
-                            "minValues relaxed at launch",
-                            detail.clone(),
-                        ));
-                    }
-                    plan.planned
-                        .set_attr("admitted_instance_types", a.to_value())
-                }
-                Err(e) => {
-                    return Err(Diagnostic::error_at(
-                        e.path,
-                        "NodePool admits no instance type",
-                        e.detail,
-                    )
-                    .into())
-                }
-            }
-        }
+    fn agent_errors(spec: &NodePoolSpec) -> Vec<FieldError> {
+        joiner_agent::api::validate::node_pool(spec, "spec")
+    }
+
+    async fn plan(
+        ctx: &ProviderContext,
+        plan: &mut Plan,
+        m: &NodePoolModel,
+    ) -> Result<(), Diagnostics> {
+        admit(plan, m)?;
         let prior = (!plan.is_create()).then(|| NodePoolModel::from_value(&plan.prior));
         if let Some(p) = &prior {
             // Karpenter: a pool cannot switch between static and dynamic; here the switch
@@ -293,13 +167,13 @@ impl Resource<ProviderContext> for NodePool {
                 || plan.is_replace()
                 || prior.as_ref().is_some_and(|p| p.spec() != m.spec());
             if changed {
-                if let Some(w) = pricing::overlay_prices(ctx, &m).await {
+                if let Some(w) = pricing::overlay_prices(ctx, m).await {
                     plan.warn(w);
                 }
             }
             // What the new capacity fields cost or cap needs no cluster: said on create too.
             let name = m.name.clone().unwrap_or_default();
-            if let Some(w) = preview::capacity_warning(admission::catalog(), prior.as_ref(), &m) {
+            if let Some(w) = preview::capacity_warning(admission::catalog(), prior.as_ref(), m) {
                 plan.warn(w);
             }
             if let Some(prior) = prior.filter(|_| !plan.is_replace()) {
@@ -307,7 +181,7 @@ impl Resource<ProviderContext> for NodePool {
                     plan.warn(w);
                 }
                 if prior.spec() != m.spec() {
-                    let preview = preview::node_pool(ctx, &prior, &m).await;
+                    let preview = preview::node_pool(ctx, &prior, m).await;
                     plan.warn(preview::warning("NodePool", &name, preview));
                 }
             }
@@ -315,105 +189,198 @@ impl Resource<ProviderContext> for NodePool {
         Ok(())
     }
 
-    async fn create(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        write(ctx, change).await
-    }
-
-    async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        write(ctx, change).await
-    }
-
-    async fn read(
-        &self,
-        ctx: &ProviderContext,
-        req: ReadRequest,
-    ) -> Result<Option<Applied>, Diagnostics> {
-        let state = NodePoolModel::from_value(&req.state);
-        let (Some(cluster), Some(name)) = (state.cluster_name.clone(), state.name.clone()) else {
-            return Ok(None);
-        };
-        let found = custom::read::<NodePoolSpec>(&ctx.kube, &cluster, kinds::NODE_POOL, &name);
-        let Some((live, obj)) = found.await? else {
-            return Ok(None);
-        };
-        let live_annotations: std::collections::BTreeMap<String, String> =
-            serde_json::from_value(obj["metadata"]["annotations"].clone()).unwrap_or_default();
-        let mut live_opt_in = NodePoolModel::default();
-        live_opt_in.set_object_annotations(&live_annotations);
-        if live == state.spec()
-            && live_opt_in.object_annotations() == state.object_annotations()
-            && !state.admitted_instance_types.is_null()
-        {
-            return Ok(Some(Applied::new(req.state).with_private(req.private)));
-        }
-        let mut fresh = NodePoolModel::from_spec(&cluster, &name, &live);
-        fresh.set_object_annotations(&live_annotations);
-        fresh.timeouts = state.timeouts.clone();
-        fresh.admitted_instance_types = admission::admitted(admission::catalog(), &fresh)
-            .map(|a| a.to_value())
-            .unwrap_or(Value::Null);
-        Ok(Some(
-            Applied::new(fresh.to_value()).with_private(req.private),
-        ))
-    }
-
-    async fn delete(&self, ctx: &ProviderContext, change: Change) -> Result<(), Diagnostics> {
-        let m = NodePoolModel::from_value(&change.prior);
-        let (Some(cluster), Some(name)) = (m.cluster_name, m.name) else {
-            return Ok(());
-        };
+    async fn deleting(kube: &Kube, name: &str, obj: &Json) -> String {
         let selector = format!("karpenter.sh/nodepool={name}");
-        custom::delete(
-            &ctx.kube,
-            &ctx.stop,
-            &cluster,
-            kinds::NODE_POOL,
-            &name,
-            change.timeout,
-            DELETE_TIMEOUT,
-            |kube, obj| {
-                let selector = selector.clone();
-                Box::pin(async move {
-                    let claims = kube.list(kinds::NODE_CLAIM, None, Some(&selector)).await;
-                    let claims = claims.map(|l| l.len()).unwrap_or(0);
-                    let finalizers = &obj["metadata"]["finalizers"];
-                    format!("{claims} NodeClaims remain; finalizers {finalizers}")
-                })
-            },
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn import(&self, _ctx: &ProviderContext, id: &str) -> Result<Applied, Diagnostics> {
-        let (cluster, name) = custom::split_id(id, "name")?;
-        let m = NodePoolModel {
-            id: Some(id.to_string()),
-            cluster_name: Some(cluster.into()),
-            name: Some(name.into()),
-            ..Default::default()
-        };
-        Ok(Applied::new(m.to_value()))
+        let claims = kube.list(kinds::NODE_CLAIM, None, Some(&selector)).await;
+        let claims = claims.map(|l| l.len()).unwrap_or(0);
+        let finalizers = &obj["metadata"]["finalizers"];
+        format!("{claims} NodeClaims remain; finalizers {finalizers}")
     }
 }
 
-async fn write(ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-    let m = NodePoolModel::from_value(&change.planned);
-    let cluster = m.cluster_name.clone().unwrap_or_default();
-    let name = m.name.clone().unwrap_or_default();
-    let annotations = m.object_annotations();
-    custom::apply(
-        &ctx.kube,
-        &cluster,
-        kinds::NODE_POOL,
-        &name,
-        &annotations,
-        &m.spec(),
+/// The annotations of the live NodePool object.
+fn live_annotations(obj: &Json) -> BTreeMap<String, String> {
+    serde_json::from_value(obj["metadata"]["annotations"].clone()).unwrap_or_default()
+}
+
+/// `rebalance` and its `rebalance_limit`, which the agent reads from the pool's annotations.
+fn rebalance_checks(m: &NodePoolModel) -> Diagnostics {
+    let mut d = Diagnostics::new();
+    if m.rebalance.as_deref().is_some_and(|r| r != "replace") {
+        d.push(Diagnostic::error_at(
+            "rebalance",
+            "Invalid rebalance",
+            "must be \"replace\" (replace nodes on rebalance recommendations), or unset",
+        ));
+    }
+    if let Some(l) = &m.rebalance_limit {
+        if !m.rebalance.is_set() {
+            d.push(Diagnostic::error_at(
+                "rebalance_limit",
+                "Invalid rebalance_limit",
+                "limits rebalance replacements: set rebalance = \"replace\" too",
+            ));
+        }
+        if let Err(e) = joiner_agent::interruption::actions::parse_limit(l) {
+            d.push(Diagnostic::error_at(
+                "rebalance_limit",
+                "Invalid rebalance_limit",
+                format!("{e}; e.g. 2/10m"),
+            ));
+        }
+    }
+    d
+}
+
+/// `admitted_instance_types`, unknown until the requirements and labels are; a pool that
+/// admits nothing is an error at the line that empties the set.
+fn admit(plan: &mut Plan, m: &NodePoolModel) -> Result<(), Diagnostics> {
+    if !(m.requirements.is_known() && m.labels.is_known()) {
+        plan.set_unknown("admitted_instance_types");
+        return Ok(());
+    }
+    let a = admission::admitted(admission::catalog(), m)
+        .map_err(|e| Diagnostic::error_at(e.path, "NodePool admits no instance type", e.detail))?;
+    for (path, detail) in &a.min_values_shortfalls {
+        plan.warn(Diagnostic::warning_at(
+            path.clone(),
+            "minValues relaxed at launch",
+            detail.clone(),
+        ));
+    }
+    plan.planned
+        .set_attr("admitted_instance_types", a.to_value());
+    Ok(())
+}
+
+/// The node template: its class, labels and lifetime, and the pool's weight and limits.
+fn template(schema: Schema) -> Schema {
+    schema
+        .attribute(Attribute::string("node_class").required())
+        .attribute(Attribute::number("weight").optional())
+        .attribute(Attribute::string_map("labels").optional())
+        .attribute(Attribute::string_map("annotations").optional())
+        .attribute(Attribute::string_map("limits").optional())
+        .attribute(
+            Attribute::string("expire_after")
+                .optional()
+                .description("Duration or Never; default 720h."),
+        )
+        .attribute(Attribute::string("termination_grace_period").optional())
+}
+
+/// What the agent reads from the NodePool object's own annotations: the rebalance opt-in
+/// and the Karpenter pools it adopts.
+fn object_annotations(schema: Schema) -> Schema {
+    schema
+        .attribute(Attribute::string("rebalance").optional().description(
+            "`replace`: replace nodes on EC2 rebalance recommendations, ahead of a likely Spot interruption (the NodePool's `joiner.dev/rebalance` annotation). Unset: recommendations are only logged.",
+        ))
+        .attribute(Attribute::string_list("adopts_karpenter_node_pools").optional().description(
+            "Moving from Karpenter: the Karpenter NodePools whose running nodes this pool adopts (with `joiner_agent.adopt_karpenter_namespace`), when their names differ from this pool's; a pool adopts its namesake's nodes without it. Written as the NodePool's `joiner.dev/adopts-karpenter-nodepools` annotation.",
+        ).validate(node_pool_names))
+        .attribute(Attribute::string("rebalance_limit").optional().description(
+            "`N/duration` (e.g. `2/10m`): at most N rebalance replacements per window; needs `rebalance`.",
+        ))
+}
+
+fn node_pool_names(v: &Value) -> Result<(), String> {
+    for n in v.as_string_list() {
+        let ok = !n.is_empty()
+            && n.len() <= 253
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+            && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && n.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !ok {
+            return Err(format!(
+                "{n:?} is not a NodePool name (a DNS-1123 subdomain: a-z, 0-9, '-', '.')"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Which of the admitted types a launch may pick.
+fn launch_policy(schema: Schema) -> Schema {
+    schema
+        .attribute(Attribute::string("min_values_policy").optional().description(
+            "`Strict` (default) or `BestEffort`: what a launch does when a requirement's `min_values` cannot be met. Strict plans nothing on this pool; BestEffort launches with the values there are and annotates the NodeClaim `karpenter.sh/nodeclaim-min-values-relaxed`. (Karpenter's global `--min-values-policy`, per pool.)",
+        ))
+        .attribute(Attribute::string("candidate_price_ratio").optional().description(
+            "How much dearer than a NodeClaim's cheapest candidate type its dearest may be, as a decimal ratio of at least 1, compared within a capacity type (a Spot claim's on-demand fallback is not cut); default \"2\". Types above it are never launched, so a shortage of cheap types cannot fall back to a node costing many times as much. Types kept for `min_values` are exempt.",
+        ))
+}
+
+fn taint_block() -> Block {
+    Block::new()
+        .attribute(Attribute::string("key").required())
+        .attribute(Attribute::string("value").optional())
+        .attribute(
+            Attribute::string("effect")
+                .required()
+                .description("NoSchedule, PreferNoSchedule or NoExecute."),
+        )
+}
+
+fn disruption_block() -> NestedBlock {
+    NestedBlock::single(
+        "disruption",
+        Block::new()
+            .attribute(Attribute::string("consolidation_policy").optional())
+            .attribute(Attribute::string("consolidate_after").optional())
+            .attribute(Attribute::string("expire_after").optional().description(
+                "Not here: Karpenter v1 moved expireAfter out of disruption; set the pool's `expire_after`. Accepted only to say so at plan.",
+            ))
+            .block(NestedBlock::list(
+                "budget",
+                Block::new()
+                    .attribute(Attribute::string("nodes").required())
+                    .attribute(Attribute::string("schedule").optional())
+                    .attribute(Attribute::string("duration").optional())
+                    .attribute(Attribute::string_list("reasons").optional()),
+            ))
+            .attribute(Attribute::bool("spot_to_spot_consolidation").optional().description(
+                "Replace Spot nodes by cheaper Spot nodes (Karpenter's SpotToSpotConsolidation feature gate, per pool): a single node needs 15 cheaper Spot types and launches from the 15 cheapest. Default false.",
+            ))
+            .attribute(Attribute::number("consolidation_evictions_per_hour").optional().description(
+                "At most this many pods evicted by consolidation in any hour (joiner; Karpenter has no such cap). Unset: no cap.",
+            )),
     )
-    .await?;
-    let mut state = change.planned;
-    state.set_attr("id", Value::string(format!("{cluster}:{name}")));
-    Ok(Applied::new(state))
+}
+
+/// Capacity kept whatever the pods: a static node count, or room kept free.
+fn static_capacity(schema: Schema) -> Schema {
+    schema
+        .attribute(Attribute::number("replicas").optional().description(
+            "Static capacity (Karpenter v1.8 spec.replicas): keep exactly this many nodes, whatever the pods; never launch for pending pods. Adding or removing it replaces the pool.",
+        ))
+        .block(NestedBlock::list(
+            "headroom",
+            Block::new()
+                .description("Warm capacity: room kept free for pods to come, so a burst starts without waiting for a boot. Priced in the plan.")
+                .attribute(Attribute::string("cpu").optional().description("CPU of one pod to make room for."))
+                .attribute(Attribute::string("memory").optional().description("Memory of one pod to make room for."))
+                .attribute(Attribute::number("pods").optional().description("How many such pods (default 1)."))
+                .attribute(Attribute::number("nodes").optional().description("Spare (empty) nodes, instead of cpu/memory/pods."))
+                .attribute(Attribute::string("schedule").optional().description("Cron (UTC) when this headroom is kept; needs duration."))
+                .attribute(Attribute::string("duration").optional()),
+        ))
+}
+
+fn repair_block() -> NestedBlock {
+    NestedBlock::single(
+        "repair",
+        Block::new()
+            .description("Node repair (Karpenter v1.1): replace nodes unhealthy for a set time, unless over 20 % of the pool is unhealthy. Without policy blocks: Karpenter's AWS policies.")
+            .block(NestedBlock::list(
+                "policy",
+                Block::new()
+                    .attribute(Attribute::string("condition_type").required())
+                    .attribute(Attribute::string("condition_status").required())
+                    .attribute(Attribute::string("toleration_duration").required()),
+            )),
+    )
 }
 
 #[cfg(test)]
