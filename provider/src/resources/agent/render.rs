@@ -119,47 +119,10 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
         .namespace
         .clone()
         .unwrap_or_else(|| DEFAULT_NAMESPACE.into());
-    let nsr = Some(ns.as_str());
     let mut out: Vec<(Kind, Option<String>, Json)> = Vec::new();
-    // In Karpenter's namespace, so not through `push`; applied before the Deployment.
-    let mut karpenter: Vec<(Kind, Option<String>, Json)> = Vec::new();
-    if let Some(kns) = &m.adopt_karpenter_namespace {
-        for (kind, body) in [
-            (
-                kinds::ROLE,
-                json!({
-                    "metadata": meta(KARPENTER_LEASE_ROLE, Some(kns)),
-                    "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}],
-                }),
-            ),
-            (
-                kinds::ROLE_BINDING,
-                json!({
-                    "metadata": meta(KARPENTER_LEASE_ROLE, Some(kns)),
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": KARPENTER_LEASE_ROLE},
-                    "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
-                }),
-            ),
-        ] {
-            let mut o = json!({"apiVersion": kind.api_version(), "kind": kind.kind});
-            if let Json::Object(b) = body {
-                for (k, v) in b {
-                    o[k] = v;
-                }
-            }
-            karpenter.push((kind, Some(kns.clone()), o));
-        }
-    }
     let mut push = |kind: Kind, namespaced: bool, body: Json| {
-        let mut o = json!({"apiVersion": kind.api_version(), "kind": kind.kind});
-        if let Json::Object(b) = body {
-            for (k, v) in b {
-                o[k] = v;
-            }
-        }
-        out.push((kind, namespaced.then(|| ns.clone()), o));
+        out.push((kind, namespaced.then(|| ns.clone()), object(kind, body)));
     };
-
     push(
         kinds::NAMESPACE,
         false,
@@ -168,46 +131,9 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
     for crd in crate::kubernetes::crds::all() {
         push(kinds::CRD, false, crd);
     }
-    let mut sa_meta = meta(NAME, nsr);
-    if let Some(arn) = &m.role_arn {
-        sa_meta["annotations"] = json!({});
-        sa_meta["annotations"][IRSA_ANNOTATION] = arn.clone().into();
+    for (kind, namespaced, body) in access(m, &ns) {
+        push(kind, namespaced, body);
     }
-    push(kinds::SERVICE_ACCOUNT, true, json!({"metadata": sa_meta}));
-    push(
-        kinds::CLUSTER_ROLE,
-        false,
-        json!({"metadata": meta(NAME, None), "rules": cluster_rules(m)}),
-    );
-    push(
-        kinds::CLUSTER_ROLE_BINDING,
-        false,
-        json!({
-            "metadata": meta(NAME, None),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
-        }),
-    );
-    push(
-        kinds::ROLE,
-        true,
-        json!({
-            "metadata": meta(NAME, nsr),
-            "rules": [
-                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
-                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-            ],
-        }),
-    );
-    push(
-        kinds::ROLE_BINDING,
-        true,
-        json!({
-            "metadata": meta(NAME, nsr),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
-        }),
-    );
     push(
         kinds::PRIORITY_CLASS,
         false,
@@ -222,15 +148,100 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
         kinds::PDB,
         true,
         json!({
-            "metadata": meta(NAME, nsr),
+            "metadata": meta(NAME, Some(&ns)),
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector()}},
         }),
     );
-    push(kinds::DEPLOYMENT, true, json!(deployment(m, &ns)));
-    let deployment = out.pop();
-    out.extend(karpenter);
-    out.extend(deployment);
+    if let Some(kns) = &m.adopt_karpenter_namespace {
+        out.extend(karpenter_lease_access(kns, &ns));
+    }
+    let rollout = object(kinds::DEPLOYMENT, json!(deployment(m, &ns)));
+    out.push((kinds::DEPLOYMENT, Some(ns), rollout));
     out
+}
+
+/// `kind`'s apiVersion and kind, then `body`'s fields.
+fn object(kind: Kind, body: Json) -> Json {
+    let mut o = json!({"apiVersion": kind.api_version(), "kind": kind.kind});
+    if let Json::Object(b) = body {
+        for (k, v) in b {
+            o[k] = v;
+        }
+    }
+    o
+}
+
+/// Who the agent is and what it may do: its service account (with the IRSA role), its
+/// cluster-wide rules and its leader election in its own namespace `ns`; each body with
+/// whether it lives in `ns`.
+fn access(m: &AgentModel, ns: &str) -> Vec<(Kind, bool, Json)> {
+    let mut sa_meta = meta(NAME, Some(ns));
+    if let Some(arn) = &m.role_arn {
+        sa_meta["annotations"] = json!({});
+        sa_meta["annotations"][IRSA_ANNOTATION] = arn.clone().into();
+    }
+    vec![
+        (kinds::SERVICE_ACCOUNT, true, json!({"metadata": sa_meta})),
+        (
+            kinds::CLUSTER_ROLE,
+            false,
+            json!({"metadata": meta(NAME, None), "rules": cluster_rules(m)}),
+        ),
+        (
+            kinds::CLUSTER_ROLE_BINDING,
+            false,
+            json!({
+                "metadata": meta(NAME, None),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+            }),
+        ),
+        (
+            kinds::ROLE,
+            true,
+            json!({
+                "metadata": meta(NAME, Some(ns)),
+                "rules": [
+                    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+                ],
+            }),
+        ),
+        (
+            kinds::ROLE_BINDING,
+            true,
+            json!({
+                "metadata": meta(NAME, Some(ns)),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+            }),
+        ),
+    ]
+}
+
+/// The Role and binding in Karpenter's namespace `kns` that let the agent (in `ns`) read
+/// Karpenter's leader Lease; applied before the Deployment.
+fn karpenter_lease_access(kns: &str, ns: &str) -> Vec<(Kind, Option<String>, Json)> {
+    [
+        (
+            kinds::ROLE,
+            json!({
+                "metadata": meta(KARPENTER_LEASE_ROLE, Some(kns)),
+                "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["karpenter-leader-election"], "verbs": ["get"]}],
+            }),
+        ),
+        (
+            kinds::ROLE_BINDING,
+            json!({
+                "metadata": meta(KARPENTER_LEASE_ROLE, Some(kns)),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": KARPENTER_LEASE_ROLE},
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+            }),
+        ),
+    ]
+    .into_iter()
+    .map(|(kind, body)| (kind, Some(kns.to_string()), object(kind, body)))
+    .collect()
 }
 
 fn env(m: &AgentModel) -> Json {

@@ -30,8 +30,10 @@ use serde_json::Value as Json;
 
 use crate::context::ProviderContext;
 use crate::kubernetes::{kinds, Kube};
-use crate::model::node_pool::NodePoolModel;
+use crate::model::node_pool::{HeadroomModel, NodePoolModel};
 use crate::protocol::prelude::*;
+
+use super::admission::{cheapest_fitting, price_text};
 
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 const NAMED: usize = 5;
@@ -365,11 +367,10 @@ fn cap_of(m: &NodePoolModel) -> Option<i64> {
 
 /// The warning's text and the attribute it points at.
 pub fn capacity_impact(
-    catalog: &joiner_agent::catalog::Catalog,
+    catalog: &Catalog,
     old: Option<&NodePoolModel>,
     new: &NodePoolModel,
 ) -> Option<(String, AttributePath)> {
-    use super::admission::{cheapest_fitting, price_text};
     let name = new.name.clone().unwrap_or_default();
     let mut parts: Vec<String> = Vec::new();
     let mut path: Option<AttributePath> = None;
@@ -378,96 +379,18 @@ pub fn capacity_impact(
         .replicas
         .filter(|_| changed(&|m| format!("{:?}", m.replicas)))
     {
-        let each = cheapest_fitting(catalog, new, 0, 0);
-        let mut t = format!("keeps {n} node(s) whatever the pods need (replicas)");
-        if let Some((ty, price, ct)) = each {
-            t.push_str(&format!(
-                ": at least ${}/h ({n} × {ty}, {}, the cheapest admitted offering)",
-                price_text(price * n as f64),
-                ct.as_str()
-            ));
-        }
-        match old.and_then(|o| o.replicas) {
-            Some(before) if before < n => t.push_str(&format!(
-                "; {before} -> {n}: {} node(s) launched",
-                n - before
-            )),
-            Some(before) if before > n => t.push_str(&format!(
-                "; {before} -> {n}: {} node(s) drained and removed, the least busy first (budgets do not pace it; PDBs hold)",
-                before - n
-            )),
-            _ => {}
-        }
-        parts.push(t);
+        parts.push(replicas_impact(catalog, old, new, n));
         path.get_or_insert_with(|| AttributePath::new("replicas"));
     }
     if !new.headroom.is_empty() && changed(&|m| format!("{:?}", m.headroom)) {
         for (i, h) in new.headroom.iter().enumerate() {
-            let when = match (&h.schedule, &h.duration) {
-                (Some(s), Some(d)) => format!(" during {s} for {d} (UTC)"),
-                _ => String::new(),
-            };
-            let text = if let Some(n) = h.nodes {
-                let each = cheapest_fitting(catalog, new, 0, 0);
-                let cost = each
-                    .map(|(ty, p, ct)| {
-                        format!(
-                            ": ${}/h ({n} × {ty}, {}) while kept",
-                            price_text(p * n as f64),
-                            ct.as_str()
-                        )
-                    })
-                    .unwrap_or_default();
-                format!("keeps {n} spare node(s){when}{cost}")
-            } else {
-                let pods = h.pods.unwrap_or(1).max(1);
-                let cpu = h
-                    .cpu
-                    .as_deref()
-                    .and_then(|c| joiner_agent::resources::parse_cpu_milli(c).ok())
-                    .unwrap_or(0);
-                let mem = h
-                    .memory
-                    .as_deref()
-                    .and_then(|m| joiner_agent::resources::parse_bytes(m).ok())
-                    .unwrap_or(0);
-                let size = [
-                    h.cpu.as_deref().map(|c| format!("{c} CPU")),
-                    h.memory.clone(),
-                ]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(" / ");
-                let cost = cheapest_fitting(catalog, new, cpu * pods, mem * pods)
-                    .map(|(ty, p, ct)| {
-                        format!(
-                            ": at most ${}/h when no node has the room free (one {ty}, {}, the cheapest admitted type that holds it all)",
-                            price_text(p),
-                            ct.as_str()
-                        )
-                    })
-                    .unwrap_or_else(|| {
-                        "; no single admitted type holds it all, so it is kept on several nodes"
-                            .to_string()
-                    });
-                format!("keeps room for {pods} pod(s) of {size}{when}{cost}")
-            };
-            parts.push(format!("headroom[{i}] {text}"));
+            parts.push(format!(
+                "headroom[{i}] {}",
+                headroom_impact(catalog, new, h)
+            ));
         }
-        // An attribute of the first block: Terraform (1.0.3 included) points a path that ends
-        // at a block, or at a list of blocks, at the resource's header instead.
         if let Some(first) = new.headroom.first() {
-            let attr = if first.nodes.is_some() {
-                "nodes"
-            } else if first.cpu.is_some() {
-                "cpu"
-            } else if first.memory.is_some() {
-                "memory"
-            } else {
-                "pods"
-            };
-            path.get_or_insert_with(|| AttributePath::new("headroom").index(0).attr(attr));
+            path.get_or_insert_with(|| headroom_path(first));
         }
     }
     if let Some(cap) = cap_of(new).filter(|_| changed(&|m| format!("{:?}", cap_of(m)))) {
@@ -483,6 +406,103 @@ pub fn capacity_impact(
     }
     let path = path?;
     Some((format!("NodePool {name} {}.", parts.join("; ")), path))
+}
+
+/// What keeping `n` static nodes costs at least, and what a change of the count does.
+fn replicas_impact(
+    catalog: &Catalog,
+    old: Option<&NodePoolModel>,
+    new: &NodePoolModel,
+    n: i64,
+) -> String {
+    let each = cheapest_fitting(catalog, new, 0, 0);
+    let mut t = format!("keeps {n} node(s) whatever the pods need (replicas)");
+    if let Some((ty, price, ct)) = each {
+        t.push_str(&format!(
+            ": at least ${}/h ({n} × {ty}, {}, the cheapest admitted offering)",
+            price_text(price * n as f64),
+            ct.as_str()
+        ));
+    }
+    match old.and_then(|o| o.replicas) {
+        Some(before) if before < n => t.push_str(&format!(
+            "; {before} -> {n}: {} node(s) launched",
+            n - before
+        )),
+        Some(before) if before > n => t.push_str(&format!(
+            "; {before} -> {n}: {} node(s) drained and removed, the least busy first (budgets do not pace it; PDBs hold)",
+            before - n
+        )),
+        _ => {}
+    }
+    t
+}
+
+/// What one headroom block keeps, when, and what that costs at most.
+fn headroom_impact(catalog: &Catalog, new: &NodePoolModel, h: &HeadroomModel) -> String {
+    let when = match (&h.schedule, &h.duration) {
+        (Some(s), Some(d)) => format!(" during {s} for {d} (UTC)"),
+        _ => String::new(),
+    };
+    if let Some(n) = h.nodes {
+        let each = cheapest_fitting(catalog, new, 0, 0);
+        let cost = each
+            .map(|(ty, p, ct)| {
+                format!(
+                    ": ${}/h ({n} × {ty}, {}) while kept",
+                    price_text(p * n as f64),
+                    ct.as_str()
+                )
+            })
+            .unwrap_or_default();
+        return format!("keeps {n} spare node(s){when}{cost}");
+    }
+    let pods = h.pods.unwrap_or(1).max(1);
+    let cpu = h
+        .cpu
+        .as_deref()
+        .and_then(|c| joiner_agent::resources::parse_cpu_milli(c).ok())
+        .unwrap_or(0);
+    let mem = h
+        .memory
+        .as_deref()
+        .and_then(|m| joiner_agent::resources::parse_bytes(m).ok())
+        .unwrap_or(0);
+    let size = [
+        h.cpu.as_deref().map(|c| format!("{c} CPU")),
+        h.memory.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" / ");
+    let cost = cheapest_fitting(catalog, new, cpu * pods, mem * pods)
+        .map(|(ty, p, ct)| {
+            format!(
+                ": at most ${}/h when no node has the room free (one {ty}, {}, the cheapest admitted type that holds it all)",
+                price_text(p),
+                ct.as_str()
+            )
+        })
+        .unwrap_or_else(|| {
+            "; no single admitted type holds it all, so it is kept on several nodes".to_string()
+        });
+    format!("keeps room for {pods} pod(s) of {size}{when}{cost}")
+}
+
+/// An attribute of the first headroom block: Terraform (1.0.3 included) points a path that
+/// ends at a block, or at a list of blocks, at the resource's header instead.
+fn headroom_path(first: &HeadroomModel) -> AttributePath {
+    let attr = if first.nodes.is_some() {
+        "nodes"
+    } else if first.cpu.is_some() {
+        "cpu"
+    } else if first.memory.is_some() {
+        "memory"
+    } else {
+        "pods"
+    };
+    AttributePath::new("headroom").index(0).attr(attr)
 }
 
 /// The preview of a NodePool update.
