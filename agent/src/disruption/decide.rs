@@ -977,7 +977,6 @@ impl Judge<'_> {
     /// Tries to consolidate `set` (delete, or replace with one cheaper node). `Err(Some)`
     /// says why a move that fits is not made, for the blocked list; `Err(None)`: no move.
     fn consolidation(&self, sim: &mut Sim, set: &[&Candidate]) -> Result<Move, Option<String>> {
-        let config = self.config;
         let Trial::Fits {
             mut plan,
             pods,
@@ -1002,81 +1001,8 @@ impl Judge<'_> {
                 ),
             ),
             1 => {
-                let max_price = price * (1.0 - config.min_saving_fraction);
                 let claim = &mut plan.new_claims[0];
-                let all_spot = set
-                    .iter()
-                    .all(|c| c.capacity_type == Some(CapacityType::Spot));
-                claim
-                    .instance_types
-                    .retain(|t| t.price <= max_price && t.price < price);
-                if set.len() > 1 {
-                    // Replacing several nodes with one of their own types must beat the
-                    // cheapest of those, else deleting fewer nodes disrupts fewer pods for the
-                    // same saving (Karpenter's same-instance-type filter).
-                    let same = set
-                        .iter()
-                        .filter(|c| {
-                            claim
-                                .instance_types
-                                .iter()
-                                .any(|t| t.instance_type == c.instance_type)
-                        })
-                        .map(|c| c.price)
-                        .min_by(f64::total_cmp);
-                    if let Some(cap) = same {
-                        claim.instance_types.retain(|t| t.price < cap);
-                    }
-                }
-                if all_spot && claim.capacity_types.contains(&CapacityType::Spot) {
-                    // Spot to Spot, as Karpenter: only when opted in, and for one node only
-                    // with enough cheaper Spot types, launching from the cheapest of them, so
-                    // that the replacement is not just the next offering to be interrupted
-                    // and the next pass has nothing cheaper to move to.
-                    let off: Vec<&str> = set
-                        .iter()
-                        .filter(|c| {
-                            !self
-                                .pools
-                                .get(c.nodepool.as_str())
-                                .is_some_and(|p| p.spot_to_spot)
-                        })
-                        .map(|c| c.nodepool.as_str())
-                        .collect();
-                    if let Some(pool) = off.first() {
-                        return Err((set.len() == 1).then(|| {
-                            format!(
-                                "spot-to-spot consolidation is off for NodePool {pool} \
-                                 (disruption.spotToSpotConsolidation)"
-                            )
-                        }));
-                    }
-                    claim
-                        .instance_types
-                        .retain(|t| t.capacity_type == CapacityType::Spot);
-                    claim.capacity_types.retain(|c| *c == CapacityType::Spot);
-                    if set.len() == 1 {
-                        let n = claim.instance_types.len();
-                        if n < config.spot_to_spot_min_candidates {
-                            return Err(Some(format!(
-                                "spot-to-spot consolidation needs {} cheaper Spot types, {n} found",
-                                config.spot_to_spot_min_candidates
-                            )));
-                        }
-                        let min_values = claim
-                            .requirements
-                            .iter()
-                            .any(|(_, r)| r.min_values.is_some());
-                        if !min_values {
-                            claim
-                                .instance_types
-                                .truncate(config.spot_to_spot_min_candidates);
-                        }
-                    }
-                }
-                if claim.instance_types.is_empty() {
-                    return Err(None);
-                }
+                self.narrow_replacement(set, price, claim)?;
                 let new_price = claim.instance_types[0].price;
                 let saving = price - new_price;
                 let message = format!(
@@ -1093,7 +1019,122 @@ impl Judge<'_> {
             _ => return Err(None),
         };
         let saving = price - new_price;
-        // Balanced: each Balanced pool among the sources approves its share of the saving.
+        self.balanced_approval(set, price, saving, &mut message)?;
+        let d = Decision {
+            reason: Reason::Underutilized,
+            nodes: set.iter().map(|c| chosen(c)).collect(),
+            replacements,
+            saving,
+            message,
+        };
+        Ok((d, plan, pods, real))
+    }
+
+    /// Leaves the replacement only the instance types worth moving to: cheaper than the
+    /// set by the minimum saving, cheaper than the set's own types when it replaces several
+    /// nodes, and Spot under the spot-to-spot rules. `Err(None)` when none is left.
+    fn narrow_replacement(
+        &self,
+        set: &[&Candidate],
+        price: f64,
+        claim: &mut NewNodeClaim,
+    ) -> Result<(), Option<String>> {
+        let max_price = price * (1.0 - self.config.min_saving_fraction);
+        let all_spot = set
+            .iter()
+            .all(|c| c.capacity_type == Some(CapacityType::Spot));
+        claim
+            .instance_types
+            .retain(|t| t.price <= max_price && t.price < price);
+        if set.len() > 1 {
+            // Replacing several nodes with one of their own types must beat the
+            // cheapest of those, else deleting fewer nodes disrupts fewer pods for the
+            // same saving (Karpenter's same-instance-type filter).
+            let same = set
+                .iter()
+                .filter(|c| {
+                    claim
+                        .instance_types
+                        .iter()
+                        .any(|t| t.instance_type == c.instance_type)
+                })
+                .map(|c| c.price)
+                .min_by(f64::total_cmp);
+            if let Some(cap) = same {
+                claim.instance_types.retain(|t| t.price < cap);
+            }
+        }
+        if all_spot && claim.capacity_types.contains(&CapacityType::Spot) {
+            self.spot_to_spot(set, claim)?;
+        }
+        if claim.instance_types.is_empty() {
+            return Err(None);
+        }
+        Ok(())
+    }
+
+    /// Spot to Spot, as Karpenter: only when opted in, and for one node only with enough
+    /// cheaper Spot types, launching from the cheapest of them, so that the replacement is
+    /// not just the next offering to be interrupted and the next pass has nothing cheaper
+    /// to move to.
+    fn spot_to_spot(
+        &self,
+        set: &[&Candidate],
+        claim: &mut NewNodeClaim,
+    ) -> Result<(), Option<String>> {
+        let config = self.config;
+        let off: Vec<&str> = set
+            .iter()
+            .filter(|c| {
+                !self
+                    .pools
+                    .get(c.nodepool.as_str())
+                    .is_some_and(|p| p.spot_to_spot)
+            })
+            .map(|c| c.nodepool.as_str())
+            .collect();
+        if let Some(pool) = off.first() {
+            return Err((set.len() == 1).then(|| {
+                format!(
+                    "spot-to-spot consolidation is off for NodePool {pool} \
+                     (disruption.spotToSpotConsolidation)"
+                )
+            }));
+        }
+        claim
+            .instance_types
+            .retain(|t| t.capacity_type == CapacityType::Spot);
+        claim.capacity_types.retain(|c| *c == CapacityType::Spot);
+        if set.len() == 1 {
+            let n = claim.instance_types.len();
+            if n < config.spot_to_spot_min_candidates {
+                return Err(Some(format!(
+                    "spot-to-spot consolidation needs {} cheaper Spot types, {n} found",
+                    config.spot_to_spot_min_candidates
+                )));
+            }
+            let min_values = claim
+                .requirements
+                .iter()
+                .any(|(_, r)| r.min_values.is_some());
+            if !min_values {
+                claim
+                    .instance_types
+                    .truncate(config.spot_to_spot_min_candidates);
+            }
+        }
+        Ok(())
+    }
+
+    /// Balanced: each Balanced pool among the sources approves its share of the saving
+    /// (its score is added to the message), or the move is not made.
+    fn balanced_approval(
+        &self,
+        set: &[&Candidate],
+        price: f64,
+        saving: f64,
+        message: &mut String,
+    ) -> Result<(), Option<String>> {
         let mut by_pool: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
         for c in set {
             let e = by_pool.entry(c.nodepool.as_str()).or_default();
@@ -1116,14 +1157,7 @@ impl Judge<'_> {
             }
             message.push_str(&format!("; Balanced {}", score.describe()));
         }
-        let d = Decision {
-            reason: Reason::Underutilized,
-            nodes: set.iter().map(|c| chosen(c)).collect(),
-            replacements,
-            saving,
-            message,
-        };
-        Ok((d, plan, pods, real))
+        Ok(())
     }
 }
 

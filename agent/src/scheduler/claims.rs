@@ -163,62 +163,94 @@ impl Scheduler<'_> {
         is_new: bool,
         pool_types: Option<Bitset>,
     ) -> Result<Update, String> {
-        let p = claim.pool;
-        let pool = &self.pools[p];
-        let term = &self.terms.list[att.term as usize];
-        let mut reqs: Option<Requirements> = None;
-        let mut types: Option<Bitset> = None;
-        let mut zm = claim.zone_mask;
-        let mut ctm = claim.ct_mask;
+        let mut u = Update {
+            reqs: None,
+            types: None,
+            zone_mask: claim.zone_mask,
+            ct_mask: claim.ct_mask,
+            target: claim.target,
+            hold: claim.hold,
+            penalty: 0,
+        };
         if let Some(pt) = pool_types {
-            if !is_new {
-                claim
-                    .reqs
-                    .compatible(term)
-                    .map_err(|e| format!("incompatible requirements: {e}"))?;
-            }
-            types = Some(claim.types.and(&pt));
-            reqs = Some(claim.reqs.intersect(term));
-            zm &= self.zone_mask_of(term);
-            ctm &= Self::ct_mask_of(term);
-            if zm == 0 {
-                return Err(format!(
-                    "no allowed zone satisfies {} {}",
-                    labels::ZONE,
-                    term.get(labels::ZONE)
-                        .map(|r| r.to_string())
-                        .unwrap_or_default()
-                ));
-            }
-            if ctm == 0 {
-                return Err(format!(
-                    "no allowed capacity type satisfies {} {}",
-                    labels::CAPACITY_TYPE,
-                    term.get(labels::CAPACITY_TYPE)
-                        .map(|r| r.to_string())
-                        .unwrap_or_default()
-                ));
-            }
+            self.apply_term(claim, att, is_new, pt, &mut u)?;
         }
-        // Narrow every involved topology key to one domain the constraints allow.
-        let mut penalty = 0;
+        self.narrow_topology(claim, i, att, mins, &mut u)?;
+        self.settle_target(claim, i, is_new, &mut u)?;
+        Ok(u)
+    }
+
+    /// Intersects the claim with the attempt's requirement term (and the pool's types for
+    /// it): an existing claim must be compatible with the term, and some zone and capacity
+    /// type must be left.
+    fn apply_term(
+        &self,
+        claim: &Claim,
+        att: Attempt,
+        is_new: bool,
+        pool_types: Bitset,
+        u: &mut Update,
+    ) -> Result<(), String> {
+        let term = &self.terms.list[att.term as usize];
+        if !is_new {
+            claim
+                .reqs
+                .compatible(term)
+                .map_err(|e| format!("incompatible requirements: {e}"))?;
+        }
+        u.types = Some(claim.types.and(&pool_types));
+        u.reqs = Some(claim.reqs.intersect(term));
+        u.zone_mask &= self.zone_mask_of(term);
+        u.ct_mask &= Self::ct_mask_of(term);
+        if u.zone_mask == 0 {
+            return Err(format!(
+                "no allowed zone satisfies {} {}",
+                labels::ZONE,
+                term.get(labels::ZONE)
+                    .map(|r| r.to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        if u.ct_mask == 0 {
+            return Err(format!(
+                "no allowed capacity type satisfies {} {}",
+                labels::CAPACITY_TYPE,
+                term.get(labels::CAPACITY_TYPE)
+                    .map(|r| r.to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Narrows every topology key the pod involves to one domain the constraints allow
+    /// (scoring the preferences on scored attempts); a key already decided is checked.
+    fn narrow_topology(
+        &self,
+        claim: &Claim,
+        i: usize,
+        att: Attempt,
+        mins: &[i32],
+        u: &mut Update,
+    ) -> Result<(), String> {
         for key in &self.infos[i].keys {
-            let cur_reqs = reqs.as_ref().unwrap_or(&claim.reqs);
-            let cur_types = types.as_ref().unwrap_or(&claim.types);
+            let cur_reqs = u.reqs.as_ref().unwrap_or(&claim.reqs);
+            let cur_types = u.types.as_ref().unwrap_or(&claim.types);
+            let (zm, ctm) = (u.zone_mask, u.ct_mask);
             match self.claim_dom(claim, cur_reqs, zm, ctm, key) {
                 Dom::Undecided => {
                     let best =
                         self.best_domain(claim, i, att, mins, key, cur_types, cur_reqs, zm, ctm)?;
                     if att.score {
-                        penalty += best.0;
+                        u.penalty += best.0;
                     }
                     match best.3 {
-                        Narrow::Zone(bit) => zm = 1 << bit,
-                        Narrow::Ct(bit) => ctm = bit,
+                        Narrow::Zone(bit) => u.zone_mask = 1 << bit,
+                        Narrow::Ct(bit) => u.ct_mask = bit,
                         Narrow::Requirement => {
                             let mut r = cur_reqs.clone();
                             r.add(key, Requirement::one(&best.1));
-                            reqs = Some(r);
+                            u.reqs = Some(r);
                         }
                         Narrow::TypeLabel => {
                             let value = best.1;
@@ -230,8 +262,8 @@ impl Scheduler<'_> {
                             }
                             let mut r = cur_reqs.clone();
                             r.add(key, Requirement::one(&value));
-                            types = Some(b);
-                            reqs = Some(r);
+                            u.types = Some(b);
+                            u.reqs = Some(r);
                         }
                     }
                 }
@@ -240,15 +272,30 @@ impl Scheduler<'_> {
                         .map_err(|r| r.message(key))?;
                     if att.score {
                         if let Dom::Known(d) = dom {
-                            penalty += self.soft_penalty(i, key, d);
+                            u.penalty += self.soft_penalty(i, key, d);
                         }
                     }
                 }
             }
         }
-        let types_ref = types.as_ref().unwrap_or(&claim.types);
+        Ok(())
+    }
+
+    /// Settles the claim's target type (and reservation) with the pod on it, and holds the
+    /// pool's minValues over the types still fitting.
+    fn settle_target(
+        &self,
+        claim: &Claim,
+        i: usize,
+        is_new: bool,
+        u: &mut Update,
+    ) -> Result<(), String> {
+        let p = claim.pool;
+        let pool = &self.pools[p];
+        let types_ref = u.types.as_ref().unwrap_or(&claim.types);
         let need = claim.used.plus(&self.requests[i]);
-        let cur_reqs = reqs.as_ref().unwrap_or(&claim.reqs);
+        let cur_reqs = u.reqs.as_ref().unwrap_or(&claim.reqs);
+        let (zm, ctm) = (u.zone_mask, u.ct_mask);
         // A reserved claim keeps its place while the place suits the pod; a market claim
         // keeps its target while the market offers it.
         let keep = !is_new
@@ -270,31 +317,24 @@ impl Scheduler<'_> {
             self.choose_target(p, types_ref, zm, ctm, &need, own, claim.hold, cur_reqs)?
         };
         if let Some(h) = hold {
-            zm = 1 << h.offer.zone;
-            ctm = CT_RESERVED;
+            u.zone_mask = 1 << h.offer.zone;
+            u.ct_mask = CT_RESERVED;
         }
         // A reservation pins the type; minValues (flexibility for the market) does not apply.
         if pool.has_min_values
             && pool.input.min_values_policy == MinValuesPolicy::Strict
             && hold.is_none()
         {
-            let r = reqs.as_ref().unwrap_or(&claim.reqs);
             let fitting: Vec<&std::collections::BTreeMap<String, String>> = types_ref
                 .iter()
                 .filter(|&t| pool.viable(t, zm, ctm) && need.fits_in(&pool.alloc[t]))
                 .map(|t| &self.catalog.types[t].labels)
                 .collect();
-            r.check_min_values(fitting.iter().copied())?;
+            cur_reqs.check_min_values(fitting.iter().copied())?;
         }
-        Ok(Update {
-            reqs,
-            types,
-            zone_mask: zm,
-            ct_mask: ctm,
-            target,
-            hold,
-            penalty,
-        })
+        u.target = target;
+        u.hold = hold;
+        Ok(())
     }
 
     /// The domain to narrow an open topology `key` of the claim to: the best-scoring (then

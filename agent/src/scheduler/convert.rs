@@ -223,99 +223,125 @@ pub fn pod(p: &core::Pod) -> Result<Pod, String> {
         .enumerate()
     {
         let path = format!("spec.topologySpreadConstraints[{i}]");
-        let when = match c.when_unsatisfiable.as_str() {
-            "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
-            "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
-            _ => {
-                return Err(format!(
-                    "{path}.whenUnsatisfiable: must be one of DoNotSchedule, ScheduleAnyway"
-                ))
-            }
-        };
-        let sel = c
-            .label_selector
-            .as_ref()
-            .map(|s| selector(s, &format!("{path}.labelSelector")))
-            .transpose()?;
-        out.topology_spread.push(TopologySpreadConstraint {
-            max_skew: c.max_skew,
-            topology_key: c.topology_key.clone(),
-            when_unsatisfiable: when,
-            label_selector: sel,
-            min_domains: c.min_domains,
-            // Applied by the scheduler against the pod's labels.
-            match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
-            node_affinity_policy: inclusion_policy(
-                c.node_affinity_policy.as_deref(),
-                &format!("{path}.nodeAffinityPolicy"),
-            )?,
-            node_taints_policy: inclusion_policy(
-                c.node_taints_policy.as_deref(),
-                &format!("{path}.nodeTaintsPolicy"),
-            )?,
-        });
+        out.topology_spread.push(spread_constraint(c, &path)?);
     }
     if let Some(a) = &spec.affinity {
         if let Some(na) = &a.node_affinity {
-            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
-                for (i, t) in req.node_selector_terms.iter().enumerate() {
-                    out.required_node_affinity.push(node_term(
-                        t,
-                        &format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"),
-                    )?);
-                }
-            }
-            for (i, t) in na
-                .preferred_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                let r = node_term(
-                    &t.preference,
-                    &format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
-                )?;
-                out.preferred_node_affinity.push((t.weight, r));
-            }
+            node_affinity(na, &mut out)?;
         }
         if let Some(pa) = &a.pod_affinity {
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                out.pod_affinity.push(affinity_term(
-                    t,
-                    &format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
-                )?);
-            }
-            out.preferred_pod_affinity = weighted_terms(
-                pa.preferred_during_scheduling_ignored_during_execution
-                    .as_ref(),
-                "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-            )?;
+            pod_affinity(pa, &mut out)?;
         }
         if let Some(pa) = &a.pod_anti_affinity {
-            for (i, t) in pa
-                .required_during_scheduling_ignored_during_execution
-                .iter()
-                .flatten()
-                .enumerate()
-            {
-                out.pod_anti_affinity.push(affinity_term(
-                    t,
-                    &format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
-                )?);
-            }
-            out.preferred_pod_anti_affinity = weighted_terms(
-                pa.preferred_during_scheduling_ignored_during_execution
-                    .as_ref(),
-                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-            )?;
+            pod_anti_affinity(pa, &mut out)?;
         }
     }
     Ok(out)
+}
+
+fn spread_constraint(
+    c: &core::TopologySpreadConstraint,
+    path: &str,
+) -> Result<TopologySpreadConstraint, String> {
+    let when = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+        _ => {
+            return Err(format!(
+                "{path}.whenUnsatisfiable: must be one of DoNotSchedule, ScheduleAnyway"
+            ))
+        }
+    };
+    let sel = c
+        .label_selector
+        .as_ref()
+        .map(|s| selector(s, &format!("{path}.labelSelector")))
+        .transpose()?;
+    Ok(TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone(),
+        when_unsatisfiable: when,
+        label_selector: sel,
+        min_domains: c.min_domains,
+        // Applied by the scheduler against the pod's labels.
+        match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+        node_affinity_policy: inclusion_policy(
+            c.node_affinity_policy.as_deref(),
+            &format!("{path}.nodeAffinityPolicy"),
+        )?,
+        node_taints_policy: inclusion_policy(
+            c.node_taints_policy.as_deref(),
+            &format!("{path}.nodeTaintsPolicy"),
+        )?,
+    })
+}
+
+fn node_affinity(na: &core::NodeAffinity, out: &mut Pod) -> Result<(), String> {
+    if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+        for (i, t) in req.node_selector_terms.iter().enumerate() {
+            out.required_node_affinity.push(node_term(
+                t,
+                &format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"),
+            )?);
+        }
+    }
+    for (i, t) in na
+        .preferred_during_scheduling_ignored_during_execution
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        let r = node_term(
+            &t.preference,
+            &format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
+        )?;
+        out.preferred_node_affinity.push((t.weight, r));
+    }
+    Ok(())
+}
+
+fn pod_affinity(pa: &core::PodAffinity, out: &mut Pod) -> Result<(), String> {
+    for (i, t) in pa
+        .required_during_scheduling_ignored_during_execution
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        out.pod_affinity.push(affinity_term(
+            t,
+            &format!(
+                "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+            ),
+        )?);
+    }
+    out.preferred_pod_affinity = weighted_terms(
+        pa.preferred_during_scheduling_ignored_during_execution
+            .as_ref(),
+        "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+    )?;
+    Ok(())
+}
+
+fn pod_anti_affinity(pa: &core::PodAntiAffinity, out: &mut Pod) -> Result<(), String> {
+    for (i, t) in pa
+        .required_during_scheduling_ignored_during_execution
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        out.pod_anti_affinity.push(affinity_term(
+            t,
+            &format!(
+                "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+            ),
+        )?);
+    }
+    out.preferred_pod_anti_affinity = weighted_terms(
+        pa.preferred_during_scheduling_ignored_during_execution
+            .as_ref(),
+        "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+    )?;
+    Ok(())
 }
 
 /// A pod already on a node, for capacity and topology counting.

@@ -186,6 +186,82 @@ pub(crate) struct Scheduler<'a> {
     unschedulable: Vec<Unschedulable>,
 }
 
+/// Anti-affinity terms of pods already running are groups too, so that pending pods
+/// learn which of them select them.
+fn register_running_anti_affinity(input: &Input, topo: &mut Topology) {
+    let running = input
+        .nodes
+        .iter()
+        .flat_map(|n| n.pods.iter())
+        .chain(input.in_flight.iter().flat_map(|c| c.pods.iter()));
+    for p in running {
+        for t in &p.anti_affinity {
+            let g = topo.affinity_group(&p.namespace, t);
+            topo.groups[g as usize].has_owners = true;
+        }
+    }
+}
+
+/// The groups whose members are counted, per group. Without preferences, groups only
+/// preferences use need no counting: pods in them must not pin claims to a domain (the
+/// plan must equal the same pods without preferences).
+fn used_groups(mode: Mode, topo: &Topology, infos: &[PodInfo]) -> Vec<bool> {
+    let mut used_group = vec![mode != Mode::Hard; topo.groups.len()];
+    for (g, grp) in topo.groups.iter().enumerate() {
+        used_group[g] |= grp.has_owners;
+    }
+    for info in infos {
+        let hard = info.spreads.iter().filter(|s| s.hard).map(|s| s.group);
+        let aff = info.affinity.iter().map(|a| a.0);
+        for g in hard.chain(aff).chain(info.anti.iter().copied()) {
+            used_group[g as usize] = true;
+        }
+    }
+    used_group
+}
+
+/// Topology keys the pod constrains or is counted under, in a stable order.
+fn topology_keys(info: &PodInfo, topo: &Topology, soft_on: bool) -> Vec<String> {
+    let groups = info
+        .spreads
+        .iter()
+        .filter(|s| s.hard || soft_on)
+        .map(|s| s.group)
+        .chain(info.affinity.iter().map(|a| a.0))
+        .chain(info.anti.iter().copied())
+        .chain(info.soft_affinity.iter().filter(|_| soft_on).map(|a| a.0))
+        .chain(info.soft_anti.iter().filter(|_| soft_on).map(|a| a.0))
+        .chain(info.member_of.iter().copied());
+    let mut keys: Vec<String> = Vec::new();
+    for g in groups {
+        let k = &topo.groups[g as usize].key;
+        if !keys.contains(k) {
+            keys.push(k.clone());
+        }
+    }
+    keys
+}
+
+/// The host-level groups that allow one of the pod's kind per node: its hostname
+/// anti-affinity, and hard hostname spreads of maxSkew 1 that count the pod itself.
+fn exclusive_groups(info: &PodInfo, topo: &Topology) -> Vec<u32> {
+    let mut exclusive: Vec<u32> = info
+        .anti
+        .iter()
+        .copied()
+        .filter(|g| topo.groups[*g as usize].is_host)
+        .collect();
+    exclusive.extend(
+        info.spreads
+            .iter()
+            .filter(|s| {
+                s.hard && s.self_match && s.max_skew == 1 && topo.groups[s.group as usize].is_host
+            })
+            .map(|s| s.group),
+    );
+    exclusive
+}
+
 impl<'a> Scheduler<'a> {
     pub(crate) fn new(catalog: &'a Catalog, input: &'a Input, mode: Mode) -> Scheduler<'a> {
         let zones = Zones::from_catalog(catalog, input);
@@ -199,19 +275,7 @@ impl<'a> Scheduler<'a> {
             topo.domains.id(labels::CAPACITY_TYPE_ON_DEMAND),
             topo.domains.id(labels::CAPACITY_TYPE_RESERVED),
         ];
-        // Anti-affinity terms of pods already running are groups too, so that pending pods
-        // learn which of them select them.
-        let running = input
-            .nodes
-            .iter()
-            .flat_map(|n| n.pods.iter())
-            .chain(input.in_flight.iter().flat_map(|c| c.pods.iter()));
-        for p in running {
-            for t in &p.anti_affinity {
-                let g = topo.affinity_group(&p.namespace, t);
-                topo.groups[g as usize].has_owners = true;
-            }
-        }
+        register_running_anti_affinity(input, &mut topo);
         let mut terms = Terms::default();
         terms.intern(Requirements::new());
         let mut infos: Vec<PodInfo> = input
@@ -219,64 +283,15 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|p| pod::compile(p, &pools, &mut terms, &mut topo))
             .collect();
-        // Without preferences, groups only preferences use need no counting: pods in them
-        // must not pin claims to a domain (the plan must equal the same pods without
-        // preferences).
-        let mut used_group = vec![mode != Mode::Hard; topo.groups.len()];
-        for (g, grp) in topo.groups.iter().enumerate() {
-            used_group[g] |= grp.has_owners;
-        }
-        for info in &infos {
-            let hard = info.spreads.iter().filter(|s| s.hard).map(|s| s.group);
-            let aff = info.affinity.iter().map(|a| a.0);
-            for g in hard.chain(aff).chain(info.anti.iter().copied()) {
-                used_group[g as usize] = true;
-            }
-        }
+        let used_group = used_groups(mode, &topo, &infos);
         let soft_on = mode != Mode::Hard;
-        for (i, p) in input.pods.iter().enumerate() {
-            let info = &mut infos[i];
+        for (info, p) in infos.iter_mut().zip(&input.pods) {
             info.member_of = (0..topo.groups.len() as u32)
                 .filter(|g| used_group[*g as usize])
                 .filter(|g| topo.groups[*g as usize].matches(&p.namespace, &p.labels))
                 .collect();
-            // Topology keys the pod constrains or is counted under, in a stable order.
-            let groups = info
-                .spreads
-                .iter()
-                .filter(|s| s.hard || soft_on)
-                .map(|s| s.group)
-                .chain(info.affinity.iter().map(|a| a.0))
-                .chain(info.anti.iter().copied())
-                .chain(info.soft_affinity.iter().filter(|_| soft_on).map(|a| a.0))
-                .chain(info.soft_anti.iter().filter(|_| soft_on).map(|a| a.0))
-                .chain(info.member_of.iter().copied());
-            let mut keys: Vec<String> = Vec::new();
-            for g in groups {
-                let k = &topo.groups[g as usize].key;
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-            info.keys = keys;
-            let mut exclusive: Vec<u32> = info
-                .anti
-                .iter()
-                .copied()
-                .filter(|g| topo.groups[*g as usize].is_host)
-                .collect();
-            exclusive.extend(
-                info.spreads
-                    .iter()
-                    .filter(|s| {
-                        s.hard
-                            && s.self_match
-                            && s.max_skew == 1
-                            && topo.groups[s.group as usize].is_host
-                    })
-                    .map(|s| s.group),
-            );
-            info.exclusive = exclusive;
+            info.keys = topology_keys(info, &topo, soft_on);
+            info.exclusive = exclusive_groups(info, &topo);
         }
         let requests = input
             .pods

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::daemonsets::{node_requirements, overhead};
-use crate::catalog::{CapacityType, Catalog, KubeletSettings};
+use crate::catalog::{CapacityType, Catalog, InstanceType, KubeletSettings};
 use crate::labels;
 use crate::resources::{Resources, NODES};
 
@@ -173,126 +173,155 @@ pub(crate) fn build_pools(
     let mut pools: Vec<&NodePoolInput> = input.node_pools.iter().collect();
     // Highest weight first; the name breaks ties so the order never depends on input order.
     pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
-    let n = catalog.types.len();
-    pools
-        .into_iter()
-        .map(|np| {
-            let kubelet = input
-                .node_classes
-                .iter()
-                .find(|c| c.name == np.node_class)
-                .map(|c| c.kubelet.clone())
-                .unwrap_or_else(KubeletSettings::default);
-            let zone_req = np.requirements.get(labels::ZONE);
-            let ct_req = np.requirements.get(labels::CAPACITY_TYPE);
-            let mut zone_mask = 0;
-            for (i, z) in zones.names.iter().enumerate() {
-                if zone_req.is_none_or(|r| r.has(z)) {
-                    zone_mask |= 1 << i;
-                }
-            }
-            let mut ct_mask = 0;
-            for ct in [
-                CapacityType::Spot,
-                CapacityType::OnDemand,
-                CapacityType::Reserved,
-            ] {
-                if ct_req.is_none_or(|r| r.has(ct.as_str())) {
-                    ct_mask |= ct_bit(ct);
-                }
-            }
-            // A required reservation label (`capacity-reservation-type In [capacity-block]`)
-            // is met by reserved offerings alone.
-            if np
-                .requirements
-                .iter()
-                .any(|(k, r)| labels::is_reservation_label(k) && !r.matches(None))
-            {
-                ct_mask &= CT_RESERVED;
-            }
-            let mut pool = Pool {
-                input: np.clone(),
-                types: Bitset::empty(n),
-                alloc: Vec::with_capacity(n),
-                overhead: Vec::with_capacity(n),
-                spot_zones: vec![0; n],
-                od_zones: vec![0; n],
-                res_zones: vec![0; n],
-                reserved: Default::default(),
-                price: vec![f64::INFINITY; n],
-                zone_mask,
-                ct_mask,
-                has_limits: !np.limits.is_empty(),
-                has_min_values: np.requirements.iter().any(|(_, r)| r.min_values.is_some()),
+    let sources = PoolSources {
+        catalog,
+        input,
+        zones,
+        ledger,
+    };
+    pools.into_iter().map(|np| sources.pool(np)).collect()
+}
+
+/// What every pool of a round is built from.
+struct PoolSources<'a> {
+    catalog: &'a Catalog,
+    input: &'a Input,
+    zones: &'a Zones,
+    ledger: &'a super::reserved::Ledger,
+}
+
+impl PoolSources<'_> {
+    fn pool(&self, np: &NodePoolInput) -> Pool {
+        let n = self.catalog.types.len();
+        let kubelet = self
+            .input
+            .node_classes
+            .iter()
+            .find(|c| c.name == np.node_class)
+            .map(|c| c.kubelet.clone())
+            .unwrap_or_else(KubeletSettings::default);
+        let (zone_mask, ct_mask) = self.masks(np);
+        let mut pool = Pool {
+            input: np.clone(),
+            types: Bitset::empty(n),
+            alloc: Vec::with_capacity(n),
+            overhead: Vec::with_capacity(n),
+            spot_zones: vec![0; n],
+            od_zones: vec![0; n],
+            res_zones: vec![0; n],
+            reserved: Default::default(),
+            price: vec![f64::INFINITY; n],
+            zone_mask,
+            ct_mask,
+            has_limits: !np.limits.is_empty(),
+            has_min_values: np.requirements.iter().any(|(_, r)| r.min_values.is_some()),
+        };
+        let default_kubelet = kubelet == KubeletSettings::default();
+        for (t, it) in self.catalog.types.iter().enumerate() {
+            let base = if default_kubelet {
+                it.allocatable.clone()
+            } else {
+                it.allocatable_with(&kubelet)
             };
-            let default_kubelet = kubelet == KubeletSettings::default();
-            for (t, it) in catalog.types.iter().enumerate() {
-                let base = if default_kubelet {
-                    it.allocatable.clone()
-                } else {
-                    it.allocatable_with(&kubelet)
-                };
-                if !it.labels_match(&np.requirements) {
-                    pool.alloc.push(base);
-                    pool.overhead.push(Resources::default());
-                    continue;
-                }
-                let node = node_requirements(&np.name, &np.requirements, it);
-                let ds = overhead(&input.daemonsets, &node, &np.taints);
-                let mut price = f64::INFINITY;
-                for (oi, o) in it.offerings.iter().enumerate() {
-                    let Some(&zi) = zones.index.get(&o.zone) else {
-                        continue;
-                    };
-                    if zone_mask & (1 << zi) == 0 || ct_mask & ct_bit(o.capacity_type) == 0 {
-                        continue;
-                    }
-                    if input
-                        .unavailable
-                        .contains(o.capacity_type, &it.name, &o.zone)
+            if !it.labels_match(&np.requirements) {
+                pool.alloc.push(base);
+                pool.overhead.push(Resources::default());
+                continue;
+            }
+            let node = node_requirements(&np.name, &np.requirements, it);
+            let ds = overhead(&self.input.daemonsets, &node, &np.taints);
+            pool.price[t] = self.offerings(&mut pool, np, t, it);
+            let mut alloc = base.clone();
+            alloc.sub(&ds);
+            if (pool.spot_zones[t] | pool.od_zones[t] | pool.res_zones[t]) != 0
+                && alloc.cpu_milli > 0
+                && alloc.memory_bytes > 0
+                && alloc.pods > 0
+            {
+                pool.types.set(t);
+            }
+            pool.alloc.push(alloc);
+            pool.overhead.push(ds);
+        }
+        pool
+    }
+
+    /// The zones and capacity types the pool's requirements allow, as masks.
+    fn masks(&self, np: &NodePoolInput) -> (ZoneMask, u8) {
+        let zone_req = np.requirements.get(labels::ZONE);
+        let ct_req = np.requirements.get(labels::CAPACITY_TYPE);
+        let mut zone_mask = 0;
+        for (i, z) in self.zones.names.iter().enumerate() {
+            if zone_req.is_none_or(|r| r.has(z)) {
+                zone_mask |= 1 << i;
+            }
+        }
+        let mut ct_mask = 0;
+        for ct in [
+            CapacityType::Spot,
+            CapacityType::OnDemand,
+            CapacityType::Reserved,
+        ] {
+            if ct_req.is_none_or(|r| r.has(ct.as_str())) {
+                ct_mask |= ct_bit(ct);
+            }
+        }
+        // A required reservation label (`capacity-reservation-type In [capacity-block]`)
+        // is met by reserved offerings alone.
+        if np
+            .requirements
+            .iter()
+            .any(|(k, r)| labels::is_reservation_label(k) && !r.matches(None))
+        {
+            ct_mask &= CT_RESERVED;
+        }
+        (zone_mask, ct_mask)
+    }
+
+    /// Records where type `t` is offered to the pool (its Spot, on-demand and reserved
+    /// zones, and its reservations) and returns its cheapest market price there.
+    fn offerings(&self, pool: &mut Pool, np: &NodePoolInput, t: usize, it: &InstanceType) -> f64 {
+        let mut price = f64::INFINITY;
+        for (oi, o) in it.offerings.iter().enumerate() {
+            let Some(&zi) = self.zones.index.get(&o.zone) else {
+                continue;
+            };
+            if pool.zone_mask & (1 << zi) == 0 || pool.ct_mask & ct_bit(o.capacity_type) == 0 {
+                continue;
+            }
+            if self
+                .input
+                .unavailable
+                .contains(o.capacity_type, &it.name, &o.zone)
+            {
+                continue;
+            }
+            match (o.capacity_type, &o.reservation) {
+                (CapacityType::Spot, _) => pool.spot_zones[t] |= 1 << zi,
+                (CapacityType::OnDemand, _) => pool.od_zones[t] |= 1 << zi,
+                (CapacityType::Reserved, Some(r)) => {
+                    // Only the class that selected the reservation, and only if
+                    // the pool's reservation requirements admit it.
+                    let res = self.ledger.index(&r.id);
+                    if r.node_class != np.node_class
+                        || !crate::catalog::offering_allowed(o, &np.requirements)
+                        || res.is_none()
                     {
                         continue;
                     }
-                    match (o.capacity_type, &o.reservation) {
-                        (CapacityType::Spot, _) => pool.spot_zones[t] |= 1 << zi,
-                        (CapacityType::OnDemand, _) => pool.od_zones[t] |= 1 << zi,
-                        (CapacityType::Reserved, Some(r)) => {
-                            // Only the class that selected the reservation, and only if
-                            // the pool's reservation requirements admit it.
-                            let res = ledger.index(&r.id);
-                            if r.node_class != np.node_class
-                                || !crate::catalog::offering_allowed(o, &np.requirements)
-                                || res.is_none()
-                            {
-                                continue;
-                            }
-                            pool.res_zones[t] |= 1 << zi;
-                            pool.reserved.entry(t).or_default().push(ResOffer {
-                                offering: oi,
-                                res: res.unwrap_or_default(),
-                                zone: zi,
-                            });
-                            // Sizing prices the market; reservations are sized apart.
-                            continue;
-                        }
-                        (CapacityType::Reserved, None) => continue,
-                    }
-                    price = price.min(o.price);
+                    pool.res_zones[t] |= 1 << zi;
+                    pool.reserved.entry(t).or_default().push(ResOffer {
+                        offering: oi,
+                        res: res.unwrap_or_default(),
+                        zone: zi,
+                    });
+                    // Sizing prices the market; reservations are sized apart.
+                    continue;
                 }
-                pool.price[t] = price;
-                let mut alloc = base.clone();
-                alloc.sub(&ds);
-                if (pool.spot_zones[t] | pool.od_zones[t] | pool.res_zones[t]) != 0
-                    && alloc.cpu_milli > 0
-                    && alloc.memory_bytes > 0
-                    && alloc.pods > 0
-                {
-                    pool.types.set(t);
-                }
-                pool.alloc.push(alloc);
-                pool.overhead.push(ds);
+                (CapacityType::Reserved, None) => continue,
             }
-            pool
-        })
-        .collect()
+            price = price.min(o.price);
+        }
+        price
+    }
 }
