@@ -16,7 +16,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::validate::FieldError;
+use super::validate::{Errors, FieldError};
 use super::Condition;
 use crate::catalog::overlay::{Overlay, PriceChange};
 use crate::labels;
@@ -133,29 +133,40 @@ pub fn selectable(key: &str) -> bool {
 
 /// Checks a NodeOverlay spec; every problem with its field path.
 pub fn validate(spec: &NodeOverlaySpec, path: &str) -> Vec<FieldError> {
-    let mut e = Vec::new();
-    let mut push = |p: String, m: String| {
-        e.push(FieldError {
-            path: p,
-            message: m,
-        })
-    };
-    if spec.requirements.len() > 100 {
-        push(
-            format!("{path}.requirements"),
-            "at most 100 requirements".into(),
+    let mut e = Errors::default();
+    requirements(&mut e, &spec.requirements, path);
+    price(&mut e, spec, path);
+    capacity(&mut e, &spec.capacity, path);
+    if spec.price.is_none() && spec.price_adjustment.is_none() && spec.capacity.is_empty() {
+        e.push(
+            path,
+            "sets nothing: give price, priceAdjustment or capacity",
         );
     }
-    for (i, r) in spec.requirements.iter().enumerate() {
+    if let Some(w) = spec.weight {
+        if !(1..=10_000).contains(&w) {
+            e.push(format!("{path}.weight"), "must be between 1 and 10000");
+        }
+    }
+    e.0
+}
+
+/// The selector: a bounded list of requirements, each on a key the catalogue knows for
+/// every offering, with an operator and values the algebra accepts.
+fn requirements(e: &mut Errors, requirements: &[OverlayRequirement], path: &str) {
+    if requirements.len() > 100 {
+        e.push(format!("{path}.requirements"), "at most 100 requirements");
+    }
+    for (i, r) in requirements.iter().enumerate() {
         let p = format!("{path}.requirements[{i}]");
         if r.values.len() > super::validate::MAX_VALUES {
-            push(
+            e.push(
                 format!("{p}.values"),
                 format!("at most {} values", super::validate::MAX_VALUES),
             );
         }
         if !selectable(&r.key) {
-            push(
+            e.push(
                 format!("{p}.key"),
                 format!(
                     "{:?} is not a label the instance catalogue knows for every offering: an \
@@ -171,76 +182,66 @@ pub fn validate(spec: &NodeOverlaySpec, path: &str) -> Vec<FieldError> {
         match r.operator.parse::<Operator>() {
             Ok(op) => {
                 if let Err(m) = Requirement::new(op, &r.values) {
-                    push(format!("{p}.values"), m);
+                    e.push(format!("{p}.values"), m);
                 }
             }
-            Err(_) => push(
+            Err(_) => e.push(
                 format!("{p}.operator"),
                 format!("must be one of {}", crate::requirements::OPERATORS),
             ),
         }
     }
+}
+
+/// At most one of `price` and `priceAdjustment`, and whichever is set parses.
+fn price(e: &mut Errors, spec: &NodeOverlaySpec, path: &str) {
     match (&spec.price, &spec.price_adjustment) {
-        (Some(_), Some(_)) => push(
+        (Some(_), Some(_)) => e.push(
             format!("{path}.priceAdjustment"),
-            "price and priceAdjustment are mutually exclusive".into(),
+            "price and priceAdjustment are mutually exclusive",
         ),
         (Some(p), None) => {
             if let Err(m) = parse_price(p) {
-                push(format!("{path}.price"), m);
+                e.push(format!("{path}.price"), m);
             }
         }
         (None, Some(a)) => {
             if let Err(m) = parse_adjustment(a) {
-                push(format!("{path}.priceAdjustment"), m);
+                e.push(format!("{path}.priceAdjustment"), m);
             }
         }
         (None, None) => {}
     }
-    if spec.capacity.len() > 50 {
-        push(
-            format!("{path}.capacity"),
-            "at most 50 extended resources".into(),
-        );
+}
+
+/// Extended resources only: the measured resources (cpu, memory, pods, ephemeral-storage)
+/// come from the instance type and an overlay may not restate them.
+fn capacity(e: &mut Errors, capacity: &BTreeMap<String, String>, path: &str) {
+    if capacity.len() > 50 {
+        e.push(format!("{path}.capacity"), "at most 50 extended resources");
     }
-    for (k, q) in &spec.capacity {
+    for (k, q) in capacity {
         let p = format!("{path}.capacity[{k:?}]");
         if ["cpu", "memory", "pods", "ephemeral-storage"].contains(&k.as_str()) {
-            push(
+            e.push(
                 p.clone(),
                 format!(
                     "{k} is measured from the instance type; capacity adds extended resources only"
                 ),
             );
         } else if !k.contains('/') && !k.starts_with("hugepages-") {
-            push(
+            e.push(
                 p.clone(),
                 "an extended resource name is domain-qualified (example.com/device), or \
-                 hugepages-<size>"
-                    .into(),
+                 hugepages-<size>",
             );
         }
         match crate::resources::parse_quantity(q) {
             Ok(v) if v >= 0.0 => {}
-            Ok(_) => push(p, "must not be negative".into()),
-            Err(m) => push(p, m),
+            Ok(_) => e.push(p, "must not be negative"),
+            Err(m) => e.push(p, m),
         }
     }
-    if spec.price.is_none() && spec.price_adjustment.is_none() && spec.capacity.is_empty() {
-        push(
-            path.to_string(),
-            "sets nothing: give price, priceAdjustment or capacity".into(),
-        );
-    }
-    if let Some(w) = spec.weight {
-        if !(1..=10_000).contains(&w) {
-            push(
-                format!("{path}.weight"),
-                "must be between 1 and 10000".into(),
-            );
-        }
-    }
-    e
 }
 
 impl NodeOverlaySpec {

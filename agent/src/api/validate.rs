@@ -26,11 +26,12 @@ impl fmt::Display for FieldError {
     }
 }
 
+/// Field errors as a check finds them, in the order it finds them.
 #[derive(Default)]
-struct Errors(Vec<FieldError>);
+pub(super) struct Errors(pub(super) Vec<FieldError>);
 
 impl Errors {
-    fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(FieldError {
             path: path.into(),
             message: message.into(),

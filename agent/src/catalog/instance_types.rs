@@ -146,77 +146,14 @@ impl InstanceTypeRecord {
         }
         let net = info.network_info();
         let gpus = info.gpu_info().map(|g| g.gpus()).unwrap_or_default();
-        // Karpenter labels GPU memory only for a single kind of GPU; so does joiner.
-        let gpu_memory_mib = match gpus {
-            [one] => one
-                .memory_info()
-                .and_then(|m| m.size_in_mib())
-                .unwrap_or(0)
-                .max(0) as u64,
-            _ => 0,
-        };
-        let neuron = info
-            .neuron_info()
-            .map(|n| n.neuron_devices())
-            .unwrap_or_default();
-        let inference = info
-            .inference_accelerator_info()
-            .map(|a| a.accelerators())
-            .unwrap_or_default();
-        let (accelerator_name, accelerator_manufacturer, accelerator_count) =
-            match (neuron, inference) {
-                ([d], _) => (
-                    d.name().unwrap_or_default().to_string(),
-                    "AWS".to_string(),
-                    d.count().unwrap_or(0).max(0) as u64,
-                ),
-                ([], [a]) => (
-                    a.name().unwrap_or_default().to_string(),
-                    a.manufacturer().unwrap_or_default().to_string(),
-                    a.count().unwrap_or(0).max(0) as u64,
-                ),
-                _ => (String::new(), String::new(), 0),
-            };
+        let (gpu_count, gpu_manufacturer, gpu_name) = gpu_summary(gpus);
+        let (accelerator_name, accelerator_manufacturer, accelerator_count) = accelerators(info);
         let processor = info.processor_info();
-        let ebs = info.ebs_info();
-        let ebs_bandwidth_mbps = match ebs.and_then(|e| e.ebs_optimized_support()) {
-            Some(EbsOptimizedSupport::Default) => ebs
-                .and_then(|e| e.ebs_optimized_info())
-                .and_then(|o| o.maximum_bandwidth_in_mbps())
-                .unwrap_or(0)
-                .max(0) as u64,
-            _ => 0,
-        };
-        let network_bandwidth_mbps = net
-            .map(|n| {
-                n.network_cards()
-                    .iter()
-                    .filter_map(|c| c.baseline_bandwidth_in_gbps())
-                    .map(|g| (g * 1000.0).round().max(0.0) as u64)
-                    .sum::<u64>()
-            })
-            .unwrap_or(0);
-        let (gpu_count, gpu_manufacturer, gpu_name) =
-            gpus.iter()
-                .fold((0u32, String::new(), String::new()), |(n, m, nm), g| {
-                    let m = if m.is_empty() {
-                        g.manufacturer().unwrap_or_default().to_string()
-                    } else {
-                        m
-                    };
-                    let nm = if nm.is_empty() {
-                        g.name().unwrap_or_default().to_string()
-                    } else {
-                        nm
-                    };
-                    (n + g.count().unwrap_or(0).max(0) as u32, m, nm)
-                });
         Some(InstanceTypeRecord {
             name,
             vcpus: vcpus as u32,
             memory_mib: memory_mib as u64,
-            architectures: info
-                .processor_info()
+            architectures: processor
                 .map(|p| {
                     p.supported_architectures()
                         .iter()
@@ -235,16 +172,7 @@ impl InstanceTypeRecord {
                 .and_then(|n| n.maximum_network_interfaces())
                 .unwrap_or(0)
                 .max(0) as u32,
-            default_card_enis: net
-                .and_then(|n| {
-                    let default = n.default_network_card_index().unwrap_or(0);
-                    n.network_cards()
-                        .iter()
-                        .find(|c| c.network_card_index().unwrap_or(0) == default)
-                        .and_then(|c| c.maximum_network_interfaces())
-                })
-                .unwrap_or(0)
-                .max(0) as u32,
+            default_card_enis: net.map(default_card_enis).unwrap_or(0),
             ipv4_per_eni: net
                 .and_then(|n| n.ipv4_addresses_per_interface())
                 .unwrap_or(0)
@@ -258,7 +186,7 @@ impl InstanceTypeRecord {
                 .unwrap_or(0)
                 .max(0) as u64,
             max_pods: None,
-            gpu_memory_mib,
+            gpu_memory_mib: single_gpu_memory_mib(gpus),
             accelerator_name,
             accelerator_manufacturer,
             accelerator_count,
@@ -270,8 +198,8 @@ impl InstanceTypeRecord {
                 .and_then(|p| p.sustained_clock_speed_in_ghz())
                 .map(|g| (g * 1000.0).round().max(0.0) as u64)
                 .unwrap_or(0),
-            network_bandwidth_mbps,
-            ebs_bandwidth_mbps,
+            network_bandwidth_mbps: net.map(network_bandwidth_mbps).unwrap_or(0),
+            ebs_bandwidth_mbps: ebs_bandwidth_mbps(info.ebs_info()),
             encryption_in_transit: net
                 .and_then(|n| n.encryption_in_transit_supported())
                 .unwrap_or(false),
@@ -283,32 +211,6 @@ impl InstanceTypeRecord {
 
     /// Rebuilds the SDK value, for feeding a fixture through [`crate::catalog::Catalog::from_ec2`].
     pub fn to_ec2(&self) -> InstanceTypeInfo {
-        let mut proc = ProcessorInfo::builder();
-        for a in &self.architectures {
-            proc = proc.supported_architectures(ArchitectureType::from(a.as_str()));
-        }
-        if !self.cpu_manufacturer.is_empty() {
-            proc = proc.manufacturer(&self.cpu_manufacturer);
-        }
-        if self.cpu_clock_mhz > 0 {
-            proc = proc.sustained_clock_speed_in_ghz(self.cpu_clock_mhz as f64 / 1000.0);
-        }
-        let mut net = NetworkInfo::builder()
-            .maximum_network_interfaces(self.max_enis as i32)
-            .ipv4_addresses_per_interface(self.ipv4_per_eni as i32)
-            .encryption_in_transit_supported(self.encryption_in_transit);
-        if self.network_bandwidth_mbps > 0 || self.default_card_enis > 0 {
-            let mut card = NetworkCardInfo::builder().network_card_index(0);
-            if self.network_bandwidth_mbps > 0 {
-                card = card.baseline_bandwidth_in_gbps(self.network_bandwidth_mbps as f64 / 1000.0);
-            }
-            if self.default_card_enis > 0 {
-                card = card.maximum_network_interfaces(self.default_card_enis as i32);
-            }
-            net = net
-                .default_network_card_index(0)
-                .network_cards(card.build());
-        }
         let mut b = InstanceTypeInfo::builder()
             .instance_type(InstanceType::from(self.name.as_str()))
             .supported_usage_classes(UsageClassType::OnDemand)
@@ -325,8 +227,8 @@ impl InstanceTypeRecord {
                     .size_in_mib(self.memory_mib as i64)
                     .build(),
             )
-            .processor_info(proc.build())
-            .network_info(net.build());
+            .processor_info(self.processor_to_ec2())
+            .network_info(self.network_to_ec2());
         if self.ebs_bandwidth_mbps > 0 {
             b = b.ebs_info(
                 EbsInfo::builder()
@@ -340,32 +242,7 @@ impl InstanceTypeRecord {
             );
         }
         if self.accelerator_count > 0 {
-            // Written back as Neuron devices when AWS makes them (Inferentia, Trainium), which
-            // is how from_ec2 reads them first.
-            if self.accelerator_manufacturer == "AWS" {
-                b = b.neuron_info(
-                    NeuronInfo::builder()
-                        .neuron_devices(
-                            NeuronDeviceInfo::builder()
-                                .name(&self.accelerator_name)
-                                .count(self.accelerator_count as i32)
-                                .build(),
-                        )
-                        .build(),
-                );
-            } else {
-                b = b.inference_accelerator_info(
-                    InferenceAcceleratorInfo::builder()
-                        .accelerators(
-                            InferenceDeviceInfo::builder()
-                                .name(self.accelerator_name.as_str())
-                                .manufacturer(&self.accelerator_manufacturer)
-                                .count(self.accelerator_count as i32)
-                                .build(),
-                        )
-                        .build(),
-                );
-            }
+            b = self.accelerators_to_ec2(b);
         }
         if !self.spot_unsupported {
             b = b.supported_usage_classes(UsageClassType::Spot);
@@ -374,22 +251,7 @@ impl InstanceTypeRecord {
             b = b.hypervisor(InstanceTypeHypervisor::from(self.hypervisor.as_str()));
         }
         if self.gpu_count > 0 {
-            b = b.gpu_info(
-                GpuInfo::builder()
-                    .gpus(
-                        GpuDeviceInfo::builder()
-                            .count(self.gpu_count as i32)
-                            .manufacturer(&self.gpu_manufacturer)
-                            .name(&self.gpu_name)
-                            .set_memory_info((self.gpu_memory_mib > 0).then(|| {
-                                GpuDeviceMemoryInfo::builder()
-                                    .size_in_mib(self.gpu_memory_mib as i32)
-                                    .build()
-                            }))
-                            .build(),
-                    )
-                    .build(),
-            );
+            b = b.gpu_info(self.gpus_to_ec2());
         }
         if self.local_storage_gb > 0 {
             b = b.instance_storage_info(
@@ -399,6 +261,91 @@ impl InstanceTypeRecord {
             );
         }
         b.build()
+    }
+
+    fn processor_to_ec2(&self) -> ProcessorInfo {
+        let mut proc = ProcessorInfo::builder();
+        for a in &self.architectures {
+            proc = proc.supported_architectures(ArchitectureType::from(a.as_str()));
+        }
+        if !self.cpu_manufacturer.is_empty() {
+            proc = proc.manufacturer(&self.cpu_manufacturer);
+        }
+        if self.cpu_clock_mhz > 0 {
+            proc = proc.sustained_clock_speed_in_ghz(self.cpu_clock_mhz as f64 / 1000.0);
+        }
+        proc.build()
+    }
+
+    /// The network info, with one (default) network card when the record knows the card's
+    /// bandwidth or interface count.
+    fn network_to_ec2(&self) -> NetworkInfo {
+        let mut net = NetworkInfo::builder()
+            .maximum_network_interfaces(self.max_enis as i32)
+            .ipv4_addresses_per_interface(self.ipv4_per_eni as i32)
+            .encryption_in_transit_supported(self.encryption_in_transit);
+        if self.network_bandwidth_mbps > 0 || self.default_card_enis > 0 {
+            let mut card = NetworkCardInfo::builder().network_card_index(0);
+            if self.network_bandwidth_mbps > 0 {
+                card = card.baseline_bandwidth_in_gbps(self.network_bandwidth_mbps as f64 / 1000.0);
+            }
+            if self.default_card_enis > 0 {
+                card = card.maximum_network_interfaces(self.default_card_enis as i32);
+            }
+            net = net
+                .default_network_card_index(0)
+                .network_cards(card.build());
+        }
+        net.build()
+    }
+
+    /// Written back as Neuron devices when AWS makes them (Inferentia, Trainium), which is
+    /// how [`Self::from_ec2`] reads them first; as inference accelerators otherwise.
+    fn accelerators_to_ec2(
+        &self,
+        b: aws_sdk_ec2::types::builders::InstanceTypeInfoBuilder,
+    ) -> aws_sdk_ec2::types::builders::InstanceTypeInfoBuilder {
+        if self.accelerator_manufacturer == "AWS" {
+            b.neuron_info(
+                NeuronInfo::builder()
+                    .neuron_devices(
+                        NeuronDeviceInfo::builder()
+                            .name(&self.accelerator_name)
+                            .count(self.accelerator_count as i32)
+                            .build(),
+                    )
+                    .build(),
+            )
+        } else {
+            b.inference_accelerator_info(
+                InferenceAcceleratorInfo::builder()
+                    .accelerators(
+                        InferenceDeviceInfo::builder()
+                            .name(self.accelerator_name.as_str())
+                            .manufacturer(&self.accelerator_manufacturer)
+                            .count(self.accelerator_count as i32)
+                            .build(),
+                    )
+                    .build(),
+            )
+        }
+    }
+
+    fn gpus_to_ec2(&self) -> GpuInfo {
+        GpuInfo::builder()
+            .gpus(
+                GpuDeviceInfo::builder()
+                    .count(self.gpu_count as i32)
+                    .manufacturer(&self.gpu_manufacturer)
+                    .name(&self.gpu_name)
+                    .set_memory_info((self.gpu_memory_mib > 0).then(|| {
+                        GpuDeviceMemoryInfo::builder()
+                            .size_in_mib(self.gpu_memory_mib as i32)
+                            .build()
+                    }))
+                    .build(),
+            )
+            .build()
     }
 
     /// The family (`c5a`) and size (`large`) parts of the name.
@@ -420,6 +367,16 @@ impl InstanceTypeRecord {
     /// The well-known labels a node of this type carries (zone and capacity type come from
     /// the offering, so they are not here).
     pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::new();
+        self.name_labels(&mut l);
+        self.device_labels(&mut l);
+        self.performance_labels(&mut l);
+        l
+    }
+
+    /// What the name and the size say: architecture, family, size, category, generation,
+    /// vCPUs, memory and hypervisor.
+    fn name_labels(&self, l: &mut BTreeMap<String, String>) {
         let (family, size) = self.family_and_size();
         let category_end = family
             .find(|c: char| c.is_ascii_digit() || c == '-')
@@ -429,7 +386,6 @@ impl InstanceTypeRecord {
             .chars()
             .take_while(|c| c.is_ascii_digit())
             .collect();
-        let mut l = BTreeMap::new();
         let mut put = |k: &str, v: String| {
             l.insert(k.to_string(), v);
         };
@@ -447,6 +403,13 @@ impl InstanceTypeRecord {
         put(labels::INSTANCE_CPU, self.vcpus.to_string());
         put(labels::INSTANCE_MEMORY, self.memory_mib.to_string());
         put(labels::INSTANCE_HYPERVISOR, self.hypervisor.clone());
+    }
+
+    /// GPUs, local NVMe and accelerators: each only on the types that have them.
+    fn device_labels(&self, l: &mut BTreeMap<String, String>) {
+        let mut put = |k: &str, v: String| {
+            l.insert(k.to_string(), v);
+        };
         // Only GPU types carry the GPU labels, as with Karpenter: `instance-gpu-count
         // DoesNotExist` is how its users exclude GPUs, and a "0" would defeat it.
         if self.gpu_count > 0 {
@@ -487,6 +450,14 @@ impl InstanceTypeRecord {
                 self.accelerator_count.to_string(),
             );
         }
+    }
+
+    /// The processor, the network and EBS bandwidth, encryption in transit and flex.
+    fn performance_labels(&self, l: &mut BTreeMap<String, String>) {
+        let (family, _) = self.family_and_size();
+        let mut put = |k: &str, v: String| {
+            l.insert(k.to_string(), v);
+        };
         if !self.cpu_manufacturer.is_empty() {
             put(
                 labels::INSTANCE_CPU_MANUFACTURER,
@@ -519,8 +490,95 @@ impl InstanceTypeRecord {
             labels::INSTANCE_CAPABILITY_FLEX,
             family.contains("-flex").to_string(),
         );
-        l
     }
+}
+
+/// GPUs of all kinds together, named by the first that gives a manufacturer and a name.
+fn gpu_summary(gpus: &[GpuDeviceInfo]) -> (u32, String, String) {
+    gpus.iter()
+        .fold((0u32, String::new(), String::new()), |(n, m, nm), g| {
+            let m = if m.is_empty() {
+                g.manufacturer().unwrap_or_default().to_string()
+            } else {
+                m
+            };
+            let nm = if nm.is_empty() {
+                g.name().unwrap_or_default().to_string()
+            } else {
+                nm
+            };
+            (n + g.count().unwrap_or(0).max(0) as u32, m, nm)
+        })
+}
+
+/// Karpenter labels GPU memory only for a single kind of GPU; so does joiner.
+fn single_gpu_memory_mib(gpus: &[GpuDeviceInfo]) -> u64 {
+    match gpus {
+        [one] => one
+            .memory_info()
+            .and_then(|m| m.size_in_mib())
+            .unwrap_or(0)
+            .max(0) as u64,
+        _ => 0,
+    }
+}
+
+/// Name, manufacturer and count of the type's accelerators, when of one kind: Neuron
+/// devices (Inferentia, Trainium) first, else inference accelerators.
+fn accelerators(info: &InstanceTypeInfo) -> (String, String, u64) {
+    let neuron = info
+        .neuron_info()
+        .map(|n| n.neuron_devices())
+        .unwrap_or_default();
+    let inference = info
+        .inference_accelerator_info()
+        .map(|a| a.accelerators())
+        .unwrap_or_default();
+    match (neuron, inference) {
+        ([d], _) => (
+            d.name().unwrap_or_default().to_string(),
+            "AWS".to_string(),
+            d.count().unwrap_or(0).max(0) as u64,
+        ),
+        ([], [a]) => (
+            a.name().unwrap_or_default().to_string(),
+            a.manufacturer().unwrap_or_default().to_string(),
+            a.count().unwrap_or(0).max(0) as u64,
+        ),
+        _ => (String::new(), String::new(), 0),
+    }
+}
+
+/// The maximum EBS bandwidth of a type EBS-optimised by default; 0 for the others.
+fn ebs_bandwidth_mbps(ebs: Option<&EbsInfo>) -> u64 {
+    match ebs.and_then(|e| e.ebs_optimized_support()) {
+        Some(EbsOptimizedSupport::Default) => ebs
+            .and_then(|e| e.ebs_optimized_info())
+            .and_then(|o| o.maximum_bandwidth_in_mbps())
+            .unwrap_or(0)
+            .max(0) as u64,
+        _ => 0,
+    }
+}
+
+/// Baseline bandwidth of all network cards together.
+fn network_bandwidth_mbps(net: &NetworkInfo) -> u64 {
+    net.network_cards()
+        .iter()
+        .filter_map(|c| c.baseline_bandwidth_in_gbps())
+        .map(|g| (g * 1000.0).round().max(0.0) as u64)
+        .sum::<u64>()
+}
+
+/// The interfaces of the default network card (the one pods get addresses from).
+fn default_card_enis(net: &NetworkInfo) -> u32 {
+    let default = net.default_network_card_index().unwrap_or(0);
+    net.network_cards()
+        .iter()
+        .find(|c| c.network_card_index().unwrap_or(0) == default)
+        .and_then(|c| c.maximum_network_interfaces())
+        .unwrap_or(0)
+        .max(0) as u32
 }
 
 impl OfferingRecord {

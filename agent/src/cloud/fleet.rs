@@ -36,6 +36,7 @@ use super::aws::CloudResultExt;
 use super::discovery::Subnet;
 use super::ec2::Ec2Cloud;
 use super::launch_template::{TemplateKey, TemplateRef};
+use super::records::{RawCatalog, ResolvedAmis};
 use super::{
     fleet_error_scope, CloudError, FleetErrorScope, Instance, LaunchRequest, Launched, TAG_CLUSTER,
     TAG_NODECLAIM, TAG_NODEPOOL,
@@ -250,6 +251,107 @@ pub(crate) fn launched_from(i: &Instance) -> Launched {
     }
 }
 
+/// What a launch knows before it tries any capacity type: the catalogue's records and
+/// offerings, and the launch template each candidate needs.
+struct LaunchPlan<'a> {
+    raw: &'a RawCatalog,
+    amis: &'a ResolvedAmis,
+    records: BTreeMap<&'a str, &'a InstanceTypeRecord>,
+    sold_in: BTreeSet<(&'a str, &'a str)>,
+    /// Per candidate type, what its template must say: the image it launches from (its
+    /// architecture's, and for an alias the variant a GPU or Neuron type needs) and its
+    /// kubelet's max pods, the figure the scheduler packed against (Karpenter's
+    /// `amifamily/resolver.go` groups its templates the same way).
+    key_of: BTreeMap<&'a str, TemplateKey<'a>>,
+    /// The distinct template keys: one template each.
+    needed: Vec<TemplateKey<'a>>,
+}
+
+impl<'a> LaunchPlan<'a> {
+    fn new(request: &'a LaunchRequest, raw: &'a RawCatalog, amis: &'a ResolvedAmis) -> Self {
+        let records: BTreeMap<&str, &InstanceTypeRecord> =
+            raw.records.iter().map(|r| (r.name.as_str(), r)).collect();
+        let sold_in = raw
+            .offerings
+            .iter()
+            .map(|o| (o.instance_type.as_str(), o.zone.as_str()))
+            .collect();
+        let settings = request.node_class.spec.kubelet_settings();
+        let key_of: BTreeMap<&str, TemplateKey<'_>> = request
+            .candidates
+            .iter()
+            .filter_map(|c| {
+                let r = records.get(c.instance_type.as_str())?;
+                let key = TemplateKey {
+                    image: amis.image_for(r)?,
+                    max_pods: r.kubelet_max_pods(&settings),
+                };
+                Some((c.instance_type.as_str(), key))
+            })
+            .collect();
+        let needed = key_of
+            .values()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        LaunchPlan {
+            raw,
+            amis,
+            records,
+            sold_in,
+            key_of,
+            needed,
+        }
+    }
+
+    /// What the catalogue offers (`Catalog::from_records`), asked again here because a
+    /// candidate carries only the zones of its cheapest capacity type.
+    fn offered(&self, ct: CapacityType, t: &str, z: &str) -> bool {
+        match ct {
+            CapacityType::Reserved => true,
+            CapacityType::OnDemand => self.sold_in.contains(&(t, z)),
+            CapacityType::Spot => {
+                self.sold_in.contains(&(t, z))
+                    && self
+                        .records
+                        .get(t)
+                        .is_some_and(|r| self.raw.spot.price(r, z, 0.0).is_some())
+            }
+        }
+    }
+
+    /// The index in [`Self::needed`] of the template a type launches with.
+    fn template_of(&self, t: &str) -> Option<usize> {
+        let key = self.key_of.get(t)?;
+        self.needed.iter().position(|k| k == key)
+    }
+
+    /// Templates only for what these overrides launch with (the candidates past the
+    /// fleet's override limit need none): their keys, with each override's template
+    /// renumbered to index them.
+    fn templates_used(&self, overrides: &mut [PlannedOverride]) -> Vec<TemplateKey<'a>> {
+        let used: Vec<usize> = overrides
+            .iter()
+            .map(|o| o.template)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for o in overrides.iter_mut() {
+            o.template = used.iter().position(|i| *i == o.template).unwrap_or(0);
+        }
+        used.iter().map(|i| self.needed[*i]).collect()
+    }
+}
+
+/// What the capacity types tried so far left behind.
+struct Attempts {
+    /// Each refused offering, as `capacity:type:zone (code)`.
+    tried: Vec<String>,
+    /// Whether a template pruned under the launch may still be made again (once).
+    template_retry: bool,
+}
+
 impl Ec2Cloud {
     pub(crate) async fn launch_nodeclaim(
         &self,
@@ -271,131 +373,88 @@ impl Ec2Cloud {
         }
         let amis = self.amis_for(&request.node_class).await?;
         let raw = self.raw_catalog().await?;
-        let records: BTreeMap<&str, &InstanceTypeRecord> = raw
-            .value
-            .records
-            .iter()
-            .map(|r| (r.name.as_str(), r))
-            .collect();
-        let sold_in: BTreeSet<(&str, &str)> = raw
-            .value
-            .offerings
-            .iter()
-            .map(|o| (o.instance_type.as_str(), o.zone.as_str()))
-            .collect();
-        // What the catalogue offers (`Catalog::from_records`), asked again here because a
-        // candidate carries only the zones of its cheapest capacity type.
-        let offered = |ct: CapacityType, t: &str, z: &str| -> bool {
-            match ct {
-                CapacityType::Reserved => true,
-                CapacityType::OnDemand => sold_in.contains(&(t, z)),
-                CapacityType::Spot => {
-                    sold_in.contains(&(t, z))
-                        && records
-                            .get(t)
-                            .is_some_and(|r| raw.value.spot.price(r, z, 0.0).is_some())
-                }
-            }
+        let plan = LaunchPlan::new(request, &raw.value, &amis);
+        let mut attempts = Attempts {
+            tried: Vec::new(),
+            template_retry: true,
         };
-
-        // What each candidate's template must say: the image it launches from (its
-        // architecture's, and for an alias the variant a GPU or Neuron type needs) and its
-        // kubelet's max pods, the figure the scheduler packed against (Karpenter's
-        // `amifamily/resolver.go` groups its templates the same way). One template each.
-        let settings = request.node_class.spec.kubelet_settings();
-        let key_of: BTreeMap<&str, TemplateKey<'_>> = request
-            .candidates
-            .iter()
-            .filter_map(|c| {
-                let r = records.get(c.instance_type.as_str())?;
-                let key = TemplateKey {
-                    image: amis.image_for(r)?,
-                    max_pods: r.kubelet_max_pods(&settings),
-                };
-                Some((c.instance_type.as_str(), key))
-            })
-            .collect();
-        let needed: Vec<TemplateKey<'_>> = key_of
-            .values()
-            .copied()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-
-        let mut tried: Vec<String> = Vec::new();
-        let mut template_retry = true;
         for &capacity in &request.capacity_types {
-            // A reserved launch goes through templates that target its reservation.
-            let reservation = match capacity {
-                CapacityType::Reserved => match &request.reservation {
-                    Some(r) => Some(r),
-                    None => continue,
-                },
-                _ => None,
-            };
-            loop {
-                // A subnet that ran out of addresses is passed over for the next of its
-                // zone; a zone with none left is not asked.
-                let usable: Vec<Subnet> = subnets
-                    .iter()
-                    .filter(|s| !self.ice.subnet_unavailable(&s.id))
-                    .cloned()
-                    .collect();
-                let mut overrides = plan_overrides(
-                    request,
-                    capacity,
-                    &usable,
-                    |t| {
-                        let key = key_of.get(t)?;
-                        needed.iter().position(|k| k == key)
-                    },
-                    offered,
-                    |ct, t, z| self.ice.contains(ct, t, z),
-                );
-                if overrides.is_empty() {
-                    break;
-                }
-                // Templates only for what these overrides launch with (the candidates past
-                // the fleet's override limit need none).
-                let used: Vec<usize> = overrides
-                    .iter()
-                    .map(|o| o.template)
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                for o in &mut overrides {
-                    o.template = used.iter().position(|i| *i == o.template).unwrap_or(0);
-                }
-                let keys: Vec<TemplateKey<'_>> = used.iter().map(|i| needed[*i]).collect();
-                let templates = self
-                    .ensure_templates(request, (amis.family, &keys), capacity, reservation)
-                    .await?;
-                let outcome = self
-                    .create_fleet(request, capacity, &overrides, &templates)
-                    .await;
-                if capacity == CapacityType::Reserved {
-                    // The reservation's count moved (or it refused): ask EC2 again.
-                    self.forget_reservations();
-                }
-                match outcome {
-                    Ok(FleetOutcome::Launched(l)) => return Ok(l),
-                    Ok(FleetOutcome::NoCapacity(failed)) => {
-                        for (t, z, code) in &failed {
-                            tried.push(format!("{}:{t}:{z} ({code})", capacity.as_str()));
-                        }
-                    }
-                    // A template pruned under us: make it again (on the next turn), once.
-                    Err(e) if template_retry && e.code.contains("LaunchTemplate") => {
-                        template_retry = false;
-                        for t in &templates {
-                            self.forget_template(&t.id);
-                        }
-                    }
-                    Err(e) => return Err(e),
-                }
+            let launched = self
+                .launch_as(request, capacity, &subnets, &plan, &mut attempts)
+                .await?;
+            if let Some(l) = launched {
+                return Ok(l);
             }
         }
-        Err(self.no_candidates_left(request, &tried))
+        Err(self.no_candidates_left(request, &attempts.tried))
+    }
+
+    /// Tries one capacity type until it launches or has no offering left (None).
+    async fn launch_as(
+        &self,
+        request: &LaunchRequest,
+        capacity: CapacityType,
+        subnets: &[Subnet],
+        plan: &LaunchPlan<'_>,
+        attempts: &mut Attempts,
+    ) -> Result<Option<Launched>, CloudError> {
+        // A reserved launch goes through templates that target its reservation.
+        let reservation = match capacity {
+            CapacityType::Reserved => match &request.reservation {
+                Some(r) => Some(r),
+                None => return Ok(None),
+            },
+            _ => None,
+        };
+        loop {
+            // A subnet that ran out of addresses is passed over for the next of its
+            // zone; a zone with none left is not asked.
+            let usable: Vec<Subnet> = subnets
+                .iter()
+                .filter(|s| !self.ice.subnet_unavailable(&s.id))
+                .cloned()
+                .collect();
+            let mut overrides = plan_overrides(
+                request,
+                capacity,
+                &usable,
+                |t| plan.template_of(t),
+                |ct, t, z| plan.offered(ct, t, z),
+                |ct, t, z| self.ice.contains(ct, t, z),
+            );
+            if overrides.is_empty() {
+                return Ok(None);
+            }
+            let keys = plan.templates_used(&mut overrides);
+            let templates = self
+                .ensure_templates(request, (plan.amis.family, &keys), capacity, reservation)
+                .await?;
+            let outcome = self
+                .create_fleet(request, capacity, &overrides, &templates)
+                .await;
+            if capacity == CapacityType::Reserved {
+                // The reservation's count moved (or it refused): ask EC2 again.
+                self.forget_reservations();
+            }
+            match outcome {
+                Ok(FleetOutcome::Launched(l)) => return Ok(Some(l)),
+                Ok(FleetOutcome::NoCapacity(failed)) => {
+                    for (t, z, code) in &failed {
+                        attempts
+                            .tried
+                            .push(format!("{}:{t}:{z} ({code})", capacity.as_str()));
+                    }
+                }
+                // A template pruned under us: make it again (on the next turn), once.
+                Err(e) if attempts.template_retry && e.code.contains("LaunchTemplate") => {
+                    attempts.template_retry = false;
+                    for t in &templates {
+                        self.forget_template(&t.id);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Why a launch found no capacity: what each capacity type was refused this launch, and

@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use aws_sdk_ec2::types::builders::RequestLaunchTemplateDataBuilder;
 use aws_sdk_ec2::types::{
     CapacityReservationPreference, CapacityReservationTarget, Filter,
     LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest,
@@ -195,6 +196,68 @@ fn ebs_request(b: &BlockDevice) -> LaunchTemplateEbsBlockDeviceRequest {
         .build()
 }
 
+fn metadata_options(m: &MetadataOptions) -> LaunchTemplateInstanceMetadataOptionsRequest {
+    LaunchTemplateInstanceMetadataOptionsRequest::builder()
+        .http_tokens(LaunchTemplateHttpTokensState::from(m.http_tokens.as_str()))
+        .http_put_response_hop_limit(m.http_put_response_hop_limit as i32)
+        .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::from(
+            m.http_endpoint.as_str(),
+        ))
+        .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
+            m.http_protocol_ipv6.as_str(),
+        ))
+        // Pinned off, as Karpenter does: left unset, an account whose instance-metadata
+        // defaults allow tags in IMDS would apply that, and EC2 then refuses to launch an
+        // instance with a `/` in a tag key (the EC2 user guide's IMDS tag restrictions),
+        // as every one of ours has.
+        .instance_metadata_tags(LaunchTemplateInstanceMetadataTagsState::Disabled)
+        .build()
+}
+
+/// A reserved launch's template targets its reservation only (a capacity block or an
+/// interruptible reservation with its own market type); a NodeClass that selects
+/// reservations keeps its other launches out of open ones.
+fn with_reservation(
+    data: RequestLaunchTemplateDataBuilder,
+    inputs: &TemplateInputs<'_>,
+) -> RequestLaunchTemplateDataBuilder {
+    if let Some(r) = inputs.reservation {
+        let data = data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(
+                    CapacityReservationPreference::CapacityReservationsOnly,
+                )
+                .capacity_reservation_target(
+                    CapacityReservationTarget::builder()
+                        .capacity_reservation_id(&r.id)
+                        .build(),
+                )
+                .build(),
+        );
+        let market = match (r.kind, r.interruptible) {
+            (ReservationKind::CapacityBlock, _) => Some(MarketType::CapacityBlock),
+            (_, true) => Some(MarketType::InterruptibleCapacityReservation),
+            _ => None,
+        };
+        match market {
+            Some(m) => data.instance_market_options(
+                LaunchTemplateInstanceMarketOptionsRequest::builder()
+                    .market_type(m)
+                    .build(),
+            ),
+            None => data,
+        }
+    } else if inputs.no_open_reservations {
+        data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(CapacityReservationPreference::None)
+                .build(),
+        )
+    } else {
+        data
+    }
+}
+
 fn tag(k: &str, v: &str) -> Tag {
     Tag::builder().key(k).value(v).build()
 }
@@ -337,128 +400,15 @@ impl Ec2Cloud {
         nc: &NodeClass,
         inputs: &TemplateInputs<'_>,
     ) -> Result<String, CloudError> {
-        let m = inputs.metadata;
-        let metadata = LaunchTemplateInstanceMetadataOptionsRequest::builder()
-            .http_tokens(LaunchTemplateHttpTokensState::from(m.http_tokens.as_str()))
-            .http_put_response_hop_limit(m.http_put_response_hop_limit as i32)
-            .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::from(
-                m.http_endpoint.as_str(),
-            ))
-            .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
-                m.http_protocol_ipv6.as_str(),
-            ))
-            // Pinned off, as Karpenter does: left unset, an account whose instance-metadata
-            // defaults allow tags in IMDS would apply that, and EC2 then refuses to launch an
-            // instance with a `/` in a tag key (the EC2 user guide's IMDS tag restrictions),
-            // as every one of ours has.
-            .instance_metadata_tags(LaunchTemplateInstanceMetadataTagsState::Disabled)
-            .build();
-        let mut data = RequestLaunchTemplateData::builder()
-            .image_id(inputs.image_id)
-            .user_data(base64::engine::general_purpose::STANDARD.encode(inputs.user_data))
-            .metadata_options(metadata)
-            .set_block_device_mappings(Some(
-                inputs
-                    .block_devices
-                    .iter()
-                    .map(|b| {
-                        LaunchTemplateBlockDeviceMappingRequest::builder()
-                            .device_name(&b.device_name)
-                            .set_ebs(b.ebs.as_ref().map(ebs_request))
-                            .build()
-                    })
-                    .collect(),
-            ));
-        if !inputs.instance_profile.is_empty() {
-            data = data.iam_instance_profile(
-                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
-                    .name(inputs.instance_profile)
-                    .build(),
-            );
-        }
-        if let Some(r) = inputs.reservation {
-            data = data.capacity_reservation_specification(
-                LaunchTemplateCapacityReservationSpecificationRequest::builder()
-                    .capacity_reservation_preference(
-                        CapacityReservationPreference::CapacityReservationsOnly,
-                    )
-                    .capacity_reservation_target(
-                        CapacityReservationTarget::builder()
-                            .capacity_reservation_id(&r.id)
-                            .build(),
-                    )
-                    .build(),
-            );
-            let market = match (r.kind, r.interruptible) {
-                (ReservationKind::CapacityBlock, _) => Some(MarketType::CapacityBlock),
-                (_, true) => Some(MarketType::InterruptibleCapacityReservation),
-                _ => None,
-            };
-            if let Some(m) = market {
-                data = data.instance_market_options(
-                    LaunchTemplateInstanceMarketOptionsRequest::builder()
-                        .market_type(m)
-                        .build(),
-                );
-            }
-        } else if inputs.no_open_reservations {
-            data = data.capacity_reservation_specification(
-                LaunchTemplateCapacityReservationSpecificationRequest::builder()
-                    .capacity_reservation_preference(CapacityReservationPreference::None)
-                    .build(),
-            );
-        }
-        if let Some(on) = inputs.monitoring {
-            data = data.monitoring(
-                LaunchTemplatesMonitoringRequest::builder()
-                    .enabled(on)
-                    .build(),
-            );
-        }
-        data = match inputs.public_ip {
-            // The public-IP choice lives on the network interface, and then so must the groups.
-            Some(public) => data.network_interfaces(
-                LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                    .device_index(0)
-                    .associate_public_ip_address(public)
-                    .set_groups(Some(inputs.security_groups.to_vec()))
-                    .build(),
-            ),
-            None => data.set_security_group_ids(Some(inputs.security_groups.to_vec())),
-        };
-        let mut tags = vec![
-            tag(TAG_CLUSTER, &self.options.cluster_name),
-            tag(TAG_NODECLASS, inputs.node_class),
-            tag(TAG_NODECLASS_HASH, &spec_hash(nc)),
-        ];
-        for (k, v) in &nc.spec.tags {
-            if !k.starts_with("joiner.dev/") {
-                tags.push(tag(k, v));
-            }
-        }
-        // The network interface and the Spot request a launch creates cannot be tagged
-        // through CreateFleet; the agent's policy only lets it create tagged ones, so the
-        // template tags them (the Spot request only in a Spot template: see the module docs).
-        let launched = |kind: ResourceType| {
-            LaunchTemplateTagSpecificationRequest::builder()
-                .resource_type(kind)
-                .tags(tag(TAG_CLUSTER, &self.options.cluster_name))
-                .tags(tag(TAG_NODECLASS, inputs.node_class))
-                .build()
-        };
-        data = data.tag_specifications(launched(ResourceType::NetworkInterface));
-        if inputs.spot {
-            data = data.tag_specifications(launched(ResourceType::SpotInstancesRequest));
-        }
         let created = self
             .ec2
             .create_launch_template()
             .launch_template_name(name)
-            .launch_template_data(data.build())
+            .launch_template_data(self.template_data(inputs))
             .tag_specifications(
                 TagSpecification::builder()
                     .resource_type(ResourceType::LaunchTemplate)
-                    .set_tags(Some(tags))
+                    .set_tags(Some(self.template_tags(nc, inputs)))
                     .build(),
             )
             .send()
@@ -480,6 +430,85 @@ impl Ec2Cloud {
             Err(e) if e.code.contains("AlreadyExists") => self.find_template(name).await?.ok_or(e),
             Err(e) => Err(e),
         }
+    }
+
+    /// What an instance launched from the template gets: image, user data, metadata
+    /// options, disks, instance profile, reservation, monitoring, network, and the tags of
+    /// the resources a launch creates besides the instance.
+    fn template_data(&self, inputs: &TemplateInputs<'_>) -> RequestLaunchTemplateData {
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(inputs.image_id)
+            .user_data(base64::engine::general_purpose::STANDARD.encode(inputs.user_data))
+            .metadata_options(metadata_options(inputs.metadata))
+            .set_block_device_mappings(Some(
+                inputs
+                    .block_devices
+                    .iter()
+                    .map(|b| {
+                        LaunchTemplateBlockDeviceMappingRequest::builder()
+                            .device_name(&b.device_name)
+                            .set_ebs(b.ebs.as_ref().map(ebs_request))
+                            .build()
+                    })
+                    .collect(),
+            ));
+        if !inputs.instance_profile.is_empty() {
+            data = data.iam_instance_profile(
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .name(inputs.instance_profile)
+                    .build(),
+            );
+        }
+        data = with_reservation(data, inputs);
+        if let Some(on) = inputs.monitoring {
+            data = data.monitoring(
+                LaunchTemplatesMonitoringRequest::builder()
+                    .enabled(on)
+                    .build(),
+            );
+        }
+        data = match inputs.public_ip {
+            // The public-IP choice lives on the network interface, and then so must the groups.
+            Some(public) => data.network_interfaces(
+                LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                    .device_index(0)
+                    .associate_public_ip_address(public)
+                    .set_groups(Some(inputs.security_groups.to_vec()))
+                    .build(),
+            ),
+            None => data.set_security_group_ids(Some(inputs.security_groups.to_vec())),
+        };
+        // The network interface and the Spot request a launch creates cannot be tagged
+        // through CreateFleet; the agent's policy only lets it create tagged ones, so the
+        // template tags them (the Spot request only in a Spot template: see the module docs).
+        let launched = |kind: ResourceType| {
+            LaunchTemplateTagSpecificationRequest::builder()
+                .resource_type(kind)
+                .tags(tag(TAG_CLUSTER, &self.options.cluster_name))
+                .tags(tag(TAG_NODECLASS, inputs.node_class))
+                .build()
+        };
+        data = data.tag_specifications(launched(ResourceType::NetworkInterface));
+        if inputs.spot {
+            data = data.tag_specifications(launched(ResourceType::SpotInstancesRequest));
+        }
+        data.build()
+    }
+
+    /// The template's own tags: the cluster, the NodeClass and its spec's hash (which
+    /// pruning compares), then the NodeClass's tags except any in joiner's namespace.
+    fn template_tags(&self, nc: &NodeClass, inputs: &TemplateInputs<'_>) -> Vec<Tag> {
+        let mut tags = vec![
+            tag(TAG_CLUSTER, &self.options.cluster_name),
+            tag(TAG_NODECLASS, inputs.node_class),
+            tag(TAG_NODECLASS_HASH, &spec_hash(nc)),
+        ];
+        for (k, v) in &nc.spec.tags {
+            if !k.starts_with("joiner.dev/") {
+                tags.push(tag(k, v));
+            }
+        }
+        tags
     }
 
     /// Deletes this cluster's templates whose NodeClass is not in `in_use`, or whose
