@@ -39,7 +39,7 @@ use kube::api::{
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::api::NodePool;
+use crate::api::{NodeClaim, NodePool};
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crate::controllers::events::{self, Type};
 use crate::controllers::provisioning::nodeclaims;
@@ -224,7 +224,23 @@ async fn karpenter_claims(ctx: &Context) -> Vec<karpenter::Claim> {
     }
 }
 
-async fn adopt(ctx: &Context, w: &Waiting, claims: &[karpenter::Claim]) -> Result<String, String> {
+/// Who a waiting node is to joiner: its instance, Karpenter's claim for it if any, and the
+/// NodeClaim name it is adopted under.
+struct Adoptee<'a> {
+    node_name: String,
+    provider_id: String,
+    instance_id: String,
+    kclaim: Option<&'a karpenter::Claim>,
+    name: String,
+    /// What the node is adopted from, as the conditions and events say it.
+    from: String,
+}
+
+fn adoptee<'a>(
+    ctx: &Context,
+    w: &Waiting,
+    claims: &'a [karpenter::Claim],
+) -> Result<Adoptee<'a>, String> {
     let node = &w.node;
     let node_name = node.name_any();
     let provider_id = node
@@ -263,11 +279,24 @@ async fn adopt(ctx: &Context, w: &Waiting, claims: &[karpenter::Claim]) -> Resul
         Some(c) => format!("karpenter.sh/v1 NodeClaim {}", c.name),
         None => format!("Karpenter node {node_name}"),
     };
+    Ok(Adoptee {
+        node_name,
+        provider_id,
+        instance_id,
+        kclaim,
+        name,
+        from,
+    })
+}
+
+async fn adopt(ctx: &Context, w: &Waiting, claims: &[karpenter::Claim]) -> Result<String, String> {
+    let a = adoptee(ctx, w, claims)?;
+    let name = &a.name;
     let class = ctx
         .state
         .node_classes
         .get(&w.pool.spec.template.spec.node_class_ref.name);
-    let claim = nodeclaims::adopted(&name, &from, node.labels(), &w.pool, class.as_deref());
+    let claim = nodeclaims::adopted(name, &a.from, w.node.labels(), &w.pool, class.as_deref());
     let created = nodeclaims::create_adopted(ctx, &claim)
         .await
         .map_err(|e| format!("creating NodeClaim {name} (nodeclaims create): {e}"))?;
@@ -276,79 +305,31 @@ async fn adopt(ctx: &Context, w: &Waiting, claims: &[karpenter::Claim]) -> Resul
     //    garbage collection leaves the claim alone (it looks only at launched claims), and
     //    an instance tagged for a claim that exists is no orphan.
     ctx.cloud
-        .tag_adopted(&instance_id, &name, &w.pool.name_any())
+        .tag_adopted(&a.instance_id, name, &w.pool.name_any())
         .await
         .map_err(|e| {
             ctx.metrics.cloud_error(&e);
-            format!("tagging instance {instance_id}: {e}")
+            format!("tagging instance {}: {e}", a.instance_id)
         })?;
 
     // 2. Status from the running node.
-    let status = node.status.clone().unwrap_or_default();
-    let quantities =
-        |m: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-            m.unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect::<BTreeMap<String, String>>()
-        };
-    let mut conds = created.status.clone().unwrap_or_default().conditions;
-    for c in [LAUNCHED, REGISTERED, INITIALIZED] {
-        conditions::set(&mut conds, c, true, "Adopted", &from);
-    }
-    let image = kclaim.and_then(|c| c.image_id.clone());
-    crate::controllers::lifecycle::patch_status(
-        ctx,
-        &name,
-        json!({
-            "providerID": provider_id,
-            "nodeName": node_name,
-            "imageID": image,
-            "capacity": quantities(status.capacity),
-            "allocatable": quantities(status.allocatable),
-            "conditions": conds,
-        }),
-    )
-    .await
-    .map_err(|e| format!("writing NodeClaim {name}'s status (nodeclaims/status patch): {e}"))?;
+    write_adopted_status(ctx, &a, &w.node, &created).await?;
 
     // 3. Karpenter's claim goes, releasing nothing.
-    if let Some(k) = kclaim {
+    if let Some(k) = a.kclaim {
         release_karpenter_claim(ctx, &k.name).await?;
     }
 
     // 4. The node, last: this write marks the adoption done.
-    let mut fins: Vec<String> = node
-        .finalizers()
-        .iter()
-        .filter(|f| *f != karpenter::TERMINATION_FINALIZER)
-        .cloned()
-        .collect();
-    if !fins.iter().any(|f| f == TERMINATION_FINALIZER) {
-        fins.push(TERMINATION_FINALIZER.into());
-    }
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let patch = json!({"metadata": {
-        "labels": {
-            labels::JOINER_NODECLAIM: name,
-            labels::JOINER_NODEPOOL: w.pool.name_any(),
-        },
-        "finalizers": fins,
-    }});
-    nodes
-        .patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| {
-            ctx.metrics.kube_error("nodes patch (adoption)", &e);
-            format!("labelling node {node_name} (nodes patch): {e}")
-        })?;
+    take_node(ctx, &a, w).await?;
     let message = format!(
-        "adopted from {from} as NodeClaim {name} of NodePool {}: no pod moved",
+        "adopted from {} as NodeClaim {name} of NodePool {}: no pod moved",
+        a.from,
         w.pool.name_any()
     );
     ctx.events
         .publish(
-            &events::reference(node.as_ref()),
+            &events::reference(w.node.as_ref()),
             Type::Normal,
             "Adopted",
             &message,
@@ -362,8 +343,78 @@ async fn adopt(ctx: &Context, w: &Waiting, claims: &[karpenter::Claim]) -> Resul
             &message,
         )
         .await;
-    ctx.claims.add(&name);
-    Ok(name)
+    ctx.claims.add(name);
+    Ok(a.name)
+}
+
+/// The adopted claim's status as the running node shows it: launched, registered and
+/// initialized, with the node's capacity and allocatable.
+async fn write_adopted_status(
+    ctx: &Context,
+    a: &Adoptee<'_>,
+    node: &Node,
+    created: &NodeClaim,
+) -> Result<(), String> {
+    let name = &a.name;
+    let status = node.status.clone().unwrap_or_default();
+    let quantities =
+        |m: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+            m.unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.0))
+                .collect::<BTreeMap<String, String>>()
+        };
+    let mut conds = created.status.clone().unwrap_or_default().conditions;
+    for c in [LAUNCHED, REGISTERED, INITIALIZED] {
+        conditions::set(&mut conds, c, true, "Adopted", &a.from);
+    }
+    let image = a.kclaim.and_then(|c| c.image_id.clone());
+    crate::controllers::lifecycle::patch_status(
+        ctx,
+        name,
+        json!({
+            "providerID": a.provider_id,
+            "nodeName": a.node_name,
+            "imageID": image,
+            "capacity": quantities(status.capacity),
+            "allocatable": quantities(status.allocatable),
+            "conditions": conds,
+        }),
+    )
+    .await
+    .map_err(|e| format!("writing NodeClaim {name}'s status (nodeclaims/status patch): {e}"))?;
+    Ok(())
+}
+
+/// Labels the node as the claim's and swaps Karpenter's termination finalizer for joiner's.
+async fn take_node(ctx: &Context, a: &Adoptee<'_>, w: &Waiting) -> Result<(), String> {
+    let node_name = &a.node_name;
+    let mut fins: Vec<String> = w
+        .node
+        .finalizers()
+        .iter()
+        .filter(|f| *f != karpenter::TERMINATION_FINALIZER)
+        .cloned()
+        .collect();
+    if !fins.iter().any(|f| f == TERMINATION_FINALIZER) {
+        fins.push(TERMINATION_FINALIZER.into());
+    }
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({"metadata": {
+        "labels": {
+            labels::JOINER_NODECLAIM: a.name,
+            labels::JOINER_NODEPOOL: w.pool.name_any(),
+        },
+        "finalizers": fins,
+    }});
+    nodes
+        .patch(node_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            ctx.metrics.kube_error("nodes patch (adoption)", &e);
+            format!("labelling node {node_name} (nodes patch): {e}")
+        })?;
+    Ok(())
 }
 
 async fn release_karpenter_claim(ctx: &Context, name: &str) -> Result<(), String> {

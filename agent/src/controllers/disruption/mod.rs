@@ -21,13 +21,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use crate::api::NodeClaim;
+use crate::api::{NodeClaim, NodeClass, NodePool};
 use crate::catalog::{CapacityType, Catalog};
 use crate::controllers::events::{self, Type};
 use crate::controllers::provisioning::input;
@@ -156,6 +156,17 @@ fn eviction_cost(pods: &[&Arc<Pod>]) -> f64 {
     }))
 }
 
+/// A claim whose node the world holds, with its pool (and class) and the pods on it.
+struct ClaimOnNode<'a> {
+    claim: &'a NodeClaim,
+    node: &'a Node,
+    snode: scheduler::Node,
+    pool_name: String,
+    pool: &'a NodePool,
+    class: Option<&'a NodeClass>,
+    pods: Vec<Arc<Pod>>,
+}
+
 impl Disruption {
     pub fn new(ctx: Arc<Context>, metrics: Arc<DisruptionMetrics>) -> Disruption {
         Disruption {
@@ -216,68 +227,16 @@ impl Disruption {
                 to_stamp.push((claim.clone(), pool.clone(), c.clone()));
             }
             seen_nodes.insert(node_name.clone());
-            let pods_k8s: Vec<Arc<Pod>> = pods_by_node.remove(&node_name).unwrap_or_default();
-            let movable: Vec<&Arc<Pod>> = pods_k8s.iter().filter(|p| reschedulable(p)).collect();
-            let pods: Vec<scheduler::Pod> = movable
-                .iter()
-                .filter_map(|p| scheduler::convert::pod(p).ok())
-                .collect();
-            let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
-            let last_pod_change = self.last_pod_change(&node_name, &movable, created, now);
-            let status = claim.status.clone().unwrap_or_default();
-            let node_labels = node.labels().clone();
-            let label = |k: &str| {
-                claim
-                    .labels()
-                    .get(k)
-                    .or_else(|| node_labels.get(k))
-                    .cloned()
-                    .unwrap_or_default()
+            let on = ClaimOnNode {
+                claim: &claim,
+                node: &node,
+                snode,
+                pool_name,
+                pool,
+                class: class.as_deref(),
+                pods: pods_by_node.remove(&node_name).unwrap_or_default(),
             };
-            let itype = label(labels::INSTANCE_TYPE);
-            let zone = label(labels::ZONE);
-            let ct = CapacityType::parse(&label(labels::CAPACITY_TYPE));
-            let full_labels = drift::completed_labels(&catalog, &itype, &node_labels);
-            let amis: Vec<String> = class
-                .as_ref()
-                .and_then(|c| c.status.as_ref())
-                .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
-                .unwrap_or_default();
-            let drift = drift::drift_reason(&DriftInput {
-                claim_annotations: claim.annotations(),
-                node_labels: &full_labels,
-                image_id: status.image_id.as_deref(),
-                pool: &pool.spec,
-                class: class.as_ref().map(|c| &c.spec),
-                resolved_amis: &amis,
-            });
-            let disrupting =
-                disrupted::is_disrupted(&claim) || node.metadata.deletion_timestamp.is_some();
-            candidates.push(Candidate {
-                node: snode,
-                pods,
-                nodeclaim: claim.name_any(),
-                nodepool: pool_name,
-                price: price_of(&catalog, &itype, &zone, ct),
-                instance_type: itype,
-                zone,
-                capacity_type: ct,
-                created,
-                last_pod_change,
-                initialized: conditions::is_true(&status.conditions, conditions::INITIALIZED),
-                disrupting,
-                do_not_disrupt: has_do_not_disrupt(&node.metadata)
-                    || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
-                pdb_blocked: movable.iter().any(|p| pdb_blocks(&pdbs, p)),
-                eviction_cost: Some(eviction_cost(&movable)),
-                expire_after: claim
-                    .spec
-                    .expire_after
-                    .as_deref()
-                    .and_then(|e| crate::api::duration::parse_or_never(e).ok())
-                    .flatten(),
-                drift,
-            });
+            candidates.push(self.candidate(on, &catalog, &pdbs, now));
         }
         self.pod_sets
             .lock()
@@ -298,6 +257,87 @@ impl Disruption {
             now,
         };
         (world, catalog)
+    }
+
+    /// The consolidation candidate a claim's node makes: its movable pods, its offering
+    /// and price, its age and last pod change, and what may keep it from being disrupted.
+    fn candidate(
+        &self,
+        on: ClaimOnNode<'_>,
+        catalog: &Catalog,
+        pdbs: &[Arc<PodDisruptionBudget>],
+        now: i64,
+    ) -> Candidate {
+        let ClaimOnNode {
+            claim,
+            node,
+            snode,
+            pool_name,
+            pool,
+            class,
+            pods: pods_k8s,
+        } = on;
+        let node_name = node.name_any();
+        let movable: Vec<&Arc<Pod>> = pods_k8s.iter().filter(|p| reschedulable(p)).collect();
+        let pods: Vec<scheduler::Pod> = movable
+            .iter()
+            .filter_map(|p| scheduler::convert::pod(p).ok())
+            .collect();
+        let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
+        let last_pod_change = self.last_pod_change(&node_name, &movable, created, now);
+        let status = claim.status.clone().unwrap_or_default();
+        let node_labels = node.labels().clone();
+        let label = |k: &str| {
+            claim
+                .labels()
+                .get(k)
+                .or_else(|| node_labels.get(k))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let itype = label(labels::INSTANCE_TYPE);
+        let zone = label(labels::ZONE);
+        let ct = CapacityType::parse(&label(labels::CAPACITY_TYPE));
+        let full_labels = drift::completed_labels(catalog, &itype, &node_labels);
+        let amis: Vec<String> = class
+            .and_then(|c| c.status.as_ref())
+            .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
+            .unwrap_or_default();
+        let drift = drift::drift_reason(&DriftInput {
+            claim_annotations: claim.annotations(),
+            node_labels: &full_labels,
+            image_id: status.image_id.as_deref(),
+            pool: &pool.spec,
+            class: class.map(|c| &c.spec),
+            resolved_amis: &amis,
+        });
+        let disrupting =
+            disrupted::is_disrupted(claim) || node.metadata.deletion_timestamp.is_some();
+        Candidate {
+            node: snode,
+            pods,
+            nodeclaim: claim.name_any(),
+            nodepool: pool_name,
+            price: price_of(catalog, &itype, &zone, ct),
+            instance_type: itype,
+            zone,
+            capacity_type: ct,
+            created,
+            last_pod_change,
+            initialized: conditions::is_true(&status.conditions, conditions::INITIALIZED),
+            disrupting,
+            do_not_disrupt: has_do_not_disrupt(&node.metadata)
+                || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
+            pdb_blocked: movable.iter().any(|p| pdb_blocks(pdbs, p)),
+            eviction_cost: Some(eviction_cost(&movable)),
+            expire_after: claim
+                .spec
+                .expire_after
+                .as_deref()
+                .and_then(|e| crate::api::duration::parse_or_never(e).ok())
+                .flatten(),
+            drift,
+        }
     }
 
     /// The disruption settings of the round's NodePools, each with its evictions of the

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::DeleteParams;
 use kube::{Api, ResourceExt};
 
-use crate::cloud::TAG_NODECLAIM;
+use crate::api::NodeClaim;
+use crate::cloud::{Instance, TAG_NODECLAIM};
 use crate::controllers::conditions::{self, LAUNCHED};
 use crate::controllers::termination::{request_termination, TerminationReason};
 use crate::controllers::Context;
@@ -42,8 +43,30 @@ pub async fn collect(ctx: &Context) {
         }
     };
     let claims = ctx.state.node_claims.list();
+    terminate_orphans(ctx, &instances, &claims, grace, now).await;
+    delete_claims_without_instance(ctx, &instances, &claims, grace).await;
+    delete_nodes_without_claim(ctx, grace).await;
+    let classes: Vec<crate::api::NodeClass> = ctx
+        .state
+        .node_classes
+        .list()
+        .iter()
+        .map(|c| (**c).clone())
+        .collect();
+    if let Err(e) = ctx.cloud.prune_launch_templates(&classes).await {
+        ctx.metrics.cloud_error(&e);
+    }
+}
+
+/// Orphaned instances: alive, older than the grace, and naming no NodeClaim that exists.
+async fn terminate_orphans(
+    ctx: &Context,
+    instances: &[Instance],
+    claims: &[Arc<NodeClaim>],
+    grace: f64,
+    now: i64,
+) {
     let claim_names: HashSet<String> = claims.iter().map(|c| c.name_any()).collect();
-    // Orphaned instances.
     let orphans: Vec<String> = instances
         .iter()
         .filter(|i| {
@@ -71,13 +94,21 @@ pub async fn collect(ctx: &Context) {
             Err(e) => ctx.metrics.cloud_error(&e),
         }
     }
-    // Claims whose instance is gone.
+}
+
+/// Claims launched longer than the grace ago whose instance is gone.
+async fn delete_claims_without_instance(
+    ctx: &Context,
+    instances: &[Instance],
+    claims: &[Arc<NodeClaim>],
+    grace: f64,
+) {
     let live: HashSet<&str> = instances
         .iter()
         .filter(|i| !matches!(i.state.as_str(), "terminated" | "shutting-down"))
         .map(|i| i.instance_id.as_str())
         .collect();
-    for c in &claims {
+    for c in claims {
         if c.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -109,7 +140,10 @@ pub async fn collect(ctx: &Context) {
             }
         }
     }
-    // Nodes whose claim is gone.
+}
+
+/// Nodes labelled for a NodeClaim that is gone, older than the grace.
+async fn delete_nodes_without_claim(ctx: &Context, grace: f64) {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     for n in ctx.state.nodes.state() {
         let Some(claim) = n.labels().get(labels::JOINER_NODECLAIM) else {
@@ -133,15 +167,5 @@ pub async fn collect(ctx: &Context) {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => ctx.metrics.kube_error("nodes delete", &e),
         }
-    }
-    let classes: Vec<crate::api::NodeClass> = ctx
-        .state
-        .node_classes
-        .list()
-        .iter()
-        .map(|c| (**c).clone())
-        .collect();
-    if let Err(e) = ctx.cloud.prune_launch_templates(&classes).await {
-        ctx.metrics.cloud_error(&e);
     }
 }

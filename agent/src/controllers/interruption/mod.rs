@@ -117,60 +117,14 @@ impl Interruptions {
             }
             return Ok(Acted::AlreadyGoing);
         }
-        let claim_name = claim.name_any();
-        let claim_labels = claim.labels().clone();
-        let node_labels = node
-            .as_ref()
-            .map(|n| n.labels().clone())
-            .unwrap_or_default();
-        let label = |k: &str| {
-            claim_labels
-                .get(k)
-                .or_else(|| node_labels.get(k))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let pool_name = label(labels::JOINER_NODEPOOL);
         let (reason, mark, action_label) = match action {
             Action::Replace {
                 reason,
                 mark_offering_unavailable,
             } => (*reason, *mark_offering_unavailable, "replace"),
             Action::Rebalance => {
-                let pool = ctx.state.node_pools.get(&pool_name);
-                let policy = pool
-                    .as_ref()
-                    .and_then(|p| actions::rebalance_policy(p.annotations()));
-                let blocked = node
-                    .as_ref()
-                    .is_some_and(|n| has_do_not_disrupt(&n.metadata))
-                    || node.as_ref().is_some_and(|n| {
-                        ctx.state
-                            .pods_on(&n.name_any())
-                            .iter()
-                            .any(|p| pod_has_do_not_disrupt(p))
-                    });
-                let message = match policy {
-                    None => Some(format!(
-                        "EC2 recommends rebalancing instance {instance_id}; no action (NodePool {pool_name} does not set {}: replace)",
-                        actions::REBALANCE_ANNOTATION
-                    )),
-                    Some(_) if blocked => Some(format!(
-                        "EC2 recommends rebalancing instance {instance_id}; not replaced: do-not-disrupt is set"
-                    )),
-                    Some(limit) => {
-                        let ok = self
-                            .rebalance
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .try_take(&pool_name, limit, unix_now());
-                        (!ok).then(|| format!(
-                            "EC2 recommends rebalancing instance {instance_id}; not replaced now: NodePool {pool_name} reached its rebalance limit of {} per {}s",
-                            limit.0, limit.1
-                        ))
-                    }
-                };
-                if let Some(m) = message {
+                let pool_name = label_of(&claim, node.as_deref(), labels::JOINER_NODEPOOL);
+                if let Some(m) = self.rebalance_refusal(instance_id, &pool_name, node.as_deref()) {
                     self.record(
                         &claim,
                         node.as_deref(),
@@ -189,20 +143,101 @@ impl Interruptions {
 
         // 1. The offering is short: keep launches (the replacement's first) away from it
         // for the cache's TTL.
-        let detail = describe(event, instance_id);
-        let capacity_type = CapacityType::parse(&label(labels::CAPACITY_TYPE));
-        let (itype, zone) = (label(labels::INSTANCE_TYPE), label(labels::ZONE));
-        if mark && !itype.is_empty() && !zone.is_empty() {
-            if let Some(ct) = capacity_type.filter(|ct| {
-                matches!(ct, CapacityType::Spot | CapacityType::Reserved)
-                    || action_label == "rebalance_replace"
-            }) {
-                ctx.cloud.mark_unavailable(ct, &itype, &zone);
-            }
+        if mark {
+            self.mark_offering_unavailable(&claim, node.as_deref(), action_label);
         }
 
         // 2. Disrupt: provisioning replaces, termination drains once the replacement is up.
+        let detail = describe(event, instance_id);
         let deadline = self.deadline(event);
+        self.disrupt(&claim, reason, &detail, deadline, sent_at)
+            .await?;
+        let message = format!(
+            "{detail}: replacement first, then drain (by {deadline}, less the pods' termination grace)"
+        );
+        self.record(&claim, node.as_deref(), Type::Warning, reason, &message)
+            .await;
+        tracing::info!(nodeclaim = %claim.name_any(), instance = instance_id, reason, %deadline, "interruption handled");
+        Ok(Acted::Done(action_label))
+    }
+
+    /// Why a rebalance recommendation does not replace the instance (for the event it
+    /// leaves instead), or None when it does: the NodePool must opt in, no do-not-disrupt
+    /// may be set on the node or its pods, and the pool's rate limit must allow it.
+    fn rebalance_refusal(
+        &self,
+        instance_id: &str,
+        pool_name: &str,
+        node: Option<&Node>,
+    ) -> Option<String> {
+        let ctx = &self.ctx;
+        let pool = ctx.state.node_pools.get(pool_name);
+        let policy = pool
+            .as_ref()
+            .and_then(|p| actions::rebalance_policy(p.annotations()));
+        let blocked = node.is_some_and(|n| has_do_not_disrupt(&n.metadata))
+            || node.is_some_and(|n| {
+                ctx.state
+                    .pods_on(&n.name_any())
+                    .iter()
+                    .any(|p| pod_has_do_not_disrupt(p))
+            });
+        match policy {
+            None => Some(format!(
+                "EC2 recommends rebalancing instance {instance_id}; no action (NodePool {pool_name} does not set {}: replace)",
+                actions::REBALANCE_ANNOTATION
+            )),
+            Some(_) if blocked => Some(format!(
+                "EC2 recommends rebalancing instance {instance_id}; not replaced: do-not-disrupt is set"
+            )),
+            Some(limit) => {
+                let ok = self
+                    .rebalance
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .try_take(pool_name, limit, unix_now());
+                (!ok).then(|| format!(
+                    "EC2 recommends rebalancing instance {instance_id}; not replaced now: NodePool {pool_name} reached its rebalance limit of {} per {}s",
+                    limit.0, limit.1
+                ))
+            }
+        }
+    }
+
+    /// Puts the instance's offering in the insufficient-capacity cache: a Spot or reserved
+    /// one always, an on-demand one only when a rebalance replaces it.
+    fn mark_offering_unavailable(
+        &self,
+        claim: &NodeClaim,
+        node: Option<&Node>,
+        action_label: &str,
+    ) {
+        let capacity_type = CapacityType::parse(&label_of(claim, node, labels::CAPACITY_TYPE));
+        let itype = label_of(claim, node, labels::INSTANCE_TYPE);
+        let zone = label_of(claim, node, labels::ZONE);
+        if itype.is_empty() || zone.is_empty() {
+            return;
+        }
+        if let Some(ct) = capacity_type.filter(|ct| {
+            matches!(ct, CapacityType::Spot | CapacityType::Reserved)
+                || action_label == "rebalance_replace"
+        }) {
+            self.ctx.cloud.mark_unavailable(ct, &itype, &zone);
+        }
+    }
+
+    /// Marks the claim disrupted (termination reason `Interrupted`), remembering when the
+    /// notice was sent so the replacement's arrival can be timed against it.
+    async fn disrupt(
+        &self,
+        claim: &NodeClaim,
+        reason: &'static str,
+        detail: &str,
+        deadline: jiff::Timestamp,
+        sent_at: SystemTime,
+    ) -> Result<(), String> {
+        let ctx = &self.ctx;
+        let claim_name = claim.name_any();
         ctx.interruption_sent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -216,24 +251,18 @@ impl Interruptions {
         let mark = Mark {
             reason: TerminationReason::Interrupted,
             condition_reason: reason,
-            message: &detail,
+            message: detail,
             deadline,
             replaced_by: None,
         };
-        if let Err(e) = disrupted::disrupt(ctx, &claim, mark).await {
+        if let Err(e) = disrupted::disrupt(ctx, claim, mark).await {
             ctx.interruption_sent
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&claim_name);
             return Err(e);
         }
-        let message = format!(
-            "{detail}: replacement first, then drain (by {deadline}, less the pods' termination grace)"
-        );
-        self.record(&claim, node.as_deref(), Type::Warning, reason, &message)
-            .await;
-        tracing::info!(nodeclaim = %claim_name, instance = instance_id, reason, %deadline, "interruption handled");
-        Ok(Acted::Done(action_label))
+        Ok(())
     }
 
     /// By when the instance's pods must be elsewhere, from the notice the event gives.
@@ -265,6 +294,16 @@ impl Interruptions {
             ev.publish(&events::reference(n), ty, reason, message).await;
         }
     }
+}
+
+/// A label of the claim, else of its node; empty when neither has it.
+fn label_of(claim: &NodeClaim, node: Option<&Node>, key: &str) -> String {
+    claim
+        .labels()
+        .get(key)
+        .or_else(|| node.and_then(|n| n.labels().get(key)))
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// A one-line description of the event for conditions and Events.

@@ -241,42 +241,7 @@ async fn launch(
             return Err(Failure::Retry(Duration::from_secs(60)));
         }
     };
-    let pool = claim
-        .labels()
-        .get(labels::JOINER_NODEPOOL)
-        .cloned()
-        .unwrap_or_default();
-    let overlays = crate::controllers::nodeoverlay::active(&ctx.state);
-    let priced = crate::catalog::overlay::apply(catalog, &overlays);
-    let candidates = candidates(claim, &view, &priced);
-    let prioritized = candidates
-        .iter()
-        .any(|c| crate::catalog::overlay::reprices(catalog, &overlays, &c.instance_type));
-    let on_demand_prices = if prioritized {
-        candidates
-            .iter()
-            .filter_map(|c| {
-                let p = priced.get(&c.instance_type)?.on_demand_price()?;
-                Some((c.instance_type.clone(), p))
-            })
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
-    let request = LaunchRequest {
-        nodeclaim: name.clone(),
-        nodepool: pool,
-        node_class: class.clone(),
-        candidates,
-        capacity_types: capacity_types(&view),
-        zones: zones(&view, catalog),
-        labels: kubelet_labels(claim),
-        taints: crate::api::convert_taints(&claim.spec.taints).unwrap_or_default(),
-        startup_taints: startup_taints(claim),
-        reservation: reservation(&view, catalog),
-        prioritized,
-        on_demand_prices,
-    };
+    let request = launch_request(ctx, claim, &view, class, catalog);
     let result = {
         let seen = ctx
             .batch_seen
@@ -320,6 +285,54 @@ async fn launch(
             fail(ctx, claim, "LaunchFailed", &explained).await;
             Err(Failure::Retry(Duration::from_secs(10)))
         }
+    }
+}
+
+/// What the cloud is asked to launch for the claim. The candidates are priced with the
+/// active NodeOverlays; when an overlay reprices one of them, the launch is prioritized
+/// (EC2's own prices would order them otherwise) and carries the on-demand prices it goes by.
+fn launch_request(
+    ctx: &Context,
+    claim: &NodeClaim,
+    view: &ClaimView,
+    class: &crate::api::NodeClass,
+    catalog: &Catalog,
+) -> LaunchRequest {
+    let pool = claim
+        .labels()
+        .get(labels::JOINER_NODEPOOL)
+        .cloned()
+        .unwrap_or_default();
+    let overlays = crate::controllers::nodeoverlay::active(&ctx.state);
+    let priced = crate::catalog::overlay::apply(catalog, &overlays);
+    let candidates = candidates(claim, view, &priced);
+    let prioritized = candidates
+        .iter()
+        .any(|c| crate::catalog::overlay::reprices(catalog, &overlays, &c.instance_type));
+    let on_demand_prices = if prioritized {
+        candidates
+            .iter()
+            .filter_map(|c| {
+                let p = priced.get(&c.instance_type)?.on_demand_price()?;
+                Some((c.instance_type.clone(), p))
+            })
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    LaunchRequest {
+        nodeclaim: claim.name_any(),
+        nodepool: pool,
+        node_class: class.clone(),
+        candidates,
+        capacity_types: capacity_types(view),
+        zones: zones(view, catalog),
+        labels: kubelet_labels(claim),
+        taints: crate::api::convert_taints(&claim.spec.taints).unwrap_or_default(),
+        startup_taints: startup_taints(claim),
+        reservation: reservation(view, catalog),
+        prioritized,
+        on_demand_prices,
     }
 }
 

@@ -129,102 +129,10 @@ async fn set_pool_health(ctx: &Context, pool: &str, healthy: bool, reason: &str,
 pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     let name = claim.name_any();
     let Some(node) = ctx.state.node_for_claim(claim) else {
-        let ttl = ctx.config.registration_ttl;
-        let age = claim
-            .status
-            .as_ref()
-            .and_then(|s| conditions::get(&s.conditions, LAUNCHED))
-            .and_then(conditions::age_seconds)
-            .unwrap_or(0.0);
-        if age >= ttl.as_secs_f64() {
-            let pool = pool_of(claim);
-            let health = ctx
-                .registration_health
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .failed(
-                    &pool,
-                    std::time::Instant::now(),
-                    ctx.config.registration_backoff,
-                    ctx.config.registration_backoff_max,
-                );
-            let wait = health
-                .retry_at
-                .saturating_duration_since(std::time::Instant::now());
-            let msg = timeout_message(
-                claim,
-                ctx.state
-                    .node_classes
-                    .get(&claim.spec.node_class_ref.name)
-                    .as_deref(),
-                &ctx.config.cluster_name,
-                ttl,
-                wait,
-            );
-            tracing::warn!(nodeclaim = %name, nodepool = %pool, failures = health.failures, "{msg}");
-            ctx.metrics
-                .nodeclaims_registration_timeouts
-                .get_or_create(&crate::controllers::operator::metrics::l(&[(
-                    "nodepool", &pool,
-                )]))
-                .inc();
-            ctx.events
-                .publish(
-                    &events::reference(claim),
-                    Type::Warning,
-                    "RegistrationTimedOut",
-                    &msg,
-                )
-                .await;
-            set_pool_health(ctx, &pool, false, "RegistrationTimedOut", &msg).await;
-            if let Err(e) =
-                request_termination(ctx, &name, TerminationReason::RegistrationTimeout).await
-            {
-                ctx.metrics.kube_error("nodeclaims delete", &e);
-                return Some(Duration::from_secs(5));
-            }
-            return None;
-        }
-        let left = (ttl.as_secs_f64() - age).max(0.5);
-        return Some(Duration::from_secs_f64(left.min(30.0)));
+        return no_node_yet(ctx, claim).await;
     };
-
-    // Labels: the claim's (pool template, single-valued requirements, launched type,
-    // zone, capacity type) and the claim's name.
-    let mut node_labels: BTreeMap<String, String> = claim.labels().clone();
-    node_labels.insert(labels::JOINER_NODECLAIM.into(), name.clone());
-    let mut finalizers = node.finalizers().to_vec();
-    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
-        finalizers.push(TERMINATION_FINALIZER.into());
-    }
-    // The taint list is replaced whole, so the patch is guarded by the resourceVersion we
-    // computed it from: otherwise a taint the node lifecycle controller removed in between
-    // (`node.kubernetes.io/not-ready`) would be written back and strand the node's pods.
-    let patch = json!({
-        "metadata": {
-            "labels": node_labels,
-            "finalizers": finalizers,
-            "resourceVersion": node.resource_version(),
-        },
-        "spec": {"taints": registered_taints(&node, claim)},
-    });
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    // A merge patch replaces the taint list whole, which is what we computed.
-    if let Err(e) = nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        if matches!(&e, kube::Error::Api(s) if s.code == 409) {
-            // The Node changed since our watch saw it; the watch catches up, we retry.
-            return Some(Duration::from_millis(300));
-        }
-        ctx.metrics.kube_error("nodes patch", &e);
-        tracing::warn!(nodeclaim = %name, node = %node.name_any(), error = %e, "registering the node failed; retrying");
-        return Some(Duration::from_secs(2));
+    if let Err(retry) = label_node(ctx, claim, &node).await {
+        return Some(retry);
     }
     let mut conds = claim.status.clone().unwrap_or_default().conditions;
     conditions::set(&mut conds, REGISTERED, true, "Registered", "");
@@ -250,4 +158,120 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         }
         Err(_) => Some(Duration::from_secs(2)),
     }
+}
+
+/// A launched claim whose node has not joined: wait out the registration TTL, then give up
+/// on it (and count the failure against its pool's registration health).
+async fn no_node_yet(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+    let ttl = ctx.config.registration_ttl;
+    let age = claim
+        .status
+        .as_ref()
+        .and_then(|s| conditions::get(&s.conditions, LAUNCHED))
+        .and_then(conditions::age_seconds)
+        .unwrap_or(0.0);
+    if age >= ttl.as_secs_f64() {
+        return registration_timed_out(ctx, claim, ttl).await;
+    }
+    let left = (ttl.as_secs_f64() - age).max(0.5);
+    Some(Duration::from_secs_f64(left.min(30.0)))
+}
+
+/// Says why the node never joined (log, metric, event, the pool's health condition) and
+/// asks for the claim's termination.
+async fn registration_timed_out(
+    ctx: &Context,
+    claim: &NodeClaim,
+    ttl: Duration,
+) -> Option<Duration> {
+    let name = claim.name_any();
+    let pool = pool_of(claim);
+    let health = ctx
+        .registration_health
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .failed(
+            &pool,
+            std::time::Instant::now(),
+            ctx.config.registration_backoff,
+            ctx.config.registration_backoff_max,
+        );
+    let wait = health
+        .retry_at
+        .saturating_duration_since(std::time::Instant::now());
+    let msg = timeout_message(
+        claim,
+        ctx.state
+            .node_classes
+            .get(&claim.spec.node_class_ref.name)
+            .as_deref(),
+        &ctx.config.cluster_name,
+        ttl,
+        wait,
+    );
+    tracing::warn!(nodeclaim = %name, nodepool = %pool, failures = health.failures, "{msg}");
+    ctx.metrics
+        .nodeclaims_registration_timeouts
+        .get_or_create(&crate::controllers::operator::metrics::l(&[(
+            "nodepool", &pool,
+        )]))
+        .inc();
+    ctx.events
+        .publish(
+            &events::reference(claim),
+            Type::Warning,
+            "RegistrationTimedOut",
+            &msg,
+        )
+        .await;
+    set_pool_health(ctx, &pool, false, "RegistrationTimedOut", &msg).await;
+    if let Err(e) = request_termination(ctx, &name, TerminationReason::RegistrationTimeout).await {
+        ctx.metrics.kube_error("nodeclaims delete", &e);
+        return Some(Duration::from_secs(5));
+    }
+    None
+}
+
+/// Makes the node the claim's: its labels, joiner's termination finalizer, and the taints
+/// it registers with. `Err`: when to try again.
+async fn label_node(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), Duration> {
+    let name = claim.name_any();
+    // Labels: the claim's (pool template, single-valued requirements, launched type,
+    // zone, capacity type) and the claim's name.
+    let mut node_labels: BTreeMap<String, String> = claim.labels().clone();
+    node_labels.insert(labels::JOINER_NODECLAIM.into(), name.clone());
+    let mut finalizers = node.finalizers().to_vec();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.into());
+    }
+    // The taint list is replaced whole, so the patch is guarded by the resourceVersion we
+    // computed it from: otherwise a taint the node lifecycle controller removed in between
+    // (`node.kubernetes.io/not-ready`) would be written back and strand the node's pods.
+    let patch = json!({
+        "metadata": {
+            "labels": node_labels,
+            "finalizers": finalizers,
+            "resourceVersion": node.resource_version(),
+        },
+        "spec": {"taints": registered_taints(node, claim)},
+    });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    // A merge patch replaces the taint list whole, which is what we computed.
+    if let Err(e) = nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        if matches!(&e, kube::Error::Api(s) if s.code == 409) {
+            // The Node changed since our watch saw it; the watch catches up, we retry.
+            return Err(Duration::from_millis(300));
+        }
+        ctx.metrics.kube_error("nodes patch", &e);
+        tracing::warn!(nodeclaim = %name, node = %node.name_any(), error = %e, "registering the node failed; retrying");
+        return Err(Duration::from_secs(2));
+    }
+    Ok(())
 }

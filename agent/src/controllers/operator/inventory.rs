@@ -44,22 +44,7 @@ async fn tick(
     catalogs: &mut HashMap<String, Catalog>,
 ) -> Vec<Key> {
     let m = &ctx.metrics;
-    let now = jiff::Timestamp::now();
-
-    // Pending pods: how many, for how long.
-    let mut pending = 0usize;
-    let mut oldest = 0.0f64;
-    for p in ctx.state.pods.state() {
-        if classify(&p) != PodClass::Provisionable {
-            continue;
-        }
-        pending += 1;
-        if let Some(t) = &p.metadata.creation_timestamp {
-            oldest = oldest.max(now.duration_since(t.0).as_secs_f64());
-        }
-    }
-    m.pods_pending_oldest.set(oldest);
-    m.pods_pending_seconds.inc_by(pending as f64 * elapsed);
+    pending_pods(ctx, elapsed);
     m.claim_queue_depth.set(ctx.claims.len() as i64);
 
     // Per pool, zero until something happens: an alert on a rise needs the zero first.
@@ -75,7 +60,60 @@ async fn tick(
         );
     }
 
-    // Launched claims and their pods.
+    let (nodes, pods) = launched_nodes(ctx, catalogs).await;
+    for key in shown {
+        if !nodes.contains_key(key) {
+            let labels = key_labels(key);
+            m.nodes.get_or_create(&labels).set(0);
+            m.nodes_price.get_or_create(&labels).set(0.0);
+        }
+    }
+    for (key, (count, price)) in &nodes {
+        let labels = key_labels(key);
+        m.nodes.get_or_create(&labels).set(*count);
+        m.nodes_price.get_or_create(&labels).set(*price);
+    }
+    for (pool, n) in pods {
+        m.pods_bound
+            .get_or_create(&l(&[("nodepool", &pool)]))
+            .set(n);
+    }
+    // The catalogue's Spot prices move: read it again now and then, not on every tick.
+    if jiff::Timestamp::now().as_second() % 60 < TICK.as_secs() as i64 {
+        catalogs.clear();
+    }
+    let mut keys: Vec<Key> = shown.to_vec();
+    keys.extend(nodes.into_keys());
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// Pending pods: how many, for how long.
+fn pending_pods(ctx: &Context, elapsed: f64) {
+    let m = &ctx.metrics;
+    let now = jiff::Timestamp::now();
+    let mut pending = 0usize;
+    let mut oldest = 0.0f64;
+    for p in ctx.state.pods.state() {
+        if classify(&p) != PodClass::Provisionable {
+            continue;
+        }
+        pending += 1;
+        if let Some(t) = &p.metadata.creation_timestamp {
+            oldest = oldest.max(now.duration_since(t.0).as_secs_f64());
+        }
+    }
+    m.pods_pending_oldest.set(oldest);
+    m.pods_pending_seconds.inc_by(pending as f64 * elapsed);
+}
+
+/// Launched claims and their pods: per (nodepool, capacity type, zone) the node count and
+/// their price per hour, and per nodepool (every one, zero included) the pods bound.
+async fn launched_nodes(
+    ctx: &Context,
+    catalogs: &mut HashMap<String, Catalog>,
+) -> (BTreeMap<Key, (i64, f64)>, BTreeMap<String, i64>) {
     let pods_by_node = ctx.state.pods_by_node();
     let mut nodes: BTreeMap<Key, (i64, f64)> = BTreeMap::new();
     let mut pods: BTreeMap<String, i64> = BTreeMap::new();
@@ -93,24 +131,7 @@ async fn tick(
         let zone = get(labels::ZONE);
         let itype = get(labels::INSTANCE_TYPE);
         let class = &claim.spec.node_class_ref.name;
-        if !catalogs.contains_key(class) {
-            if let Some(c) = ctx.state.node_classes.get(class) {
-                // A catalogue the cloud could not build now is asked for again next tick;
-                // the node is priced at on-demand meanwhile.
-                if let Ok(cat) = ctx.cloud.catalog(&c).await {
-                    catalogs.insert(class.clone(), cat);
-                }
-            }
-        }
-        let price = match catalogs.get(class) {
-            Some(cat) => crate::controllers::disruption::price_of(
-                cat,
-                &itype,
-                &zone,
-                CapacityType::parse(&capacity_type),
-            ),
-            None => crate::catalog::prices::on_demand(&itype).unwrap_or(0.0),
-        };
+        let price = node_price(ctx, catalogs, class, &itype, &zone, &capacity_type).await;
         let e = nodes
             .entry((pool.clone(), capacity_type, zone))
             .or_default();
@@ -125,35 +146,39 @@ async fn tick(
             .unwrap_or(0);
         *pods.entry(pool).or_default() += on_node as i64;
     }
-    for key in shown {
-        if !nodes.contains_key(key) {
-            let labels = key_labels(key);
-            m.nodes.get_or_create(&labels).set(0);
-            m.nodes_price.get_or_create(&labels).set(0.0);
-        }
-    }
-    for (key, (count, price)) in &nodes {
-        let labels = key_labels(key);
-        m.nodes.get_or_create(&labels).set(*count);
-        m.nodes_price.get_or_create(&labels).set(*price);
-    }
     for pool in ctx.state.node_pools.list() {
         pods.entry(pool.name_any()).or_default();
     }
-    for (pool, n) in pods {
-        m.pods_bound
-            .get_or_create(&l(&[("nodepool", &pool)]))
-            .set(n);
+    (nodes, pods)
+}
+
+/// A node's price per hour from its NodeClass's catalogue (built once and kept in
+/// `catalogs`). A catalogue the cloud could not build now is asked for again next tick;
+/// the node is priced at on-demand meanwhile.
+async fn node_price(
+    ctx: &Context,
+    catalogs: &mut HashMap<String, Catalog>,
+    class: &str,
+    itype: &str,
+    zone: &str,
+    capacity_type: &str,
+) -> f64 {
+    if !catalogs.contains_key(class) {
+        if let Some(c) = ctx.state.node_classes.get(class) {
+            if let Ok(cat) = ctx.cloud.catalog(&c).await {
+                catalogs.insert(class.to_string(), cat);
+            }
+        }
     }
-    // The catalogue's Spot prices move: read it again now and then, not on every tick.
-    if jiff::Timestamp::now().as_second() % 60 < TICK.as_secs() as i64 {
-        catalogs.clear();
+    match catalogs.get(class) {
+        Some(cat) => crate::controllers::disruption::price_of(
+            cat,
+            itype,
+            zone,
+            CapacityType::parse(capacity_type),
+        ),
+        None => crate::catalog::prices::on_demand(itype).unwrap_or(0.0),
     }
-    let mut keys: Vec<Key> = shown.to_vec();
-    keys.extend(nodes.into_keys());
-    keys.sort();
-    keys.dedup();
-    keys
 }
 
 fn key_labels((pool, capacity_type, zone): &Key) -> Vec<(String, String)> {

@@ -165,93 +165,119 @@ pub async fn round(
         took_ms = started.elapsed().as_millis() as u64,
         "scheduling round"
     );
-    // The disrupted claim each input pod came from, if any.
-    let from = |pod: usize| pod.checked_sub(r.pods.len()).map(|i| r.displaced[i]);
     // Per disrupted claim: the claims its pods were put on.
     let mut replacements: Vec<BTreeSet<String>> = vec![BTreeSet::new(); r.disrupted.len()];
     for claim in &plan.new_claims {
-        let Some(pool) = r.pools.get(&claim.nodepool) else {
-            continue;
-        };
-        let class = ctx
-            .state
-            .node_classes
-            .get(&pool.spec.template.spec.node_class_ref.name);
-        let obj = nodeclaims::build(claim, pool, class.as_deref());
-        let name = obj.name_any();
-        if let Some(t) = last_seen {
-            ctx.batch_seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.clone(), t);
-        }
-        match nodeclaims::create(ctx, &obj).await {
-            Ok(_) => {
-                ctx.metrics
-                    .nodeclaims_created
-                    .get_or_create(&l(&[("nodepool", &claim.nodepool)]))
-                    .inc();
-                let displaced = claim.pods.iter().filter(|&&p| from(p).is_some()).count();
-                tracing::info!(
-                    nodeclaim = %name,
-                    nodepool = %claim.nodepool,
-                    pods = claim.pods.len(),
-                    displaced,
-                    candidates = claim.instance_types.len(),
-                    cheapest = claim.instance_types.first().map(|c| c.instance_type.as_str()).unwrap_or(""),
-                    "created NodeClaim"
-                );
-                let mut interrupted = false;
-                for d in claim.pods.iter().filter_map(|&p| from(p)) {
-                    replacements[d].insert(name.clone());
-                    interrupted |= ctx
-                        .interruption_sent
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .contains_key(&r.disrupted[d].name_any());
-                }
-                if interrupted {
-                    ctx.metrics.interruption.replacements.inc();
-                }
-                ctx.claims.add(&name);
-            }
-            Err(e) => {
-                ctx.metrics.kube_error("nodeclaims create", &e);
-                tracing::warn!(nodeclaim = %name, error = %e, "creating NodeClaim failed; the next round retries");
-            }
-        }
+        create_claim(ctx, &r, claim, last_seen, &mut replacements).await;
     }
     for p in &plan.placements {
-        let Some(d) = from(p.pod) else { continue };
-        // A node or claim still coming up is a replacement to wait for; a ready node is not.
-        let waiting_on = match &p.target {
-            Target::InFlight(c) => Some(c.clone()),
-            Target::Node(n) => ctx
-                .state
-                .nodes
-                .find(|x| &x.name_any() == n)
-                .and_then(|node| ctx.state.claim_for_node(&node))
-                .filter(|c| {
-                    !c.status.as_ref().is_some_and(|s| {
-                        conditions::is_true(&s.conditions, conditions::INITIALIZED)
-                    })
-                })
-                .map(|c| c.name_any()),
+        let Some(d) = disrupted_source(&r, p.pod) else {
+            continue;
         };
-        if let Some(c) = waiting_on {
+        if let Some(c) = waiting_on(ctx, &p.target) {
             replacements[d].insert(c);
         }
     }
     let unplaced: BTreeSet<usize> = plan
         .unschedulable
         .iter()
-        .filter_map(|u| from(u.pod))
+        .filter_map(|u| disrupted_source(&r, u.pod))
         .collect();
     for (d, names) in replacements.iter().enumerate() {
         name_replacements(ctx, &r.disrupted[d], names, unplaced.contains(&d)).await;
     }
     report_unschedulable(ctx, &r, &plan).await;
     uids
+}
+
+/// The disrupted claim (its index in `r.disrupted`) input pod `pod` came from, if any: the
+/// round's input lists the pending pods first, then the displaced ones.
+fn disrupted_source(r: &input::Round, pod: usize) -> Option<usize> {
+    pod.checked_sub(r.pods.len()).map(|i| r.displaced[i])
+}
+
+/// Creates one planned NodeClaim, and names it among the replacements of each disrupted
+/// claim whose pods it takes. A failure is logged: the next round plans the pods again.
+async fn create_claim(
+    ctx: &Context,
+    r: &input::Round,
+    claim: &NewNodeClaim,
+    last_seen: Option<Instant>,
+    replacements: &mut [BTreeSet<String>],
+) {
+    let Some(pool) = r.pools.get(&claim.nodepool) else {
+        return;
+    };
+    let class = ctx
+        .state
+        .node_classes
+        .get(&pool.spec.template.spec.node_class_ref.name);
+    let obj = nodeclaims::build(claim, pool, class.as_deref());
+    let name = obj.name_any();
+    if let Some(t) = last_seen {
+        ctx.batch_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.clone(), t);
+    }
+    match nodeclaims::create(ctx, &obj).await {
+        Ok(_) => {
+            ctx.metrics
+                .nodeclaims_created
+                .get_or_create(&l(&[("nodepool", &claim.nodepool)]))
+                .inc();
+            let displaced = claim
+                .pods
+                .iter()
+                .filter(|&&p| disrupted_source(r, p).is_some())
+                .count();
+            tracing::info!(
+                nodeclaim = %name,
+                nodepool = %claim.nodepool,
+                pods = claim.pods.len(),
+                displaced,
+                candidates = claim.instance_types.len(),
+                cheapest = claim.instance_types.first().map(|c| c.instance_type.as_str()).unwrap_or(""),
+                "created NodeClaim"
+            );
+            let mut interrupted = false;
+            for d in claim.pods.iter().filter_map(|&p| disrupted_source(r, p)) {
+                replacements[d].insert(name.clone());
+                interrupted |= ctx
+                    .interruption_sent
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .contains_key(&r.disrupted[d].name_any());
+            }
+            if interrupted {
+                ctx.metrics.interruption.replacements.inc();
+            }
+            ctx.claims.add(&name);
+        }
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims create", &e);
+            tracing::warn!(nodeclaim = %name, error = %e, "creating NodeClaim failed; the next round retries");
+        }
+    }
+}
+
+/// The claim a displaced pod placed on `target` waits for: a node or claim still coming
+/// up is a replacement to wait for; a ready node is not.
+fn waiting_on(ctx: &Context, target: &Target) -> Option<String> {
+    match target {
+        Target::InFlight(c) => Some(c.clone()),
+        Target::Node(n) => ctx
+            .state
+            .nodes
+            .find(|x| &x.name_any() == n)
+            .and_then(|node| ctx.state.claim_for_node(&node))
+            .filter(|c| {
+                !c.status
+                    .as_ref()
+                    .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED))
+            })
+            .map(|c| c.name_any()),
+    }
 }
 
 /// Tells each pending pod no NodePool can take why, by a FailedScheduling event.

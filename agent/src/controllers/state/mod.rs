@@ -179,6 +179,107 @@ pub fn trim_node(n: &mut Node) {
     }
 }
 
+/// Pods, trimmed to what the agent reads; each change says whether the pod now waits for
+/// capacity and where it is bound.
+fn watch_pods(
+    client: &Client,
+    writer: reflector::store::Writer<Pod>,
+    tx: broadcast::Sender<Change>,
+) {
+    let api: Api<Pod> = Api::all(client.clone());
+    tokio::spawn(
+        watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .modify(trim_pod)
+            .reflect(writer)
+            .touched_objects()
+            .for_each(move |r| {
+                match r {
+                    Ok(p) => {
+                        let _ = tx.send(Change::Pod {
+                            uid: p.uid().unwrap_or_default(),
+                            version: p.resource_version().unwrap_or_default(),
+                            provisionable: classify(&p) == PodClass::Provisionable,
+                            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                        });
+                    }
+                    Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                }
+                futures::future::ready(())
+            }),
+    );
+}
+
+fn watch_nodes(
+    client: &Client,
+    writer: reflector::store::Writer<Node>,
+    tx: broadcast::Sender<Change>,
+) {
+    let api: Api<Node> = Api::all(client.clone());
+    tokio::spawn(
+        watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .modify(trim_node)
+            .reflect(writer)
+            .touched_objects()
+            .for_each(move |r| {
+                match r {
+                    Ok(n) => {
+                        let _ = tx.send(Change::Node(n.name_any()));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
+                }
+                futures::future::ready(())
+            }),
+    );
+}
+
+fn watch_daemonsets(
+    client: &Client,
+    writer: reflector::store::Writer<DaemonSet>,
+    tx: broadcast::Sender<Change>,
+) {
+    let api: Api<DaemonSet> = Api::all(client.clone());
+    tokio::spawn(
+        watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .modify(|d| d.metadata.managed_fields = None)
+            .reflect(writer)
+            .touched_objects()
+            .for_each(move |r| {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "daemonset watch failed; retrying");
+                } else {
+                    let _ = tx.send(Change::DaemonSet);
+                }
+                futures::future::ready(())
+            }),
+    );
+}
+
+fn watch_pdbs(
+    client: &Client,
+    writer: reflector::store::Writer<PodDisruptionBudget>,
+    tx: broadcast::Sender<Change>,
+) {
+    let api: Api<PodDisruptionBudget> = Api::all(client.clone());
+    tokio::spawn(
+        watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .modify(|d| d.metadata.managed_fields = None)
+            .reflect(writer)
+            .touched_objects()
+            .for_each(move |r| {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "pdb watch failed; retrying");
+                } else {
+                    let _ = tx.send(Change::Pdb);
+                }
+                futures::future::ready(())
+            }),
+    );
+}
+
 impl ClusterState {
     /// Starts the watches on the current runtime.
     pub fn start(client: Client, metrics: Arc<Metrics>) -> Arc<ClusterState> {
@@ -198,82 +299,10 @@ impl ClusterState {
             node_overlays: Arc::default(),
             changes: changes.clone(),
         });
-
-        let tx = changes.clone();
-        let api: Api<Pod> = Api::all(client.clone());
-        tokio::spawn(
-            watcher(api, watcher::Config::default().any_semantic())
-                .default_backoff()
-                .modify(trim_pod)
-                .reflect(pods_w)
-                .touched_objects()
-                .for_each(move |r| {
-                    match r {
-                        Ok(p) => {
-                            let _ = tx.send(Change::Pod {
-                                uid: p.uid().unwrap_or_default(),
-                                version: p.resource_version().unwrap_or_default(),
-                                provisionable: classify(&p) == PodClass::Provisionable,
-                                node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
-                            });
-                        }
-                        Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
-                    }
-                    futures::future::ready(())
-                }),
-        );
-        let tx = changes.clone();
-        let api: Api<Node> = Api::all(client.clone());
-        tokio::spawn(
-            watcher(api, watcher::Config::default().any_semantic())
-                .default_backoff()
-                .modify(trim_node)
-                .reflect(nodes_w)
-                .touched_objects()
-                .for_each(move |r| {
-                    match r {
-                        Ok(n) => {
-                            let _ = tx.send(Change::Node(n.name_any()));
-                        }
-                        Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
-                    }
-                    futures::future::ready(())
-                }),
-        );
-        let tx = changes.clone();
-        let api: Api<DaemonSet> = Api::all(client.clone());
-        tokio::spawn(
-            watcher(api, watcher::Config::default().any_semantic())
-                .default_backoff()
-                .modify(|d| d.metadata.managed_fields = None)
-                .reflect(ds_w)
-                .touched_objects()
-                .for_each(move |r| {
-                    if let Err(e) = r {
-                        tracing::warn!(error = %e, "daemonset watch failed; retrying");
-                    } else {
-                        let _ = tx.send(Change::DaemonSet);
-                    }
-                    futures::future::ready(())
-                }),
-        );
-        let tx = changes.clone();
-        let api: Api<PodDisruptionBudget> = Api::all(client.clone());
-        tokio::spawn(
-            watcher(api, watcher::Config::default().any_semantic())
-                .default_backoff()
-                .modify(|d| d.metadata.managed_fields = None)
-                .reflect(pdbs_w)
-                .touched_objects()
-                .for_each(move |r| {
-                    if let Err(e) = r {
-                        tracing::warn!(error = %e, "pdb watch failed; retrying");
-                    } else {
-                        let _ = tx.send(Change::Pdb);
-                    }
-                    futures::future::ready(())
-                }),
-        );
+        watch_pods(&client, pods_w, changes.clone());
+        watch_nodes(&client, nodes_w, changes.clone());
+        watch_daemonsets(&client, ds_w, changes.clone());
+        watch_pdbs(&client, pdbs_w, changes.clone());
         tokio::spawn(crd_store::run(
             client.clone(),
             state.node_pools.clone(),

@@ -100,7 +100,6 @@ pub async fn drain(
     for p in &pods {
         let ns = p.namespace().unwrap_or_default();
         let name = p.name_any();
-        let uid = p.uid().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(ctx.eviction_client.clone(), &ns);
         if p.metadata.deletion_timestamp.is_some() {
             // A forceful drain does not wait on a dead kubelet to confirm: the pod goes
@@ -124,41 +123,8 @@ pub async fn drain(
             wait = wait.min(Duration::from_secs(5));
             continue;
         }
-        if !backoff_ready(&uid) {
-            wait = wait.min(Duration::from_secs(1));
-            continue;
-        }
-        match api.evict(&name, &EvictParams::default()).await {
-            Ok(_) => {
-                backoff_clear(&uid);
-                ctx.metrics
-                    .evictions
-                    .get_or_create(&l(&[("result", "evicted")]))
-                    .inc();
-                wait = wait.min(Duration::from_secs(1));
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 => backoff_clear(&uid),
-            Err(kube::Error::Api(s)) if s.code == 429 => {
-                ctx.metrics
-                    .evictions
-                    .get_or_create(&l(&[("result", "blocked")]))
-                    .inc();
-                let d = backoff_fail(&uid);
-                wait = wait.min(d);
-                ctx.events
-                    .publish(
-                        &events::reference(p.as_ref()),
-                        Type::Warning,
-                        "EvictionBlocked",
-                        &format!("evicting the pod to terminate node {} (NodeClaim {}) is refused: {}; retrying with backoff", node.name_any(), claim.name_any(), s.message),
-                    )
-                    .await;
-            }
-            Err(e) => {
-                ctx.metrics.kube_error("pods/eviction create", &e);
-                let d = backoff_fail(&uid);
-                wait = wait.min(d);
-            }
+        if let Some(d) = evict(ctx, claim, node, p).await {
+            wait = wait.min(d);
         }
     }
     if blocked_dnd > 0 {
@@ -172,4 +138,51 @@ pub async fn drain(
             .await;
     }
     Outcome::Waiting(wait)
+}
+
+/// Asks the Eviction API to evict one pod (when its backoff allows); returns how soon to
+/// look again for it, None when it is gone.
+async fn evict(ctx: &Context, claim: &NodeClaim, node: &Node, p: &Pod) -> Option<Duration> {
+    let uid = p.uid().unwrap_or_default();
+    if !backoff_ready(&uid) {
+        return Some(Duration::from_secs(1));
+    }
+    let api: Api<Pod> = Api::namespaced(
+        ctx.eviction_client.clone(),
+        &p.namespace().unwrap_or_default(),
+    );
+    match api.evict(&p.name_any(), &EvictParams::default()).await {
+        Ok(_) => {
+            backoff_clear(&uid);
+            ctx.metrics
+                .evictions
+                .get_or_create(&l(&[("result", "evicted")]))
+                .inc();
+            Some(Duration::from_secs(1))
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            backoff_clear(&uid);
+            None
+        }
+        Err(kube::Error::Api(s)) if s.code == 429 => {
+            ctx.metrics
+                .evictions
+                .get_or_create(&l(&[("result", "blocked")]))
+                .inc();
+            let d = backoff_fail(&uid);
+            ctx.events
+                .publish(
+                    &events::reference(p),
+                    Type::Warning,
+                    "EvictionBlocked",
+                    &format!("evicting the pod to terminate node {} (NodeClaim {}) is refused: {}; retrying with backoff", node.name_any(), claim.name_any(), s.message),
+                )
+                .await;
+            Some(d)
+        }
+        Err(e) => {
+            ctx.metrics.kube_error("pods/eviction create", &e);
+            Some(backoff_fail(&uid))
+        }
+    }
 }

@@ -266,38 +266,85 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
             .map(String::as_str)
             .unwrap_or(""),
     );
+    let node = ctx.state.node_for_claim(claim);
+    if let Err(again) = take_down(ctx, claim, node.as_deref(), reason).await {
+        return Some(again);
+    }
+    ctx.metrics
+        .nodeclaims_terminated
+        .get_or_create(&crate::controllers::operator::metrics::claim_labels(claim))
+        .inc();
+    ctx.metrics
+        .termination_duration
+        .observe(deleting_for(claim));
+    tracing::info!(nodeclaim = %name, reason = reason.as_str(), "terminated");
+    ctx.state.notify(Change::NodeClaim(name));
+    None
+}
+
+/// The steps in order: empty the node, terminate the instance, remove the Node, then
+/// release the claim. `Err`: when to look again (at the step that has to wait).
+async fn take_down(
+    ctx: &Context,
+    claim: &NodeClaim,
+    node: Option<&Node>,
+    reason: TerminationReason,
+) -> Result<(), Duration> {
+    if let Some(node) = node {
+        empty_node(ctx, claim, node, reason).await?;
+    }
+    terminate_instance(ctx, claim).await?;
+    if let Some(node) = node {
+        remove_node(ctx, node).await?;
+    }
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    if let Err(e) = remove_finalizer(&api, claim).await {
+        ctx.metrics.kube_error("nodeclaims patch", &e);
+        return Err(Duration::from_secs(2));
+    }
+    Ok(())
+}
+
+/// Empties the claim's node before its instance goes: waits out a do-not-disrupt (for a
+/// voluntary reason, within the grace period) and the replacements, then drains.
+/// `Err`: when to look again.
+async fn empty_node(
+    ctx: &Context,
+    claim: &NodeClaim,
+    node: &Node,
+    reason: TerminationReason,
+) -> Result<(), Duration> {
     let forceful = reason.is_forceful();
     let grace_over =
         forceful || grace_period(claim).is_some_and(|g| deleting_for(claim) >= g.as_secs_f64());
     let respect_dnd = reason.is_voluntary() && !grace_over;
-    let node = ctx.state.node_for_claim(claim);
-    if let Some(node) = &node {
-        if respect_dnd && has_do_not_disrupt(&node.metadata) {
-            ctx.events
-                .publish(
-                    &events::reference(claim),
-                    Type::Normal,
-                    "DisruptionBlocked",
-                    &format!("node {} is annotated do-not-disrupt; termination waits until the annotation is removed or the terminationGracePeriod passes", node.name_any()),
-                )
-                .await;
-            return Some(Duration::from_secs(5));
-        }
-        // Replacement before drain: a disrupted node keeps serving until its pods have
-        // somewhere to go, or until waiting longer would cut into their grace.
-        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
-        if !cordoned && !grace_over {
-            match disrupted::replacement_wait(ctx, claim, node) {
-                Err(wait) => return Some(wait),
-                Ok(go) => announce_drain(ctx, claim, node, go).await,
-            }
-        }
-        match drain::drain(ctx, claim, node, respect_dnd, grace_over, forceful).await {
-            drain::Outcome::Drained => {}
-            drain::Outcome::Waiting(d) => return Some(d),
-        }
+    if respect_dnd && has_do_not_disrupt(&node.metadata) {
+        ctx.events
+            .publish(
+                &events::reference(claim),
+                Type::Normal,
+                "DisruptionBlocked",
+                &format!("node {} is annotated do-not-disrupt; termination waits until the annotation is removed or the terminationGracePeriod passes", node.name_any()),
+            )
+            .await;
+        return Err(Duration::from_secs(5));
     }
-    // Terminate the instance.
+    // Replacement before drain: a disrupted node keeps serving until its pods have
+    // somewhere to go, or until waiting longer would cut into their grace.
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    if !cordoned && !grace_over {
+        let go = disrupted::replacement_wait(ctx, claim, node)?;
+        announce_drain(ctx, claim, node, go).await;
+    }
+    match drain::drain(ctx, claim, node, respect_dnd, grace_over, forceful).await {
+        drain::Outcome::Drained => Ok(()),
+        drain::Outcome::Waiting(d) => Err(d),
+    }
+}
+
+/// Terminates the claim's instance, if it has one. `Err`: when to try again.
+async fn terminate_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Duration> {
+    let name = claim.name_any();
     match instance_id(ctx, claim).await {
         Ok(Some(id)) => {
             if let Err(e) = ctx.cloud.terminate(std::slice::from_ref(&id)).await {
@@ -313,50 +360,37 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
                         &format!("instance {id}: {e}"),
                     )
                     .await;
-                return Some(Duration::from_secs(5));
+                return Err(Duration::from_secs(5));
             }
             tracing::info!(nodeclaim = %name, instance = %id, "instance terminated");
+            Ok(())
         }
-        Ok(None) => {}
+        Ok(None) => Ok(()),
         Err(e) => {
             ctx.metrics.cloud_error(&e);
-            return Some(Duration::from_secs(5));
+            Err(Duration::from_secs(5))
         }
     }
-    // Remove the Node, then release the claim.
-    if let Some(node) = &node {
-        let nodes: Api<Node> = Api::all(ctx.client.clone());
-        if let Err(e) = remove_finalizer(&nodes, node.as_ref()).await {
-            ctx.metrics.kube_error("nodes patch", &e);
-            return Some(Duration::from_secs(2));
-        }
-        match nodes
-            .delete(&node.name_any(), &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                ctx.metrics.kube_error("nodes delete", &e);
-                return Some(Duration::from_secs(2));
-            }
+}
+
+/// Releases and deletes the Node. `Err`: when to try again.
+async fn remove_node(ctx: &Context, node: &Node) -> Result<(), Duration> {
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    if let Err(e) = remove_finalizer(&nodes, node).await {
+        ctx.metrics.kube_error("nodes patch", &e);
+        return Err(Duration::from_secs(2));
+    }
+    match nodes
+        .delete(&node.name_any(), &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => {
+            ctx.metrics.kube_error("nodes delete", &e);
+            Err(Duration::from_secs(2))
         }
     }
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    if let Err(e) = remove_finalizer(&api, claim).await {
-        ctx.metrics.kube_error("nodeclaims patch", &e);
-        return Some(Duration::from_secs(2));
-    }
-    ctx.metrics
-        .nodeclaims_terminated
-        .get_or_create(&crate::controllers::operator::metrics::claim_labels(claim))
-        .inc();
-    ctx.metrics
-        .termination_duration
-        .observe(deleting_for(claim));
-    tracing::info!(nodeclaim = %name, reason = reason.as_str(), "terminated");
-    ctx.state.notify(Change::NodeClaim(name));
-    None
 }
 
 /// Says on the claim and the Node why the drain starts now, and measures an interruption's
