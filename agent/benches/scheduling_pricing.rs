@@ -1,4 +1,4 @@
-//! The scheduling benchmark's shape (Karpenter's: 400 types, seed 42) through issue 21's
+//! The scheduling benchmark's shape (Karpenter's: 400 types, seed 42) through the
 //! pricing paths, beside the plain run in the same process: NodeOverlays repricing half
 //! the types, capacity reservations (the ledger, holds and reserved claims), and a tight
 //! candidate price bound. The target: within 10 % of the plain figure.
