@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use joiner_agent::cloud::sqs::SqsQueue;
-use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
 use joiner_agent::controllers::interruption::queue::{
     Consumer, Handler, Outcome, PollSettings, Received,
 };
+use joiner_agent::controllers::operator::metrics::interruption::InterruptionMetrics;
 use joiner_test_support::MotoServer;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};

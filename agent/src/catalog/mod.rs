@@ -436,6 +436,33 @@ impl Catalog {
             .map(|i| &*self.types[i])
     }
 
+    /// What a running node of `itype` in `zone` with capacity type `ct` costs an hour, as
+    /// disruption weighs its candidates and the inventory gauges report it; a type the
+    /// catalogue lacks is priced on demand from the embedded table.
+    pub fn price_of(&self, itype: &str, zone: &str, ct: Option<CapacityType>) -> f64 {
+        let Some(it) = self.get(itype) else {
+            return prices::on_demand(itype).unwrap_or(0.0);
+        };
+        // A reserved node is paid for already, whether or not its reservation still has room
+        // (or is still selected): priced as reservations are, never as on-demand.
+        if ct == Some(CapacityType::Reserved) {
+            return it
+                .offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == CapacityType::Reserved)
+                .map(|o| o.price)
+                .or_else(|| it.on_demand_price().map(reservations::reserved_price))
+                .unwrap_or(0.0);
+        }
+        it.offerings
+            .iter()
+            .find(|o| o.zone == zone && Some(o.capacity_type) == ct)
+            .or_else(|| it.offerings.iter().find(|o| Some(o.capacity_type) == ct))
+            .map(|o| o.price)
+            .or_else(|| it.on_demand_price())
+            .unwrap_or(0.0)
+    }
+
     pub fn len(&self) -> usize {
         self.types.len()
     }

@@ -5,7 +5,7 @@
 //! - [`provisioning`]: pending pods → batch → one `schedule()` → NodeClaims;
 //! - [`lifecycle`]: a NodeClaim's launch, registration, initialization, registration TTL;
 //! - [`termination`]: the finalizer: cordon, drain (Eviction API, PDBs), terminate, remove;
-//!   a disrupted claim's drain first waits for its replacements ([`termination::disrupted`]);
+//!   a disrupted claim's drain first waits for its replacements ([`disrupted`]);
 //! - [`interruption`]: the SQS consumer; disrupts the NodeClaims of interrupted instances;
 //! - [`disruption`]: consolidation, expiry and drift within budgets; disrupts NodeClaims;
 //! - [`capacity_reservation`]: nodes in capacity reservations: a block's end drains them,
@@ -20,6 +20,14 @@
 //! - [`nodeoverlay`]: NodeOverlays applied to the catalogue, their validation on status;
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
+//! No controller imports another. What several of them share sits on a floor below them
+//! all, beside [`state`] and [`operator`]: [`disrupted`] (marking a claim disrupted) and
+//! [`termination_request`] (requesting a claim's termination), [`nodeclaims`] (the one
+//! place NodeClaims are created, and their status writes), [`scheduling_input`] (the round
+//! provisioning plans and disruption simulates), [`do_not_disrupt`], [`nodepool_status`],
+//! [`overlays`], [`conditions`], [`events`] and [`queue`]. This module alone, the
+//! composition root, names every controller.
+//!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
 //! every replica. More loops join by adding a line to [`CONTROLLERS`]; they get the same
 //! [`Context`].
@@ -31,21 +39,29 @@
 
 pub mod adoption;
 pub mod capacity_reservation;
-pub mod conditions;
 pub mod disruption;
-pub mod events;
 pub mod garbage_collection;
 pub mod interruption;
 pub mod lifecycle;
 pub mod nodeclass;
 pub mod nodeoverlay;
 pub mod nodepool;
-pub mod operator;
 pub mod provisioning;
-pub mod queue;
 pub mod repair;
-pub mod state;
 pub mod termination;
+
+pub mod conditions;
+pub mod disrupted;
+pub mod do_not_disrupt;
+pub mod events;
+pub mod nodeclaims;
+pub mod nodepool_status;
+pub mod operator;
+pub mod overlays;
+pub mod queue;
+pub mod scheduling_input;
+pub mod state;
+pub mod termination_request;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -60,8 +76,6 @@ use crate::cloud::Cloud;
 pub use operator::config::Config;
 use operator::metrics::Metrics;
 use state::ClusterState;
-
-pub use termination::{request_termination, TerminationReason};
 
 /// Finalizer on NodeClaims and their Nodes (the agent drains and terminates before they
 /// go) and on NodeClasses (their launch templates are deleted before they go).
@@ -80,13 +94,16 @@ pub struct Context {
     pub events: Arc<events::Recorder>,
     /// NodeClaim names to reconcile (launch, registration, initialization, termination).
     pub claims: Arc<queue::Queue>,
-    /// When the batch that created a claim saw its last pending pod (reaction metric).
+    /// When the batch that created a claim saw its last pending pod, per claim: provisioning
+    /// writes it as it creates the claim, the launch reads it for the pending → launched
+    /// reaction metric.
     pub batch_seen: Mutex<HashMap<String, Instant>>,
-    /// The cluster's Fargate profiles as last read, and pods already told they are Fargate's.
-    pub fargate: provisioning::fargate::FargateView,
-    /// NodePools in registration back-off (see `lifecycle::backoff`).
-    pub registration_health: Mutex<lifecycle::backoff::RegistrationHealth>,
-    /// See [`InterruptionSent`].
+    /// The cluster's Fargate profiles as last read, and pods already told they are
+    /// Fargate's: kept across rounds by the [`scheduling_input`], which provisioning and
+    /// disruption both build.
+    pub fargate: scheduling_input::fargate::FargateView,
+    /// Written by interruption as it disrupts a claim; read by provisioning and termination
+    /// (see [`InterruptionSent`]).
     pub interruption_sent: Mutex<HashMap<String, InterruptionSent>>,
 }
 
@@ -104,7 +121,7 @@ pub type ControllerFn = fn(Arc<Context>) -> BoxFuture<'static, ()>;
 /// The leader's loops. Add a line to run another one.
 pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     ("provisioning", |c| Box::pin(provisioning::run(c))),
-    ("nodeclaim", |c| Box::pin(lifecycle::run(c))),
+    ("nodeclaim", |c| Box::pin(lifecycle::run(c, finalize_claim))),
     ("node.termination", |c| {
         Box::pin(termination::run_node_finalizer(c))
     }),
@@ -126,6 +143,15 @@ pub const CONTROLLERS: &[(&str, ControllerFn)] = &[
     }),
     ("node.health", |c| Box::pin(repair::run(c))),
 ];
+
+/// The claim loop's step for a claim being deleted: termination's finalizer
+/// ([`lifecycle::Finalize`]).
+fn finalize_claim<'a>(
+    ctx: &'a Context,
+    claim: &'a crate::api::NodeClaim,
+) -> BoxFuture<'a, Option<std::time::Duration>> {
+    Box::pin(termination::finalize(ctx, claim))
+}
 
 /// The Kubernetes client configuration: `--kubeconfig`, else in-cluster (or the default
 /// kubeconfig locations, as `kube::Config::infer` does).
@@ -270,7 +296,6 @@ impl Context {
             claims: queue::Queue::new(),
             batch_seen: Mutex::new(HashMap::new()),
             fargate: Default::default(),
-            registration_health: Mutex::new(Default::default()),
             interruption_sent: Mutex::new(HashMap::new()),
         })
     }

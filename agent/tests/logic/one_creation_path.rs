@@ -5,8 +5,8 @@
 //!
 //! Checked on the source tree: every file of `agent/src` that can write a NodeClaim into
 //! existence (a `.create(` or a server-side apply, `Patch::Apply`, with an `Api<NodeClaim>`
-//! in the same file) must be `controllers/provisioning/nodeclaims.rs`, and its creation
-//! function is called from provisioning's round only (and its adoption variant, which
+//! in the same file) must be `controllers/nodeclaims.rs`, and its creation function is
+//! called from provisioning's round only (and its adoption variant, which
 //! records a running node of Karpenter's and launches nothing, from the adoption loop only). Conservative on purpose: a file
 //! creating something else next to an `Api<NodeClaim>` fails too, and is looked at.
 
@@ -62,7 +62,7 @@ fn nodeclaims_are_created_in_one_module_only() {
     }
     assert_eq!(
         creators,
-        vec!["controllers/provisioning/nodeclaims.rs".to_string()],
+        vec!["controllers/nodeclaims.rs".to_string()],
         "NodeClaims are created by provisioning only"
     );
     assert_eq!(

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use joiner_agent::cloud::sqs::SqsQueue;
-use joiner_agent::controllers::interruption::metrics::InterruptionMetrics;
 use joiner_agent::controllers::interruption::queue::{
     Consumer, Handler, Outcome, PollSettings, Received,
 };
+use joiner_agent::controllers::operator::metrics::interruption::InterruptionMetrics;
 use joiner_agent::interruption::actions::{action_for, Action, SeenEvents};
 use joiner_agent::interruption::messages::Kind;
 use joiner_test_support::MotoServer;

@@ -42,8 +42,7 @@ use serde_json::json;
 use crate::api::{NodeClaim, NodePool};
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crate::controllers::events::{self, Type};
-use crate::controllers::provisioning::nodeclaims;
-use crate::controllers::{nodepool, Context, TERMINATION_FINALIZER};
+use crate::controllers::{nodeclaims, nodepool_status, Context, TERMINATION_FINALIZER};
 use crate::labels;
 
 /// See [`labels::ADOPTS_KARPENTER_NODEPOOLS`].
@@ -160,7 +159,7 @@ pub async fn pass(ctx: &Context, namespace: &str) {
     }
     for (pool, n) in adopted {
         ctx.metrics.nodes_adopted.inc_by(n as u64);
-        nodepool::set_condition(
+        nodepool_status::set_condition(
             ctx,
             &pool,
             ADOPTED_CONDITION,
@@ -192,7 +191,7 @@ async fn refuse(ctx: &Context, namespace: &str, holder: &str, waiting: &[Waiting
         pools.insert(w.pool.name_any());
     }
     for pool in pools {
-        nodepool::set_condition(
+        nodepool_status::set_condition(
             ctx,
             &pool,
             ADOPTED_CONDITION,
@@ -369,7 +368,7 @@ async fn write_adopted_status(
         conditions::set(&mut conds, c, true, "Adopted", &a.from);
     }
     let image = a.kclaim.and_then(|c| c.image_id.clone());
-    crate::controllers::lifecycle::patch_status(
+    nodeclaims::patch_status(
         ctx,
         name,
         json!({

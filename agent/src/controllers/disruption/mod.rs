@@ -15,8 +15,6 @@
 //! `consolidationEvictionsPerHour` caps, in the NodePool's status so that it survives a
 //! change of leader.
 
-pub mod metrics;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,12 +27,15 @@ use kube::{Api, ResourceExt};
 
 use crate::api::{NodeClaim, NodeClass, NodePool};
 use crate::catalog::{CapacityType, Catalog};
+use crate::controllers::disrupted::{self, Mark};
+use crate::controllers::do_not_disrupt::{has_do_not_disrupt, pod_has_do_not_disrupt};
 use crate::controllers::events::{self, Type};
-use crate::controllers::provisioning::input;
+use crate::controllers::operator::metrics::disruption::DisruptionMetrics;
+use crate::controllers::operator::metrics::l as ml;
+use crate::controllers::scheduling_input;
 use crate::controllers::state::reschedulable;
-use crate::controllers::termination::disrupted::{self, Mark};
-use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
-use crate::controllers::{conditions, Context, TerminationReason};
+use crate::controllers::termination_request::TerminationReason;
+use crate::controllers::{conditions, Context};
 use crate::disruption::budgets::Reason;
 use crate::disruption::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
 use crate::disruption::drift::{self, DriftInput};
@@ -42,7 +43,6 @@ use crate::disruption::quiet::{self, Quiet};
 use crate::disruption::{balanced, static_pools};
 use crate::labels;
 use crate::scheduler;
-use metrics::{labels as ml, DisruptionMetrics};
 
 /// Time between passes.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(5);
@@ -94,38 +94,6 @@ fn pdb_blocks(pdbs: &[Arc<PodDisruptionBudget>], pod: &Pod) -> bool {
 
 fn ts(t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<i64> {
     t.as_ref().map(|t| t.0.as_second())
-}
-
-pub(crate) fn price_of(
-    catalog: &Catalog,
-    itype: &str,
-    zone: &str,
-    ct: Option<CapacityType>,
-) -> f64 {
-    let Some(it) = catalog.get(itype) else {
-        return crate::catalog::prices::on_demand(itype).unwrap_or(0.0);
-    };
-    // A reserved node is paid for already, whether or not its reservation still has room
-    // (or is still selected): priced as reservations are, never as on-demand.
-    if ct == Some(CapacityType::Reserved) {
-        return it
-            .offerings
-            .iter()
-            .find(|o| o.zone == zone && o.capacity_type == CapacityType::Reserved)
-            .map(|o| o.price)
-            .or_else(|| {
-                it.on_demand_price()
-                    .map(crate::catalog::reservations::reserved_price)
-            })
-            .unwrap_or(0.0);
-    }
-    it.offerings
-        .iter()
-        .find(|o| o.zone == zone && Some(o.capacity_type) == ct)
-        .or_else(|| it.offerings.iter().find(|o| Some(o.capacity_type) == ct))
-        .map(|o| o.price)
-        .or_else(|| it.on_demand_price())
-        .unwrap_or(0.0)
 }
 
 pub struct Disruption {
@@ -183,7 +151,7 @@ impl Disruption {
     pub async fn world(&self) -> (World, Catalog) {
         let ctx = &self.ctx;
         let now = jiff::Timestamp::now().as_second();
-        let round = input::build(ctx).await;
+        let round = scheduling_input::build(ctx).await;
         let mut sched = round.input;
         // Pending pods and the displaced pods of disrupted nodes: consolidation pauses
         // for both, so it never counts as free the capacity in flight for them.
@@ -318,7 +286,7 @@ impl Disruption {
             pods,
             nodeclaim: claim.name_any(),
             nodepool: pool_name,
-            price: price_of(catalog, &itype, &zone, ct),
+            price: catalog.price_of(&itype, &zone, ct),
             instance_type: itype,
             zone,
             capacity_type: ct,

@@ -18,7 +18,7 @@ use kube::{Api, ResourceExt};
 use crate::api::NodeClaim;
 use crate::cloud::{Instance, TAG_NODECLAIM};
 use crate::controllers::conditions::{self, LAUNCHED};
-use crate::controllers::termination::{request_termination, TerminationReason};
+use crate::controllers::termination_request::{request_termination, TerminationReason};
 use crate::controllers::Context;
 use crate::labels;
 

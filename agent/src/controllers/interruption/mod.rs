@@ -17,7 +17,6 @@
 //! a replacement's own recommendation cannot start a loop faster than the limit allows.
 //! Events are recorded on the Node and the NodeClaim for every interruption handled.
 
-pub mod metrics;
 pub mod queue;
 
 use std::sync::{Arc, Mutex};
@@ -30,10 +29,11 @@ use crate::api::NodeClaim;
 use crate::catalog::CapacityType;
 use crate::cloud::aws::AwsSettings;
 use crate::cloud::sqs::SqsQueue;
+use crate::controllers::disrupted::{self, Mark};
+use crate::controllers::do_not_disrupt::{has_do_not_disrupt, pod_has_do_not_disrupt};
 use crate::controllers::events::{self, Type};
-use crate::controllers::termination::disrupted::{self, Mark};
-use crate::controllers::termination::{has_do_not_disrupt, pod_has_do_not_disrupt};
-use crate::controllers::{Context, InterruptionSent, TerminationReason};
+use crate::controllers::termination_request::TerminationReason;
+use crate::controllers::{Context, InterruptionSent};
 use crate::interruption::actions::{self, Action, Notice, RebalanceLimiter, SeenEvents};
 use crate::interruption::messages::{Detail, Event};
 use crate::labels;

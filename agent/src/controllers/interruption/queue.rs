@@ -15,7 +15,8 @@ use futures::future::join_all;
 
 use crate::cloud::sqs::{Queue, QueueMessage};
 
-use super::metrics::InterruptionMetrics;
+use crate::controllers::operator::metrics::interruption::InterruptionMetrics;
+use crate::controllers::operator::metrics::l;
 use crate::interruption::messages::{self, Event};
 
 /// One event, with what the handler needs to measure latency.
@@ -118,10 +119,7 @@ impl Consumer {
             .map_err(|e| {
                 self.metrics
                     .errors
-                    .get_or_create(&super::metrics::labels(&[
-                        ("operation", &e.operation),
-                        ("code", &e.code),
-                    ]))
+                    .get_or_create(&l(&[("operation", &e.operation), ("code", &e.code)]))
                     .inc();
                 e.to_string()
             })?;
@@ -202,7 +200,7 @@ impl Consumer {
                 for (code, message) in &out.failed {
                     self.metrics
                         .errors
-                        .get_or_create(&super::metrics::labels(&[
+                        .get_or_create(&l(&[
                             ("operation", "sqs:DeleteMessageBatch"),
                             ("code", code),
                         ]))
@@ -213,10 +211,7 @@ impl Consumer {
             Err(e) => {
                 self.metrics
                     .errors
-                    .get_or_create(&super::metrics::labels(&[
-                        ("operation", &e.operation),
-                        ("code", &e.code),
-                    ]))
+                    .get_or_create(&l(&[("operation", &e.operation), ("code", &e.code)]))
                     .inc();
                 tracing::warn!(error = %e, "deleting interruption messages");
             }

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, READY};
-use crate::controllers::Context;
+use crate::controllers::{nodeclaims, Context};
 
 pub fn node_ready(node: &Node) -> bool {
     node.status
@@ -74,7 +74,8 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         if conditions::set(&mut conds, INITIALIZED, false, "NotInitialized", &why)
             | conditions::set(&mut conds, READY, false, "NotInitialized", &why)
         {
-            let _ = super::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await;
+            let _ = nodeclaims::patch_status(ctx, &claim.name_any(), json!({"conditions": conds}))
+                .await;
         }
         // Node changes wake the claim; this is the backstop.
         return Some(Duration::from_secs(30));
@@ -82,7 +83,7 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     let mut conds = claim.status.clone().unwrap_or_default().conditions;
     conditions::set(&mut conds, INITIALIZED, true, "Initialized", "");
     conditions::set(&mut conds, READY, true, "Ready", "");
-    match super::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await {
+    match nodeclaims::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await {
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_initialized

@@ -18,10 +18,12 @@ use crate::catalog::{offering_allowed, CapacityType, Catalog};
 use crate::cloud::{LaunchRequest, Launched, ReservedLaunch};
 use crate::controllers::conditions::{self, LAUNCHED};
 use crate::controllers::events::{self, Type};
-use crate::controllers::termination::{request_termination, TerminationReason};
-use crate::controllers::Context;
+use crate::controllers::termination_request::{request_termination, TerminationReason};
+use crate::controllers::{nodeclaims, overlays, Context};
 use crate::labels;
 use crate::scheduler::Candidate;
+
+use super::Lifecycle;
 
 /// The claim's launch candidates, cheapest first as the claim lists them, each with the
 /// zones and capacity types its requirements allow. The insufficient-capacity cache is the
@@ -148,10 +150,10 @@ async fn fail(ctx: &Context, claim: &NodeClaim, reason: &str, message: &str) {
         .await;
     let mut conds = claim.status.clone().unwrap_or_default().conditions;
     conditions::set(&mut conds, LAUNCHED, false, reason, message);
-    let _ = super::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await;
+    let _ = nodeclaims::patch_status(ctx, &claim.name_any(), json!({"conditions": conds})).await;
 }
 
-pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+pub async fn reconcile(ctx: &Context, own: &Lifecycle, claim: &NodeClaim) -> Option<Duration> {
     let name = claim.name_any();
     // A pool whose last nodes did not register waits out its back-off before launching:
     // the claim stays (its pods count on it), the instance is not bought yet.
@@ -160,7 +162,7 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         .get(labels::JOINER_NODEPOOL)
         .cloned()
         .unwrap_or_default();
-    let wait = ctx
+    let wait = own
         .registration_health
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -303,7 +305,7 @@ fn launch_request(
         .get(labels::JOINER_NODEPOOL)
         .cloned()
         .unwrap_or_default();
-    let overlays = crate::controllers::nodeoverlay::active(&ctx.state);
+    let overlays = overlays::active(&ctx.state);
     let priced = crate::catalog::overlay::apply(catalog, &overlays);
     let candidates = candidates(claim, view, &priced);
     let prioritized = candidates
@@ -403,7 +405,7 @@ async fn record(
         "allocatable": allocatable,
         "conditions": conds,
     });
-    match super::patch_status(ctx, &name, status).await {
+    match nodeclaims::patch_status(ctx, &name, status).await {
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_launched

@@ -1,26 +1,30 @@
 //! A NodeClaim's life, one reconcile per claim at a time ([`crate::controllers::queue`]):
 //! Launched ([`launch`]) → Registered ([`registration`], with the registration TTL) →
-//! Initialized ([`initialization`]); a claim being deleted goes to
-//! [`crate::controllers::termination`], and one disrupted but not being deleted (a
-//! disruption cut short by a crash) has its termination requested. Triggers: claim and node changes, pods leaving a
-//! draining node, and a periodic resync that catches anything a lagged watch hid.
+//! Initialized ([`initialization`]); a claim being deleted goes to the termination
+//! controller's finalizer (handed to [`run`] by the controller list, [`Finalize`]), and one
+//! disrupted but not being deleted (a disruption cut short by a crash) has its termination
+//! requested. Triggers: claim and node changes, pods leaving a draining node, and a
+//! periodic resync that catches anything a lagged watch hid.
 
 pub mod backoff;
 pub mod initialization;
 pub mod launch;
 pub mod registration;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crate::controllers::disrupted;
+use crate::controllers::nodeclaims;
 use crate::controllers::state::Change;
-use crate::controllers::{termination, Context, TERMINATION_FINALIZER};
+use crate::controllers::{Context, TERMINATION_FINALIZER};
 use crate::task::AbortOnDrop;
 
 /// How many claims are reconciled at once. Launches are network-bound and a scale-out
@@ -29,7 +33,24 @@ use crate::task::AbortOnDrop;
 const WORKERS: usize = 64;
 const RESYNC: Duration = Duration::from_secs(30);
 
-pub async fn run(ctx: Arc<Context>) {
+/// One step of a deleted claim's termination, returning when to look again: the
+/// termination controller's finalizer, which shares this loop's queue so that a claim is
+/// never launched and terminated at once.
+pub type Finalize = for<'a> fn(&'a Context, &'a NodeClaim) -> BoxFuture<'a, Option<Duration>>;
+
+/// What the loop keeps between reconciles.
+pub struct Lifecycle {
+    finalize: Finalize,
+    /// NodePools in registration back-off: registration records a pool's timeouts and its
+    /// recovery, launch waits the back-off out.
+    registration_health: Mutex<backoff::RegistrationHealth>,
+}
+
+pub async fn run(ctx: Arc<Context>, finalize: Finalize) {
+    let own = Arc::new(Lifecycle {
+        finalize,
+        registration_health: Mutex::new(Default::default()),
+    });
     let trigger_ctx = ctx.clone();
     let _trigger = AbortOnDrop(tokio::spawn(async move {
         let ctx = trigger_ctx;
@@ -73,16 +94,17 @@ pub async fn run(ctx: Arc<Context>) {
         .clone()
         .run(WORKERS, move |name| {
             let ctx = worker_ctx.clone();
-            async move { reconcile(&ctx, &name).await }
+            let own = own.clone();
+            async move { reconcile(&ctx, &own, &name).await }
         })
         .await;
 }
 
 /// One step for one claim; returns when to look again (None: on the next change).
-pub async fn reconcile(ctx: &Context, name: &str) -> Option<Duration> {
+pub async fn reconcile(ctx: &Context, own: &Lifecycle, name: &str) -> Option<Duration> {
     let claim = ctx.state.node_claims.get(name)?;
     if claim.metadata.deletion_timestamp.is_some() {
-        return termination::finalize(ctx, &claim).await;
+        return (own.finalize)(ctx, &claim).await;
     }
     if !claim
         .finalizers()
@@ -105,8 +127,8 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Option<Duration> {
             return Some(Duration::from_secs(5));
         }
     }
-    if termination::disrupted::is_disrupted(&claim) {
-        return termination::disrupted::resume(ctx, &claim).await;
+    if disrupted::is_disrupted(&claim) {
+        return disrupted::resume(ctx, &claim).await;
     }
     let conds = claim
         .status
@@ -116,42 +138,16 @@ pub async fn reconcile(ctx: &Context, name: &str) -> Option<Duration> {
     if !conditions::is_true(&conds, LAUNCHED) {
         // A claim recording a node another controller launched: adoption writes its
         // status; launching for it would buy a second instance.
-        if crate::controllers::provisioning::nodeclaims::is_adopted(&claim) {
+        if nodeclaims::is_adopted(&claim) {
             return Some(Duration::from_secs(2));
         }
-        return launch::reconcile(ctx, &claim).await;
+        return launch::reconcile(ctx, own, &claim).await;
     }
     if !conditions::is_true(&conds, REGISTERED) {
-        return registration::reconcile(ctx, &claim).await;
+        return registration::reconcile(ctx, own, &claim).await;
     }
     if !conditions::is_true(&conds, INITIALIZED) {
         return initialization::reconcile(ctx, &claim).await;
     }
     None
-}
-
-/// Writes a claim's status (merge patch) and keeps the local store current.
-pub async fn patch_status(
-    ctx: &Context,
-    name: &str,
-    status: serde_json::Value,
-) -> Result<NodeClaim, kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let out = api
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await;
-    match out {
-        Ok(c) => {
-            ctx.state.node_claims.insert(name, c.clone());
-            Ok(c)
-        }
-        Err(e) => {
-            ctx.metrics.kube_error("nodeclaims/status patch", &e);
-            Err(e)
-        }
-    }
 }

@@ -19,9 +19,11 @@ use serde_json::json;
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, LAUNCHED, REGISTERED};
 use crate::controllers::events::{self, Type};
-use crate::controllers::termination::{request_termination, TerminationReason};
-use crate::controllers::{Context, TERMINATION_FINALIZER};
+use crate::controllers::termination_request::{request_termination, TerminationReason};
+use crate::controllers::{nodeclaims, nodepool_status, Context, TERMINATION_FINALIZER};
 use crate::labels;
+
+use super::Lifecycle;
 
 fn api_taint(t: &crate::api::Taint) -> Taint {
     Taint {
@@ -115,21 +117,13 @@ pub fn timeout_message(
 
 /// Writes the pool's `NodeRegistrationHealthy` condition.
 async fn set_pool_health(ctx: &Context, pool: &str, healthy: bool, reason: &str, msg: &str) {
-    crate::controllers::nodepool::set_condition(
-        ctx,
-        pool,
-        NODE_REGISTRATION_HEALTHY,
-        healthy,
-        reason,
-        msg,
-    )
-    .await
+    nodepool_status::set_condition(ctx, pool, NODE_REGISTRATION_HEALTHY, healthy, reason, msg).await
 }
 
-pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+pub async fn reconcile(ctx: &Context, own: &Lifecycle, claim: &NodeClaim) -> Option<Duration> {
     let name = claim.name_any();
     let Some(node) = ctx.state.node_for_claim(claim) else {
-        return no_node_yet(ctx, claim).await;
+        return no_node_yet(ctx, own, claim).await;
     };
     if let Err(retry) = label_node(ctx, claim, &node).await {
         return Some(retry);
@@ -137,7 +131,7 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     let mut conds = claim.status.clone().unwrap_or_default().conditions;
     conditions::set(&mut conds, REGISTERED, true, "Registered", "");
     let status = json!({"nodeName": node.name_any(), "conditions": conds});
-    match super::patch_status(ctx, &name, status).await {
+    match nodeclaims::patch_status(ctx, &name, status).await {
         Ok(updated) => {
             ctx.metrics
                 .nodeclaims_registered
@@ -147,7 +141,7 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
                 .inc();
             tracing::info!(nodeclaim = %name, node = %node.name_any(), "registered");
             let pool = pool_of(&updated);
-            ctx.registration_health
+            own.registration_health
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .registered(&pool);
@@ -162,7 +156,7 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
 
 /// A launched claim whose node has not joined: wait out the registration TTL, then give up
 /// on it (and count the failure against its pool's registration health).
-async fn no_node_yet(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
+async fn no_node_yet(ctx: &Context, own: &Lifecycle, claim: &NodeClaim) -> Option<Duration> {
     let ttl = ctx.config.registration_ttl;
     let age = claim
         .status
@@ -171,7 +165,7 @@ async fn no_node_yet(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         .and_then(conditions::age_seconds)
         .unwrap_or(0.0);
     if age >= ttl.as_secs_f64() {
-        return registration_timed_out(ctx, claim, ttl).await;
+        return registration_timed_out(ctx, own, claim, ttl).await;
     }
     let left = (ttl.as_secs_f64() - age).max(0.5);
     Some(Duration::from_secs_f64(left.min(30.0)))
@@ -181,12 +175,13 @@ async fn no_node_yet(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
 /// asks for the claim's termination.
 async fn registration_timed_out(
     ctx: &Context,
+    own: &Lifecycle,
     claim: &NodeClaim,
     ttl: Duration,
 ) -> Option<Duration> {
     let name = claim.name_any();
     let pool = pool_of(claim);
-    let health = ctx
+    let health = own
         .registration_health
         .lock()
         .unwrap_or_else(|e| e.into_inner())

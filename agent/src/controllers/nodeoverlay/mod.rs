@@ -1,9 +1,5 @@
-//! NodeOverlays: which ones apply, and their validation reported on their status.
-//!
-//! Overlays change prices and extended resources in the catalogue every loop reads
-//! ([`apply`]): provisioning's round (and so consolidation, which simulates with the
-//! round's catalogue) and the launch (which orders CreateFleet by the overlaid prices).
-//! An overlay that does not validate changes nothing; its status says why
+//! NodeOverlays' validation reported on their status. An overlay that does not validate
+//! changes nothing ([`crate::controllers::overlays`] says which apply); its status says why
 //! (`ValidationSucceeded=False`), with an Event, as Karpenter reports it.
 
 use std::sync::Arc;
@@ -14,29 +10,9 @@ use serde_json::json;
 
 use super::conditions::{self, READY, VALIDATION_SUCCEEDED};
 use super::events::{self, Type};
-use super::state::{Change, ClusterState};
+use super::state::Change;
 use super::Context;
 use crate::api::node_overlay::{validate, NodeOverlay};
-use crate::catalog::overlay::{self, Overlay};
-use crate::catalog::Catalog;
-
-/// The overlays that validate, parsed (the others change nothing).
-pub fn active(state: &ClusterState) -> Vec<Overlay> {
-    state
-        .node_overlays
-        .list()
-        .iter()
-        .filter(|o| o.metadata.deletion_timestamp.is_none())
-        .filter(|o| validate(&o.spec, "spec").is_empty())
-        .map(|o| Overlay::from_spec(&o.name_any(), &o.spec))
-        .collect()
-}
-
-/// `catalog` as the overlays in the cluster price it.
-pub fn apply(state: &ClusterState, catalog: &Catalog) -> Catalog {
-    let overlays = active(state);
-    overlay::apply(catalog, &overlays)
-}
 
 async fn report(ctx: &Context, o: &NodeOverlay) {
     let errors = validate(&o.spec, "spec");

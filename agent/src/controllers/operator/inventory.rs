@@ -171,12 +171,7 @@ async fn node_price(
         }
     }
     match catalogs.get(class) {
-        Some(cat) => crate::controllers::disruption::price_of(
-            cat,
-            itype,
-            zone,
-            CapacityType::parse(capacity_type),
-        ),
+        Some(cat) => cat.price_of(itype, zone, CapacityType::parse(capacity_type)),
         None => crate::catalog::prices::on_demand(itype).unwrap_or(0.0),
     }
 }

@@ -10,7 +10,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(String, String)>;
+pub mod disruption;
+pub mod interruption;
+
+pub type Labels = Vec<(String, String)>;
 
 pub struct Metrics {
     registry: Registry,
@@ -71,11 +74,10 @@ pub struct Metrics {
     pub termination_duration: Histogram,
     /// Read from /proc at each scrape.
     pub resident_memory: Gauge<i64, AtomicI64>,
-    /// `joiner_interruption_*` (see `crate::controllers::interruption::metrics`).
-    pub interruption:
-        std::sync::Arc<crate::controllers::interruption::metrics::InterruptionMetrics>,
-    /// `joiner_disruption_*` (see `crate::controllers::disruption::metrics`).
-    pub disruption: std::sync::Arc<crate::controllers::disruption::metrics::DisruptionMetrics>,
+    /// `joiner_interruption_*` (see [`interruption`]).
+    pub interruption: std::sync::Arc<interruption::InterruptionMetrics>,
+    /// `joiner_disruption_*` (see [`disruption`]).
+    pub disruption: std::sync::Arc<disruption::DisruptionMetrics>,
 }
 
 pub fn l(pairs: &[(&str, &str)]) -> Labels {

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 
-use super::input::Round;
+use crate::controllers::disrupted::is_disrupted;
+use crate::controllers::scheduling_input::Round;
 use crate::controllers::state::reschedulable;
-use crate::controllers::termination::disrupted::is_disrupted;
 use crate::controllers::Context;
 use crate::labels;
 use crate::scheduler::headroom::{self, PoolCapacity};

@@ -1,12 +1,12 @@
 //! Provisioning: pending pods are batched ([`batcher`]), then one `schedule()` call plans
-//! the round from the cluster state ([`input`]); planned NodeClaims are created
-//! ([`nodeclaims`]) and the lifecycle loop launches them. Pods no NodePool can take get a
+//! the round from the cluster state ([`scheduling_input`]); planned NodeClaims are created
+//! ([`nodeclaims`], the one place they are) and the lifecycle loop launches them. Pods no NodePool can take get a
 //! `FailedScheduling` Event with the scheduler's reason per NodePool.
 //!
 //! The pods of disrupted or deleting nodes (interruption, consolidation, drift, expiry)
 //! are planned with the pending ones, so their replacements come from the same batch and
 //! the same NodeClaim path; the claims they land on are named on the disrupted claim for
-//! termination to wait for (see [`crate::controllers::termination::disrupted`]).
+//! termination to wait for (see [`disrupted`]).
 //!
 //! Capacity no pod asks for comes from the same round and path ([`capacity`]): the
 //! missing replicas of static pools, and the headroom and spare nodes of pools that keep
@@ -15,9 +15,6 @@
 
 pub mod batcher;
 pub mod capacity;
-pub mod fargate;
-pub mod input;
-pub mod nodeclaims;
 pub mod warm;
 
 use std::collections::BTreeSet;
@@ -32,9 +29,9 @@ use crate::api::NodeClaim;
 use crate::controllers::conditions;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
+use crate::controllers::scheduling_input::{self, Round};
 use crate::controllers::state::Change;
-use crate::controllers::termination::disrupted;
-use crate::controllers::Context;
+use crate::controllers::{disrupted, nodeclaims, Context};
 use crate::scheduler::headroom;
 use crate::scheduler::{schedule, NewNodeClaim, Target};
 
@@ -109,7 +106,7 @@ pub async fn run(ctx: Arc<Context>) {
 
 /// Which pools the round found at their limits: the scheduler names the pool and the limit
 /// in an unplaced pod's reasons.
-fn record_limits(ctx: &Context, r: &input::Round, plan: &crate::scheduler::Plan) {
+fn record_limits(ctx: &Context, r: &Round, plan: &crate::scheduler::Plan) {
     for name in r.pools.keys() {
         let marker = format!("nodepool {name:?}: limit ");
         let at = plan
@@ -129,7 +126,7 @@ pub async fn round(
     last_seen: Option<Instant>,
 ) -> std::collections::HashMap<String, String> {
     let started = Instant::now();
-    let mut r = input::build(ctx).await;
+    let mut r = scheduling_input::build(ctx).await;
     let static_pools = capacity::split_static(&mut r);
     let plan = schedule(&r.catalog, &r.input);
     ctx.metrics
@@ -192,7 +189,7 @@ pub async fn round(
 
 /// The disrupted claim (its index in `r.disrupted`) input pod `pod` came from, if any: the
 /// round's input lists the pending pods first, then the displaced ones.
-fn disrupted_source(r: &input::Round, pod: usize) -> Option<usize> {
+fn disrupted_source(r: &Round, pod: usize) -> Option<usize> {
     pod.checked_sub(r.pods.len()).map(|i| r.displaced[i])
 }
 
@@ -200,7 +197,7 @@ fn disrupted_source(r: &input::Round, pod: usize) -> Option<usize> {
 /// claim whose pods it takes. A failure is logged: the next round plans the pods again.
 async fn create_claim(
     ctx: &Context,
-    r: &input::Round,
+    r: &Round,
     claim: &NewNodeClaim,
     last_seen: Option<Instant>,
     replacements: &mut [BTreeSet<String>],
@@ -281,7 +278,7 @@ fn waiting_on(ctx: &Context, target: &Target) -> Option<String> {
 }
 
 /// Tells each pending pod no NodePool can take why, by a FailedScheduling event.
-async fn report_unschedulable(ctx: &Context, r: &input::Round, plan: &crate::scheduler::Plan) {
+async fn report_unschedulable(ctx: &Context, r: &Round, plan: &crate::scheduler::Plan) {
     for u in &plan.unschedulable {
         ctx.metrics.pods_unschedulable.inc();
         // Displaced pods are not pending: their node still runs them.
@@ -308,7 +305,7 @@ async fn report_unschedulable(ctx: &Context, r: &input::Round, plan: &crate::sch
 }
 
 /// Creates the claims no pod waits for (static replicas, headroom, spare nodes).
-async fn create_extra(ctx: &Context, r: &input::Round, extra: &[NewNodeClaim]) {
+async fn create_extra(ctx: &Context, r: &Round, extra: &[NewNodeClaim]) {
     for claim in extra {
         let Some(pool) = r.pools.get(&claim.nodepool) else {
             continue;

@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
+use crate::controllers::disrupted::{self, Mark};
 use crate::controllers::events::{self, Type};
-use crate::controllers::termination::disrupted::{self, Mark};
-use crate::controllers::{conditions, Context, TerminationReason};
+use crate::controllers::operator::metrics::l;
+use crate::controllers::termination_request::TerminationReason;
+use crate::controllers::{conditions, Context};
 use crate::disruption::repair::{self, NodeCondition, NodeHealth};
 use crate::labels;
 
@@ -80,7 +82,7 @@ pub async fn pass(ctx: &Context) -> Vec<String> {
     let now = jiff::Timestamp::now();
     let outcome = repair::decide(&pools, &nodes, now.as_second());
     let m = &ctx.metrics.disruption;
-    let pool_label = |p: &str| crate::controllers::disruption::metrics::labels(&[("nodepool", p)]);
+    let pool_label = |p: &str| l(&[("nodepool", p)]);
     for p in pools.keys() {
         m.repair_held.get_or_create(&pool_label(p)).set(0);
     }
@@ -144,10 +146,7 @@ pub async fn pass(ctx: &Context) -> Vec<String> {
             Ok(()) => {
                 let condition = r.why.split('=').next().unwrap_or("").to_string();
                 m.nodes_repaired
-                    .get_or_create(&crate::controllers::disruption::metrics::labels(&[
-                        ("nodepool", &r.nodepool),
-                        ("condition", &condition),
-                    ]))
+                    .get_or_create(&l(&[("nodepool", &r.nodepool), ("condition", &condition)]))
                     .inc();
                 tracing::warn!(node = %r.node, nodeclaim = %r.nodeclaim, "{message}");
                 done.push(r.nodeclaim);

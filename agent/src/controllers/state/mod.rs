@@ -487,7 +487,7 @@ mod tests {
         assert_eq!(classify(&trimmed), classify(&pod));
         assert_eq!(reschedulable(&trimmed), reschedulable(&pod));
         assert_eq!(goes_with_node(&trimmed), goes_with_node(&pod));
-        assert!(crate::controllers::termination::pod_has_do_not_disrupt(
+        assert!(crate::controllers::do_not_disrupt::pod_has_do_not_disrupt(
             &trimmed
         ));
         let spec = trimmed.spec.as_ref().unwrap();

@@ -15,8 +15,8 @@ use kube::api::{DeleteParams, EvictParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::pod_has_do_not_disrupt;
 use crate::api::NodeClaim;
+use crate::controllers::do_not_disrupt::pod_has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
 use crate::controllers::state::{goes_with_node, reschedulable};

@@ -9,7 +9,6 @@
 //! requested, and neither blocks an involuntary one (interruption, registration timeout,
 //! instance gone), where the capacity is going away anyway.
 
-pub mod disrupted;
 pub mod drain;
 
 use std::time::Duration;
@@ -20,168 +19,14 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::NodeClaim;
+use crate::controllers::disrupted;
+use crate::controllers::do_not_disrupt::has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::state::Change;
+use crate::controllers::termination_request::{
+    request_termination, TerminationReason, TERMINATION_REASON,
+};
 use crate::controllers::{Context, TERMINATION_FINALIZER};
-use crate::labels;
-
-/// Annotation recording why a claim is being terminated.
-pub const TERMINATION_REASON: &str = "joiner.dev/termination-reason";
-
-/// Why a NodeClaim is terminated. Voluntary reasons respect do-not-disrupt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TerminationReason {
-    /// Deleted by a user or by its NodePool's deletion.
-    Deleted,
-    Empty,
-    Underutilized,
-    Drifted,
-    Expired,
-    /// Spot interruption, scheduled change, instance stopping.
-    Interrupted,
-    RegistrationTimeout,
-    /// The instance no longer exists.
-    InstanceGone,
-    /// No capacity could be launched for it.
-    LaunchFailed,
-    /// Its Node was deleted.
-    NodeDeleted,
-    /// Node repair: unhealthy past its toleration. Forceful, as Karpenter's repair: no
-    /// replacement wait, no do-not-disrupt, pods deleted rather than evicted, and pods
-    /// already terminating on the dead node not waited for.
-    Unhealthy,
-    /// A static pool over its `replicas`.
-    Overprovisioned,
-}
-
-impl TerminationReason {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            TerminationReason::Deleted => "Deleted",
-            TerminationReason::Empty => "Empty",
-            TerminationReason::Underutilized => "Underutilized",
-            TerminationReason::Drifted => "Drifted",
-            TerminationReason::Expired => "Expired",
-            TerminationReason::Interrupted => "Interrupted",
-            TerminationReason::RegistrationTimeout => "RegistrationTimeout",
-            TerminationReason::InstanceGone => "InstanceGone",
-            TerminationReason::LaunchFailed => "LaunchFailed",
-            TerminationReason::NodeDeleted => "NodeDeleted",
-            TerminationReason::Unhealthy => "Unhealthy",
-            TerminationReason::Overprovisioned => "Overprovisioned",
-        }
-    }
-
-    pub fn parse(s: &str) -> TerminationReason {
-        match s {
-            "Empty" => TerminationReason::Empty,
-            "Underutilized" => TerminationReason::Underutilized,
-            "Drifted" => TerminationReason::Drifted,
-            "Expired" => TerminationReason::Expired,
-            "Interrupted" => TerminationReason::Interrupted,
-            "RegistrationTimeout" => TerminationReason::RegistrationTimeout,
-            "InstanceGone" => TerminationReason::InstanceGone,
-            "LaunchFailed" => TerminationReason::LaunchFailed,
-            "NodeDeleted" => TerminationReason::NodeDeleted,
-            "Unhealthy" => TerminationReason::Unhealthy,
-            "Overprovisioned" => TerminationReason::Overprovisioned,
-            _ => TerminationReason::Deleted,
-        }
-    }
-
-    /// Voluntary terminations wait for do-not-disrupt (up to the grace period).
-    pub fn is_voluntary(&self) -> bool {
-        matches!(
-            self,
-            TerminationReason::Deleted
-                | TerminationReason::Empty
-                | TerminationReason::Underutilized
-                | TerminationReason::Drifted
-                | TerminationReason::NodeDeleted
-                | TerminationReason::Overprovisioned
-        )
-    }
-
-    /// Terminated at once, whatever the pods: the node is not serving them anyway.
-    pub fn is_forceful(&self) -> bool {
-        matches!(self, TerminationReason::Unhealthy)
-    }
-}
-
-/// Asks for a NodeClaim's termination: records the reason, then deletes the claim; the
-/// finalizer does the rest. Already-gone claims are not an error. Loops that take a node
-/// away with a deadline call [`disrupted::disrupt`] instead.
-pub async fn request_termination(
-    ctx: &Context,
-    claim: &str,
-    reason: TerminationReason,
-) -> Result<(), kube::Error> {
-    request_termination_with(ctx, claim, reason, Default::default()).await
-}
-
-/// [`request_termination`] writing `annotations` with the reason, in the same patch.
-async fn request_termination_with(
-    ctx: &Context,
-    claim: &str,
-    reason: TerminationReason,
-    mut annotations: serde_json::Map<String, serde_json::Value>,
-) -> Result<(), kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    annotations.insert(TERMINATION_REASON.into(), json!(reason.as_str()));
-    let patch = json!({"metadata": {"annotations": annotations}});
-    match api
-        .patch(claim, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(c) => ctx.state.node_claims.insert(claim, c),
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    delete_claim(ctx, claim, reason).await
-}
-
-/// Deletes the claim (its reason already recorded); the finalizer does the rest.
-pub(crate) async fn delete_claim(
-    ctx: &Context,
-    claim: &str,
-    reason: TerminationReason,
-) -> Result<(), kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    match api.delete(claim, &DeleteParams::background()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    tracing::info!(nodeclaim = %claim, reason = reason.as_str(), "termination requested");
-    ctx.claims.add(claim);
-    Ok(())
-}
-
-/// [`has_do_not_disrupt`] for a pod, whose annotation may be a duration after its start
-/// (Karpenter v1.12): protection ends then.
-pub fn pod_has_do_not_disrupt(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    let started = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map(|t| t.0.as_second());
-    let now = jiff::Timestamp::now().as_second();
-    pod.metadata.annotations.as_ref().is_some_and(|a| {
-        a.iter().any(|(k, v)| {
-            labels::is_do_not_disrupt(k)
-                && crate::disruption::do_not_disrupt::holds(v, started, now)
-        })
-    })
-}
-
-pub fn has_do_not_disrupt(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> bool {
-    meta.annotations.as_ref().is_some_and(|a| {
-        a.iter()
-            .any(|(k, v)| labels::is_do_not_disrupt(k) && v != "false")
-    })
-}
 
 /// Seconds since the claim's deletion was requested.
 fn deleting_for(claim: &NodeClaim) -> f64 {

@@ -2,6 +2,11 @@
 //! in-flight NodeClaims, usable NodePools with their usage, NodeClasses, DaemonSets and the
 //! insufficient-capacity cache. Conversion errors are per object: a malformed pod or node
 //! is counted and left out, never the round.
+//!
+//! Provisioning plans its round from it and disruption simulates with the same one, so it
+//! is a floor below both. Pods a Fargate profile takes are left out ([`fargate`]).
+
+pub mod fargate;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -14,11 +19,11 @@ use crate::api::{NodeClaim, NodeClass, NodePool};
 use crate::catalog::daemonsets::{self, DaemonSet};
 use crate::catalog::Catalog;
 use crate::controllers::conditions;
-use crate::controllers::nodepool;
+use crate::controllers::disrupted::is_disrupted;
+use crate::controllers::nodepool_status;
 use crate::controllers::operator::metrics::l;
 use crate::controllers::state::{classify, reschedulable, PodClass};
-use crate::controllers::termination::disrupted::is_disrupted;
-use crate::controllers::Context;
+use crate::controllers::{overlays, Context};
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -208,7 +213,7 @@ async fn served(ctx: &Context) -> Served {
         if p.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Ok(class) = nodepool::usable(state, &p) {
+        if let Ok(class) = nodepool_status::usable(state, &p) {
             pool_class.insert(p.name_any(), class);
             pools.insert(p.name_any(), p);
         }
@@ -261,7 +266,7 @@ fn round_catalog(ctx: &Context, catalogs: &HashMap<String, Catalog>) -> Catalog 
     // of the round (and consolidation's simulations) reads.
     let state = &ctx.state;
     let catalog = crate::catalog::reservations::subtract(&catalog, &pending_reservations(state));
-    crate::controllers::nodeoverlay::apply(state, &catalog)
+    overlays::apply(state, &catalog)
 }
 
 /// The DaemonSets whose pods every new node carries, and the NodeClasses' kubelet settings.

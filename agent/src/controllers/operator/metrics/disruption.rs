@@ -1,5 +1,6 @@
-//! Disruption metrics (`joiner_disruption_*`), registered into the agent's registry with one
-//! call so tests and benchmarks can also read them directly.
+//! Disruption metrics (`joiner_disruption_*`), written by the disruption and repair loops and
+//! by termination, registered into the agent's registry with one call so tests and
+//! benchmarks can also read them directly.
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
@@ -9,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(String, String)>;
+use super::{l as labels, Labels};
 
 pub struct DisruptionMetrics {
     /// Decisions taken, by reason and action (delete, replace).
@@ -34,13 +35,6 @@ pub struct DisruptionMetrics {
     pub repair_held: Family<Labels, Gauge<i64, AtomicI64>>,
     /// Pods consolidation evicted, by nodepool (what `consolidationEvictionsPerHour` caps).
     pub consolidation_evictions: Family<Labels, Counter<u64, AtomicU64>>,
-}
-
-pub fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 impl Default for DisruptionMetrics {

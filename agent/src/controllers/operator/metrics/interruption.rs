@@ -1,5 +1,7 @@
-//! Interruption metrics (`joiner_interruption_*`). Kept in their own struct, registered into
-//! the agent's registry with one call, so tests and benchmarks can read them directly.
+//! Interruption metrics (`joiner_interruption_*`), written by the interruption loop's queue
+//! consumer and by provisioning and termination as they replace and drain its nodes. Kept
+//! in their own struct, registered into the agent's registry with one call, so tests and
+//! benchmarks can read them directly.
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
@@ -9,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(String, String)>;
+use super::{l as labels, Labels};
 
 pub struct InterruptionMetrics {
     /// Messages received, by event kind (`unparsed` when the body could not be read).
@@ -38,13 +40,6 @@ pub struct InterruptionMetrics {
     /// seconds (0 after an empty receive). A warning gives two minutes: time spent queued is
     /// time not spent replacing.
     pub message_age: Gauge<f64, AtomicU64>,
-}
-
-pub fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 impl Default for InterruptionMetrics {

@@ -6,16 +6,21 @@
 //! launched for a claim the agent could lose track of.
 //!
 //! This is the only place NodeClaims are created (`agent/tests/logic/one_creation_path.rs` checks
-//! it): interruption and disruption disrupt claims, and provisioning replaces their pods.
-//! Adoption ([`crate::controllers::adoption`]) creates claims here too, for capacity that
-//! already runs (Karpenter's nodes): [`adopted`] records a node, it launches nothing.
+//! it, and that [`create`] is called by provisioning's round alone): interruption and
+//! disruption disrupt claims, and provisioning replaces their pods. Adoption creates claims
+//! here too, for capacity that already runs (Karpenter's nodes): [`adopted`] records a
+//! node, it launches nothing, and [`is_adopted`] tells the lifecycle loop not to launch for
+//! it. A floor below both loops, so that neither borrows it from the other; the claim's
+//! status writes ([`patch_status`]), which the lifecycle loop and adoption both make, live
+//! here with it.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use rand::Rng;
+use serde_json::json;
 
 use crate::api::node_claim::ResourceRequirements;
 use crate::api::{
@@ -92,7 +97,7 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) ->
 
 /// Creates the claim and puts it in the local store at once, so the next round counts it
 /// as in flight even before the watch delivers it.
-pub(super) async fn create(ctx: &Context, claim: &NodeClaim) -> Result<NodeClaim, kube::Error> {
+pub(crate) async fn create(ctx: &Context, claim: &NodeClaim) -> Result<NodeClaim, kube::Error> {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let created = api.create(&PostParams::default(), claim).await?;
     ctx.state
@@ -200,6 +205,32 @@ pub(crate) async fn create_adopted(
 /// Whether a claim records a node another controller launched.
 pub fn is_adopted(claim: &NodeClaim) -> bool {
     claim.annotations().contains_key(ADOPTED_FROM)
+}
+
+/// Writes a claim's status (merge patch) and keeps the local store current.
+pub async fn patch_status(
+    ctx: &Context,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<NodeClaim, kube::Error> {
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let out = api
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await;
+    match out {
+        Ok(c) => {
+            ctx.state.node_claims.insert(name, c.clone());
+            Ok(c)
+        }
+        Err(e) => {
+            ctx.metrics.kube_error("nodeclaims/status patch", &e);
+            Err(e)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! Disrupting a NodeClaim: the one way interruption, consolidation, expiry and drift take a
-//! node away, and the one place its replacement is waited for.
+//! Disrupting a NodeClaim: the one way interruption, consolidation, expiry, drift, repair
+//! and a reservation's end take a node away, and the one place its replacement is waited
+//! for. It sits below every loop that reads or writes the mark, so that none of them
+//! borrows it from another.
 //!
 //! Those loops never plan or create capacity. They [`disrupt`] the claim: it gets the
 //! `Disrupted` condition (reason and message say why), a [`DEADLINE`] by which its pods must
@@ -21,10 +23,12 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::{delete_claim, TerminationReason, TERMINATION_REASON};
 use crate::api::NodeClaim;
 use crate::controllers::conditions;
 use crate::controllers::state::reschedulable;
+use crate::controllers::termination_request::{
+    delete_claim, TerminationReason, TERMINATION_REASON,
+};
 use crate::controllers::Context;
 
 /// The claim's `Disrupted` condition (Karpenter's name): true from the moment a loop decides

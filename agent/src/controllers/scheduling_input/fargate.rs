@@ -1,4 +1,4 @@
-//! Keeps provisioning off the pods that belong to Fargate (see [`crate::fargate`]).
+//! Keeps the round off the pods that belong to Fargate (see [`crate::fargate`]).
 //!
 //! The profiles are read through [`crate::cloud::Cloud`] at most every [`REFRESH`]: a profile
 //! only ever changes by replacement (minutes on EKS), and a round must not wait on EKS. When
