@@ -46,25 +46,7 @@ fn dec(j: &J, ty: &Type, path: &mut String) -> Result<Value, CodecError> {
             .as_bool()
             .map(Value::Bool)
             .ok_or_else(|| err(path, "expected bool")),
-        Type::Number => match j {
-            J::Number(n) => Ok(match (n.as_i64(), n.as_f64()) {
-                (Some(i), _) => Value::int(i),
-                (None, Some(f)) => Value::float(f),
-                _ => return Err(err(path, "number out of range")),
-            }),
-            // Terraform accepts numbers written as strings in state. Rust also parses "NaN",
-            // "inf" and "1e999" as floats; cty numbers are finite (the msgpack decoder refuses
-            // the others), so state holding one must not decode into a value that Terraform
-            // would then get back as msgpack NaN or infinity.
-            J::String(s) => match s.parse::<i64>() {
-                Ok(i) => Ok(Value::int(i)),
-                Err(_) => match s.parse::<f64>() {
-                    Ok(f) if f.is_finite() => Ok(Value::float(f)),
-                    _ => Err(err(path, format!("{s:?} is not a finite number"))),
-                },
-            },
-            _ => Err(err(path, "expected number")),
-        },
+        Type::Number => dec_number(j, path),
         Type::String => match j {
             J::String(s) => Ok(Value::String(s.clone())),
             // cty converts primitives to string the same way.
@@ -76,13 +58,7 @@ fn dec(j: &J, ty: &Type, path: &mut String) -> Result<Value, CodecError> {
             let arr = j
                 .as_array()
                 .ok_or_else(|| err(path, format!("expected {}", ty.friendly_name())))?;
-            let mut items = Vec::with_capacity(arr.len());
-            for (i, x) in arr.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                items.push(dec(x, et, path)?);
-                path.truncate(len);
-            }
+            let items = dec_elements(arr.iter().map(|x| (x, &**et)), path)?;
             Ok(if matches!(ty, Type::List(_)) {
                 Value::List(items)
             } else {
@@ -97,14 +73,7 @@ fn dec(j: &J, ty: &Type, path: &mut String) -> Result<Value, CodecError> {
                     format!("tuple needs {} elements, got {}", ets.len(), arr.len()),
                 ));
             }
-            let mut items = Vec::with_capacity(arr.len());
-            for (i, (x, et)) in arr.iter().zip(ets).enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                items.push(dec(x, et, path)?);
-                path.truncate(len);
-            }
-            Ok(Value::Tuple(items))
+            Ok(Value::Tuple(dec_elements(arr.iter().zip(ets), path)?))
         }
         Type::Map(et) => {
             let obj = j
@@ -121,23 +90,70 @@ fn dec(j: &J, ty: &Type, path: &mut String) -> Result<Value, CodecError> {
         }
         Type::Object(attrs) => {
             let obj = j.as_object().ok_or_else(|| err(path, "expected object"))?;
-            let mut m = BTreeMap::new();
-            for (k, x) in obj {
-                let Some(at) = attrs.get(k) else {
-                    return Err(err(path, format!("unexpected attribute {k:?}")));
-                };
-                let len = path.len();
-                path.push('.');
-                path.push_str(k);
-                m.insert(k.clone(), dec(x, at, path)?);
-                path.truncate(len);
-            }
-            for name in attrs.keys() {
-                m.entry(name.clone()).or_insert(Value::Null);
-            }
-            Ok(Value::Object(m))
+            dec_object(obj, attrs, path)
         }
     }
+}
+
+fn dec_number(j: &J, path: &str) -> Result<Value, CodecError> {
+    match j {
+        J::Number(n) => Ok(match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Value::int(i),
+            (None, Some(f)) => Value::float(f),
+            _ => return Err(err(path, "number out of range")),
+        }),
+        // Terraform accepts numbers written as strings in state. Rust also parses "NaN",
+        // "inf" and "1e999" as floats; cty numbers are finite (the msgpack decoder refuses
+        // the others), so state holding one must not decode into a value that Terraform
+        // would then get back as msgpack NaN or infinity.
+        J::String(s) => match s.parse::<i64>() {
+            Ok(i) => Ok(Value::int(i)),
+            Err(_) => match s.parse::<f64>() {
+                Ok(f) if f.is_finite() => Ok(Value::float(f)),
+                _ => Err(err(path, format!("{s:?} is not a finite number"))),
+            },
+        },
+        _ => Err(err(path, "expected number")),
+    }
+}
+
+/// The elements of a list, set or tuple, each decoded by its type at `path[i]`.
+fn dec_elements<'j, 't>(
+    elements: impl ExactSizeIterator<Item = (&'j J, &'t Type)>,
+    path: &mut String,
+) -> Result<Vec<Value>, CodecError> {
+    let mut items = Vec::with_capacity(elements.len());
+    for (i, (x, et)) in elements.enumerate() {
+        let len = path.len();
+        path.push_str(&format!("[{i}]"));
+        items.push(dec(x, et, path)?);
+        path.truncate(len);
+    }
+    Ok(items)
+}
+
+/// An object's attributes, each at `path.name`: an attribute the type does not name is
+/// refused, one the JSON leaves out is null.
+fn dec_object(
+    obj: &serde_json::Map<String, J>,
+    attrs: &BTreeMap<String, Type>,
+    path: &mut String,
+) -> Result<Value, CodecError> {
+    let mut m = BTreeMap::new();
+    for (k, x) in obj {
+        let Some(at) = attrs.get(k) else {
+            return Err(err(path, format!("unexpected attribute {k:?}")));
+        };
+        let len = path.len();
+        path.push('.');
+        path.push_str(k);
+        m.insert(k.clone(), dec(x, at, path)?);
+        path.truncate(len);
+    }
+    for name in attrs.keys() {
+        m.entry(name.clone()).or_insert(Value::Null);
+    }
+    Ok(Value::Object(m))
 }
 
 /// Encodes `v` as JSON for type `ty`. Unknown values cannot be written as JSON.

@@ -398,48 +398,12 @@ impl<'a> Reader<'a> {
             _ => {}
         }
         match ty {
-            Type::Dynamic => {
-                let Item::Array(2) = item else {
-                    return Err(err(path, "dynamic value must be a [type, value] pair"));
-                };
-                let tj = match self.item(path)? {
-                    Item::Bin(b) | Item::Str(b) => b,
-                    _ => return Err(err(path, "dynamic value type must be JSON bytes")),
-                };
-                let tjv: serde_json::Value = serde_json::from_slice(tj)
-                    .map_err(|e| err(path, format!("dynamic value type is not JSON: {e}")))?;
-                let t = Type::from_json(&tjv).map_err(|e| err(path, e))?;
-                if type_depth(&t) + depth > MAX_DYNAMIC_DEPTH {
-                    return Err(err(path, "dynamic value type nested too deeply"));
-                }
-                self.value(&t, path, depth + 1)
-            }
+            Type::Dynamic => self.dynamic(item, path, depth),
             Type::Bool => match item {
                 Item::Bool(b) => Ok(Value::Bool(b)),
                 _ => Err(err(path, "expected bool")),
             },
-            Type::Number => match item {
-                Item::Int(i) => Ok(Value::int(i)),
-                Item::Uint(u) => Ok(i64::try_from(u)
-                    .map(Value::int)
-                    .unwrap_or(Value::float(u as f64))),
-                Item::Float(f) if f.is_finite() => Ok(Value::float(f)),
-                Item::Float(_) => Err(err(path, "number must be finite")),
-                // cty writes numbers that do not fit 64 bits as decimal strings.
-                Item::Str(b) => {
-                    let s = std::str::from_utf8(b)
-                        .map_err(|_| err(path, "number is not valid UTF-8"))?;
-                    if let Ok(i) = s.parse::<i64>() {
-                        Ok(Value::int(i))
-                    } else {
-                        match s.parse::<f64>() {
-                            Ok(f) if f.is_finite() => Ok(Value::float(f)),
-                            _ => Err(err(path, format!("{s:?} is not a number"))),
-                        }
-                    }
-                }
-                _ => Err(err(path, "expected number")),
-            },
+            Type::Number => number(item, path),
             Type::String => match item {
                 Item::Str(b) => String::from_utf8(b.to_vec())
                     .map(Value::String)
@@ -450,13 +414,7 @@ impl<'a> Reader<'a> {
                 let Item::Array(n) = item else {
                     return Err(err(path, format!("expected {}", ty.friendly_name())));
                 };
-                let mut items = Vec::with_capacity(n);
-                for i in 0..n {
-                    let len = path.len();
-                    path.push_str(&format!("[{i}]"));
-                    items.push(self.value(et, path, depth + 1)?);
-                    path.truncate(len);
-                }
+                let items = self.elements(std::iter::repeat_n(&**et, n), path, depth)?;
                 Ok(if matches!(ty, Type::List(_)) {
                     Value::List(items)
                 } else {
@@ -473,53 +431,135 @@ impl<'a> Reader<'a> {
                         format!("tuple needs {} elements, got {n}", ets.len()),
                     ));
                 }
-                let mut items = Vec::with_capacity(n);
-                for (i, et) in ets.iter().enumerate() {
-                    let len = path.len();
-                    path.push_str(&format!("[{i}]"));
-                    items.push(self.value(et, path, depth + 1)?);
-                    path.truncate(len);
-                }
-                Ok(Value::Tuple(items))
+                Ok(Value::Tuple(self.elements(ets.iter(), path, depth)?))
             }
             Type::Map(et) => {
                 let Item::Map(n) = item else {
                     return Err(err(path, format!("expected {}", ty.friendly_name())));
                 };
-                let mut m = BTreeMap::new();
-                for _ in 0..n {
-                    let k = self.string(path)?;
-                    let len = path.len();
-                    path.push_str(&format!("[{k:?}]"));
-                    let v = self.value(et, path, depth + 1)?;
-                    path.truncate(len);
-                    m.insert(k, v);
-                }
-                Ok(Value::Map(m))
+                self.map(et, n, path, depth)
             }
             Type::Object(attrs) => {
                 let Item::Map(n) = item else {
                     return Err(err(path, "expected object"));
                 };
-                let mut m = BTreeMap::new();
-                for _ in 0..n {
-                    let k = self.string(path)?;
-                    let Some(at) = attrs.get(&k) else {
-                        return Err(err(path, format!("unexpected attribute {k:?}")));
-                    };
-                    let len = path.len();
-                    path.push('.');
-                    path.push_str(&k);
-                    let v = self.value(at, path, depth + 1)?;
-                    path.truncate(len);
-                    m.insert(k, v);
-                }
-                for name in attrs.keys() {
-                    m.entry(name.clone()).or_insert(Value::Null);
-                }
-                Ok(Value::Object(m))
+                self.object(attrs, n, path, depth)
             }
         }
+    }
+
+    /// A value of cty's dynamic pseudo-type: a `[type as JSON, value]` pair, the value
+    /// decoded by the type it carries.
+    fn dynamic(
+        &mut self,
+        item: Item<'a>,
+        path: &mut String,
+        depth: usize,
+    ) -> Result<Value, CodecError> {
+        let Item::Array(2) = item else {
+            return Err(err(path, "dynamic value must be a [type, value] pair"));
+        };
+        let tj = match self.item(path)? {
+            Item::Bin(b) | Item::Str(b) => b,
+            _ => return Err(err(path, "dynamic value type must be JSON bytes")),
+        };
+        let tjv: serde_json::Value = serde_json::from_slice(tj)
+            .map_err(|e| err(path, format!("dynamic value type is not JSON: {e}")))?;
+        let t = Type::from_json(&tjv).map_err(|e| err(path, e))?;
+        if type_depth(&t) + depth > MAX_DYNAMIC_DEPTH {
+            return Err(err(path, "dynamic value type nested too deeply"));
+        }
+        self.value(&t, path, depth + 1)
+    }
+
+    /// The elements of a list, set or tuple, one per type given, each at `path[i]`.
+    fn elements<'t>(
+        &mut self,
+        types: impl Iterator<Item = &'t Type>,
+        path: &mut String,
+        depth: usize,
+    ) -> Result<Vec<Value>, CodecError> {
+        let mut items = Vec::with_capacity(types.size_hint().0);
+        for (i, et) in types.enumerate() {
+            let len = path.len();
+            path.push_str(&format!("[{i}]"));
+            items.push(self.value(et, path, depth + 1)?);
+            path.truncate(len);
+        }
+        Ok(items)
+    }
+
+    /// A map's `n` entries, each value at `path["key"]`.
+    fn map(
+        &mut self,
+        et: &Type,
+        n: usize,
+        path: &mut String,
+        depth: usize,
+    ) -> Result<Value, CodecError> {
+        let mut m = BTreeMap::new();
+        for _ in 0..n {
+            let k = self.string(path)?;
+            let len = path.len();
+            path.push_str(&format!("[{k:?}]"));
+            let v = self.value(et, path, depth + 1)?;
+            path.truncate(len);
+            m.insert(k, v);
+        }
+        Ok(Value::Map(m))
+    }
+
+    /// An object's `n` attributes, each at `path.name`: an attribute the type does not
+    /// name is refused, one the input leaves out is null.
+    fn object(
+        &mut self,
+        attrs: &BTreeMap<String, Type>,
+        n: usize,
+        path: &mut String,
+        depth: usize,
+    ) -> Result<Value, CodecError> {
+        let mut m = BTreeMap::new();
+        for _ in 0..n {
+            let k = self.string(path)?;
+            let Some(at) = attrs.get(&k) else {
+                return Err(err(path, format!("unexpected attribute {k:?}")));
+            };
+            let len = path.len();
+            path.push('.');
+            path.push_str(&k);
+            let v = self.value(at, path, depth + 1)?;
+            path.truncate(len);
+            m.insert(k, v);
+        }
+        for name in attrs.keys() {
+            m.entry(name.clone()).or_insert(Value::Null);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+/// A number as cty writes it: an integer, a finite float, or (when it does not fit 64
+/// bits) a decimal string.
+fn number(item: Item<'_>, path: &str) -> Result<Value, CodecError> {
+    match item {
+        Item::Int(i) => Ok(Value::int(i)),
+        Item::Uint(u) => Ok(i64::try_from(u)
+            .map(Value::int)
+            .unwrap_or(Value::float(u as f64))),
+        Item::Float(f) if f.is_finite() => Ok(Value::float(f)),
+        Item::Float(_) => Err(err(path, "number must be finite")),
+        Item::Str(b) => {
+            let s = std::str::from_utf8(b).map_err(|_| err(path, "number is not valid UTF-8"))?;
+            if let Ok(i) = s.parse::<i64>() {
+                Ok(Value::int(i))
+            } else {
+                match s.parse::<f64>() {
+                    Ok(f) if f.is_finite() => Ok(Value::float(f)),
+                    _ => Err(err(path, format!("{s:?} is not a number"))),
+                }
+            }
+        }
+        _ => Err(err(path, "expected number")),
     }
 }
 
