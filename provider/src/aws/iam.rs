@@ -323,6 +323,20 @@ async fn read_role_marked(
         ..RemoteRole::default()
     };
 
+    remote.managed_policy_arns = attached_policies(iam, name, deadline).await?;
+    remote.inline_policies = inline_policies(iam, name, deadline).await?;
+    remote.tags = role_tags(iam, name, deadline).await?;
+    let ours = remote.tags.remove(CREATED_BY_TAG).as_deref() == Some(CREATED_BY);
+    Ok(Some((remote, ours)))
+}
+
+/// The ARNs of the managed policies attached to the role, every page.
+async fn attached_policies(
+    iam: &Client,
+    name: &str,
+    deadline: Instant,
+) -> Result<BTreeSet<String>, AwsError> {
+    let mut arns = BTreeSet::new();
     let mut marker: Option<String> = None;
     loop {
         let page = retry(deadline, || async {
@@ -334,7 +348,7 @@ async fn read_role_marked(
                 .aws("iam:ListAttachedRolePolicies")
         })
         .await?;
-        remote.managed_policy_arns.extend(
+        arns.extend(
             page.attached_policies()
                 .iter()
                 .filter_map(|p| p.policy_arn())
@@ -345,7 +359,15 @@ async fn read_role_marked(
             break;
         }
     }
+    Ok(arns)
+}
 
+/// The role's inline policies by name, each document decoded.
+async fn inline_policies(
+    iam: &Client,
+    name: &str,
+    deadline: Instant,
+) -> Result<BTreeMap<String, String>, AwsError> {
     let names = retry(deadline, || async {
         iam.list_role_policies()
             .role_name(name)
@@ -354,6 +376,7 @@ async fn read_role_marked(
             .aws("iam:ListRolePolicies")
     })
     .await?;
+    let mut policies = BTreeMap::new();
     for policy in names.policy_names() {
         let doc = retry(deadline, || async {
             iam.get_role_policy()
@@ -364,11 +387,16 @@ async fn read_role_marked(
                 .aws("iam:GetRolePolicy")
         })
         .await?;
-        remote
-            .inline_policies
-            .insert(policy.clone(), decode_policy(doc.policy_document()));
+        policies.insert(policy.clone(), decode_policy(doc.policy_document()));
     }
+    Ok(policies)
+}
 
+async fn role_tags(
+    iam: &Client,
+    name: &str,
+    deadline: Instant,
+) -> Result<BTreeMap<String, String>, AwsError> {
     let tags = retry(deadline, || async {
         iam.list_role_tags()
             .role_name(name)
@@ -377,18 +405,28 @@ async fn read_role_marked(
             .aws("iam:ListRoleTags")
     })
     .await?;
-    remote.tags = tags
+    Ok(tags
         .tags()
         .iter()
         .map(|t| (t.key().to_string(), t.value().to_string()))
-        .collect();
-    let ours = remote.tags.remove(CREATED_BY_TAG).as_deref() == Some(CREATED_BY);
-    Ok(Some((remote, ours)))
+        .collect())
 }
 
 /// Brings an existing role in line with `spec`: trust policy, description, boundary,
 /// attachments, inline policies and tags. Name and path cannot change in place.
 pub async fn update_role(
+    iam: &Client,
+    current: &RemoteRole,
+    spec: &RoleSpec,
+    deadline: Instant,
+) -> Result<(), AwsError> {
+    update_role_settings(iam, current, spec, deadline).await?;
+    update_role_policies(iam, current, spec, deadline).await?;
+    update_role_tags(iam, current, spec, deadline).await
+}
+
+/// The trust policy, description and permissions boundary, each written only if changed.
+async fn update_role_settings(
     iam: &Client,
     current: &RemoteRole,
     spec: &RoleSpec,
@@ -442,7 +480,18 @@ pub async fn update_role(
             }
         }
     }
-    // Attach before detaching so the role never lacks a permission it keeps.
+    Ok(())
+}
+
+/// Managed policy attachments and inline policies. Attach before detaching so the role
+/// never lacks a permission it keeps.
+async fn update_role_policies(
+    iam: &Client,
+    current: &RemoteRole,
+    spec: &RoleSpec,
+    deadline: Instant,
+) -> Result<(), AwsError> {
+    let name = spec.name.as_str();
     for p in spec
         .managed_policy_arns
         .difference(&current.managed_policy_arns)
@@ -469,6 +518,17 @@ pub async fn update_role(
             delete_inline_policy(iam, name, pname, deadline).await?;
         }
     }
+    Ok(())
+}
+
+/// Removes the tags `spec` no longer has, then writes those it adds or changes.
+async fn update_role_tags(
+    iam: &Client,
+    current: &RemoteRole,
+    spec: &RoleSpec,
+    deadline: Instant,
+) -> Result<(), AwsError> {
+    let name = spec.name.as_str();
     let stale: Vec<String> = current
         .tags
         .keys()

@@ -70,37 +70,75 @@ pub struct AgentScope {
 
 /// The agent's inline policy.
 pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
-    let c = &scope.cluster;
-    let (p, r, a) = (&c.partition, &c.region, &c.account);
-    let cluster_name = c.resource_name();
-    let ec2 = |account: &str, kind: &str| format!("arn:{p}:ec2:{r}:{account}:{kind}/*");
-    let request_tag = format!("aws:RequestTag/{CLUSTER_TAG_KEY}");
-    let resource_tag = format!("aws:ResourceTag/{CLUSTER_TAG_KEY}");
-    let created = [
-        "instance",
-        "volume",
-        "network-interface",
-        "spot-instances-request",
-        "fleet",
-        "launch-template",
-    ]
-    .map(|k| ec2(a, k));
-    // An instant fleet is authorized as both (see the module docs).
-    let launch = ["ec2:RunInstances", "ec2:CreateFleet"];
+    let names = Names::of(scope);
+    let mut statements = tagging_statements(&names);
+    statements.extend(launch_statements(&names));
+    statements.extend(service_statements(scope, &names));
+    PolicyDocument::new(statements)
+}
 
-    let mut statements = vec![
+/// The cluster's partition, region, account and name, and the cluster tag's condition
+/// keys, as the statements name them.
+struct Names<'a> {
+    p: &'a str,
+    r: &'a str,
+    a: &'a str,
+    cluster_name: &'a str,
+    request_tag: String,
+    resource_tag: String,
+}
+
+impl<'a> Names<'a> {
+    fn of(scope: &'a AgentScope) -> Self {
+        let c = &scope.cluster;
+        Names {
+            p: &c.partition,
+            r: &c.region,
+            a: &c.account,
+            cluster_name: c.resource_name(),
+            request_tag: format!("aws:RequestTag/{CLUSTER_TAG_KEY}"),
+            resource_tag: format!("aws:ResourceTag/{CLUSTER_TAG_KEY}"),
+        }
+    }
+
+    /// The ARN pattern of every EC2 object of `kind` in the region owned by `account`.
+    fn ec2(&self, account: &str, kind: &str) -> String {
+        format!("arn:{}:ec2:{}:{account}:{kind}/*", self.p, self.r)
+    }
+
+    /// What a launch creates (and the launch templates): the objects that must carry the tag.
+    fn created(&self) -> [String; 6] {
+        [
+            "instance",
+            "volume",
+            "network-interface",
+            "spot-instances-request",
+            "fleet",
+            "launch-template",
+        ]
+        .map(|k| self.ec2(self.a, k))
+    }
+}
+
+/// An instant fleet is authorized as both (see the module docs).
+const LAUNCH: [&str; 2] = ["ec2:RunInstances", "ec2:CreateFleet"];
+
+/// Creating tagged objects, and the only tags the agent may write.
+fn tagging_statements(n: &Names<'_>) -> Vec<Statement> {
+    let cluster_name = n.cluster_name;
+    vec![
         // Objects created by a launch, and launch templates, must be tagged for this cluster.
         Statement::allow("CreateTagged")
-            .actions(launch.into_iter().chain(["ec2:CreateLaunchTemplate"]))
-            .resources(created.clone())
-            .condition("StringEquals", &request_tag, [cluster_name]),
+            .actions(LAUNCH.into_iter().chain(["ec2:CreateLaunchTemplate"]))
+            .resources(n.created())
+            .condition("StringEquals", &n.request_tag, [cluster_name]),
         // Tags may be written only as part of those create calls (tag-on-create): the
         // fleet call's own under CreateFleet, and what each launch applies from the template
         // (network interfaces, Spot requests) under RunInstances...
         Statement::allow("TagOnCreate")
             .actions(["ec2:CreateTags"])
-            .resources(created)
-            .condition("StringEquals", &request_tag, [cluster_name])
+            .resources(n.created())
+            .condition("StringEquals", &n.request_tag, [cluster_name])
             .condition(
                 "StringEquals",
                 "ec2:CreateAction",
@@ -109,8 +147,8 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         // ...or to name this cluster's instances, never to change the cluster tag itself.
         Statement::allow("TagOwnNodes")
             .actions(["ec2:CreateTags"])
-            .resources([ec2(a, "instance")])
-            .condition("StringEquals", &resource_tag, [cluster_name])
+            .resources([n.ec2(n.a, "instance")])
+            .condition("StringEquals", &n.resource_tag, [cluster_name])
             .condition(
                 "ForAllValues:StringEquals",
                 "aws:TagKeys",
@@ -121,41 +159,58 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
         // nothing else; from then on the tag-scoped statements here apply to them.
         Statement::allow("AdoptKarpenterNodes")
             .actions(["ec2:CreateTags"])
-            .resources([ec2(a, "instance")])
+            .resources([n.ec2(n.a, "instance")])
             .condition(
                 "StringEquals",
                 &format!("aws:ResourceTag/kubernetes.io/cluster/{cluster_name}"),
                 ["owned"],
             )
             .condition("StringLike", "aws:ResourceTag/karpenter.sh/nodepool", ["*"])
-            .condition("StringEquals", &request_tag, [cluster_name])
+            .condition("StringEquals", &n.request_tag, [cluster_name])
             .condition(
                 "ForAllValues:StringEquals",
                 "aws:TagKeys",
                 ADOPTION_TAG_KEYS.iter().copied(),
             ),
+    ]
+}
+
+/// Launching from the agent's templates and its inputs, terminating what it launched, and
+/// reading EC2.
+fn launch_statements(n: &Names<'_>) -> Vec<Statement> {
+    let a = n.a;
+    vec![
         // Launching from a launch template requires permission on the template itself.
         Statement::allow("LaunchFromOwnTemplates")
-            .actions(launch)
-            .resources([ec2(a, "launch-template")])
-            .condition("StringEquals", &resource_tag, [cluster_name]),
+            .actions(LAUNCH)
+            .resources([n.ec2(a, "launch-template")])
+            .condition("StringEquals", &n.resource_tag, [n.cluster_name]),
         // Referenced, untaggable inputs of a launch, limited to the region. A capacity
         // reservation a NodeClass selects may be shared by another account, like a subnet.
-        Statement::allow("LaunchInputs").actions(launch).resources([
-            ec2("", "image"),
-            ec2("", "snapshot"),
-            ec2("*", "subnet"),
-            ec2("*", "security-group"),
-            ec2("*", "capacity-reservation"),
+        Statement::allow("LaunchInputs").actions(LAUNCH).resources([
+            n.ec2("", "image"),
+            n.ec2("", "snapshot"),
+            n.ec2("*", "subnet"),
+            n.ec2("*", "security-group"),
+            n.ec2("*", "capacity-reservation"),
         ]),
         Statement::allow("DeleteOwn")
             .actions(["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"])
-            .resources([ec2(a, "instance"), ec2(a, "launch-template")])
-            .condition("StringEquals", &resource_tag, [cluster_name]),
+            .resources([n.ec2(a, "instance"), n.ec2(a, "launch-template")])
+            .condition("StringEquals", &n.resource_tag, [n.cluster_name]),
         // Describe calls do not support resource-level permissions.
         Statement::allow("ReadOnly")
             .actions(["ec2:Describe*"])
             .resources(["*"]),
+    ]
+}
+
+/// What the agent needs beyond EC2: AMI parameters, the interruption queue (and its key),
+/// passing the node role, the cluster and its Fargate profiles, and Spot's service-linked
+/// role.
+fn service_statements(scope: &AgentScope, n: &Names<'_>) -> Vec<Statement> {
+    let (p, r, a, cluster_name) = (n.p, n.r, n.a, n.cluster_name);
+    let mut statements = vec![
         // Public AMI IDs (e.g. /aws/service/eks/optimized-ami/...).
         Statement::allow("AmiParameters")
             .actions(["ssm:GetParameter"])
@@ -173,7 +228,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
             ),
         Statement::allow("Cluster")
             .actions(["eks:DescribeCluster", "eks:ListFargateProfiles"])
-            .resources([c.to_string()]),
+            .resources([scope.cluster.to_string()]),
         // Pods a Fargate profile selects are never given EC2 capacity.
         Statement::allow("FargateProfiles")
             .actions(["eks:DescribeFargateProfile"])
@@ -202,7 +257,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
                 ),
         );
     }
-    PolicyDocument::new(statements)
+    statements
 }
 
 /// IAM's quotas, in characters excluding whitespace. An inline role policy may total

@@ -323,6 +323,128 @@ fn access_and_outputs(s: Schema) -> Schema {
         .attribute(Attribute::string("platform_version").computed().description("EKS platform version, e.g. \"eks.3\"."))
 }
 
+/// An in-place update under way: what it changes from and to, and the state as far as it
+/// got, which every error carries so that Terraform records what was applied before it.
+struct Updating<'a> {
+    ctx: &'a ProviderContext,
+    prior: &'a ClusterModel,
+    planned: &'a ClusterModel,
+    name: String,
+    deadline: Instant,
+    state: ClusterModel,
+}
+
+impl Updating<'_> {
+    fn progress(&self, d: Diagnostics) -> Diagnostics {
+        d.with_partial_state(self.state.to_value())
+    }
+
+    /// The version, control-plane logging, endpoint access and authentication mode, each
+    /// changed (and waited for) only when the plan changes it.
+    async fn cluster_settings(&mut self) -> Result<(), Diagnostics> {
+        let (ctx, prior, planned) = (self.ctx, self.prior, self.planned);
+        let (name, deadline) = (self.name.as_str(), self.deadline);
+        let eks = ctx.aws.eks();
+        if planned.version != prior.version {
+            if let Some(v) = &planned.version {
+                let info = unless_stopped(
+                    ctx,
+                    "upgrading the cluster",
+                    eks_cluster::update_version(&eks, name, v, deadline, poll()),
+                )
+                .await
+                .map_err(|d| self.progress(d))?;
+                apply_remote(&mut self.state, &info);
+            }
+        }
+        if planned.enabled_log_types != prior.enabled_log_types {
+            let types = planned.enabled_log_types.clone().unwrap_or_default();
+            let info = unless_stopped(
+                ctx,
+                "updating control-plane logging",
+                eks_cluster::update_logging(&eks, name, &types, deadline, poll()),
+            )
+            .await
+            .map_err(|d| self.progress(d))?;
+            apply_remote(&mut self.state, &info);
+        }
+        if planned.endpoint_public_access != prior.endpoint_public_access
+            || planned.endpoint_private_access != prior.endpoint_private_access
+            || planned.public_access_cidrs != prior.public_access_cidrs
+        {
+            let spec = spec_from(planned);
+            let info = unless_stopped(
+                ctx,
+                "updating endpoint access",
+                eks_cluster::update_endpoint_access(&eks, &spec, deadline, poll()),
+            )
+            .await
+            .map_err(|d| self.progress(d))?;
+            apply_remote(&mut self.state, &info);
+            // Keep the configured CIDRs when the public endpoint is off (see apply_remote).
+            self.state.public_access_cidrs = planned.public_access_cidrs.clone();
+        }
+        if planned.authentication_mode != prior.authentication_mode {
+            if let Some(mode) = &planned.authentication_mode {
+                let info = unless_stopped(
+                    ctx,
+                    "changing the authentication mode",
+                    eks_cluster::update_authentication_mode(&eks, name, mode, deadline, poll()),
+                )
+                .await
+                .map_err(|d| self.progress(d))?;
+                apply_remote(&mut self.state, &info);
+            }
+        }
+        Ok(())
+    }
+
+    /// The cluster's tags, when they differ from what the prior state recorded.
+    async fn tags(&self, want_tags: &BTreeMap<String, String>) -> Result<(), Diagnostics> {
+        let have_tags = self.prior.tags_all.clone().unwrap_or_default();
+        if *want_tags != have_tags {
+            let arn = self.prior.arn.clone().unwrap_or_default();
+            eks_cluster::sync_tags(
+                &self.ctx.aws.eks(),
+                &arn,
+                &have_tags,
+                want_tags,
+                self.deadline,
+            )
+            .await
+            .map_err(|e| self.progress(e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// IRSA's OIDC provider: made (or its thumbprints replaced) when IRSA is on, deleted
+    /// when it is off.
+    async fn irsa(&mut self, want_tags: &BTreeMap<String, String>) -> Result<(), Diagnostics> {
+        let (prior, planned, deadline) = (self.prior, self.planned, self.deadline);
+        let iam = self.ctx.aws.iam();
+        let irsa = planned.enable_irsa == Some(true);
+        if irsa
+            && (prior.oidc_provider_arn.is_none()
+                || planned.oidc_thumbprints != prior.oidc_thumbprints)
+        {
+            let issuer = prior.oidc_issuer.clone().unwrap_or_default();
+            let arn =
+                oidc::ensure_provider(&iam, &issuer, &thumbprints(planned), want_tags, deadline)
+                    .await
+                    .map_err(|e| self.progress(e.into()))?;
+            self.state.oidc_provider_arn = Some(arn);
+        } else if !irsa {
+            if let Some(arn) = &prior.oidc_provider_arn {
+                oidc::delete(&iam, arn, deadline)
+                    .await
+                    .map_err(|e| self.progress(e.into()))?;
+            }
+            self.state.oidc_provider_arn = None;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Resource<ProviderContext> for Cluster {
     fn type_name(&self) -> &'static str {
@@ -666,99 +788,24 @@ impl Resource<ProviderContext> for Cluster {
     }
 
     async fn update(&self, ctx: &ProviderContext, change: Change) -> Result<Applied, Diagnostics> {
-        let deadline = deadline(change.timeout, UPDATE_TIMEOUT);
         let prior = ClusterModel::from_value(&change.prior);
         let planned = ClusterModel::from_value(&change.planned);
-        let name = planned.name_or_default();
-        let eks = ctx.aws.eks();
-        let mut state = prior.clone();
-        let progress =
-            |d: Diagnostics, state: &ClusterModel| d.with_partial_state(state.to_value());
-
-        if planned.version != prior.version {
-            if let Some(v) = &planned.version {
-                let info = unless_stopped(
-                    ctx,
-                    "upgrading the cluster",
-                    eks_cluster::update_version(&eks, &name, v, deadline, poll()),
-                )
-                .await
-                .map_err(|d| progress(d, &state))?;
-                apply_remote(&mut state, &info);
-            }
-        }
-        if planned.enabled_log_types != prior.enabled_log_types {
-            let types = planned.enabled_log_types.clone().unwrap_or_default();
-            let info = unless_stopped(
-                ctx,
-                "updating control-plane logging",
-                eks_cluster::update_logging(&eks, &name, &types, deadline, poll()),
-            )
-            .await
-            .map_err(|d| progress(d, &state))?;
-            apply_remote(&mut state, &info);
-        }
-        if planned.endpoint_public_access != prior.endpoint_public_access
-            || planned.endpoint_private_access != prior.endpoint_private_access
-            || planned.public_access_cidrs != prior.public_access_cidrs
-        {
-            let spec = spec_from(&planned);
-            let info = unless_stopped(
-                ctx,
-                "updating endpoint access",
-                eks_cluster::update_endpoint_access(&eks, &spec, deadline, poll()),
-            )
-            .await
-            .map_err(|d| progress(d, &state))?;
-            apply_remote(&mut state, &info);
-            // Keep the configured CIDRs when the public endpoint is off (see apply_remote).
-            state.public_access_cidrs = planned.public_access_cidrs.clone();
-        }
-        if planned.authentication_mode != prior.authentication_mode {
-            if let Some(mode) = &planned.authentication_mode {
-                let info = unless_stopped(
-                    ctx,
-                    "changing the authentication mode",
-                    eks_cluster::update_authentication_mode(&eks, &name, mode, deadline, poll()),
-                )
-                .await
-                .map_err(|d| progress(d, &state))?;
-                apply_remote(&mut state, &info);
-            }
-        }
+        let mut u = Updating {
+            ctx,
+            prior: &prior,
+            planned: &planned,
+            name: planned.name_or_default(),
+            deadline: deadline(change.timeout, UPDATE_TIMEOUT),
+            state: prior.clone(),
+        };
+        u.cluster_settings().await?;
         let want_tags = all_tags(&planned);
-        let have_tags = prior.tags_all.clone().unwrap_or_default();
-        if want_tags != have_tags {
-            let arn = prior.arn.clone().unwrap_or_default();
-            eks_cluster::sync_tags(&eks, &arn, &have_tags, &want_tags, deadline)
-                .await
-                .map_err(|e| progress(e.into(), &state))?;
-        }
-
-        // IRSA's OIDC provider.
-        let iam = ctx.aws.iam();
-        let irsa = planned.enable_irsa == Some(true);
-        if irsa
-            && (prior.oidc_provider_arn.is_none()
-                || planned.oidc_thumbprints != prior.oidc_thumbprints)
-        {
-            let issuer = prior.oidc_issuer.clone().unwrap_or_default();
-            let arn =
-                oidc::ensure_provider(&iam, &issuer, &thumbprints(&planned), &want_tags, deadline)
-                    .await
-                    .map_err(|e| progress(e.into(), &state))?;
-            state.oidc_provider_arn = Some(arn);
-        } else if !irsa {
-            if let Some(arn) = &prior.oidc_provider_arn {
-                oidc::delete(&iam, arn, deadline)
-                    .await
-                    .map_err(|e| progress(e.into(), &state))?;
-            }
-            state.oidc_provider_arn = None;
-        }
+        u.tags(&want_tags).await?;
+        u.irsa(&want_tags).await?;
 
         // Settle on what AWS reports now, with the planned local inputs.
-        let info = eks_cluster::describe(&eks, &name, deadline)
+        let name = &u.name;
+        let info = eks_cluster::describe(&ctx.aws.eks(), name, u.deadline)
             .await?
             .ok_or_else(|| {
                 Diagnostic::error(
@@ -766,11 +813,10 @@ impl Resource<ProviderContext> for Cluster {
                     format!("EKS cluster {name:?} vanished during the update"),
                 )
             })?;
-        let oidc_arn = state.oidc_provider_arn.clone();
         let mut state = planned.clone();
         apply_remote(&mut state, &info);
         state.public_access_cidrs = planned.public_access_cidrs.clone();
-        state.oidc_provider_arn = oidc_arn;
+        state.oidc_provider_arn = u.state.oidc_provider_arn;
         Ok(Applied::new(state.to_value()))
     }
 
