@@ -116,16 +116,41 @@ async fn cluster_lifecycle_against_the_emulator() {
     let info = cluster::wait_active(&eks, "groupless", deadline(), FAST)
         .await
         .unwrap();
+    assert_created_as_specified(&eks, &info, &want).await;
+    let issuer = info.oidc_issuer.clone().expect("an OIDC issuer");
+    authentication_mode_moves_forward_only(&eks).await;
+    in_place_updates(&eks, &want, &info).await;
+    irsa_provider_is_adopted_not_duplicated(&aws, &issuer, &want.tags).await;
+
+    // Delete, and deleting again (after out-of-band deletion) is not an error.
+    cluster::delete(&eks, "groupless", deadline(), FAST)
+        .await
+        .unwrap();
+    assert!(cluster::describe(&eks, "groupless", deadline())
+        .await
+        .unwrap()
+        .is_none());
+    cluster::delete(&eks, "groupless", deadline(), FAST)
+        .await
+        .unwrap();
+}
+
+/// The new cluster is active with everything the spec asked for, on EKS's default version.
+async fn assert_created_as_specified(
+    eks: &aws_sdk_eks::Client,
+    info: &cluster::ClusterInfo,
+    want: &ClusterSpec,
+) {
     assert_eq!(info.status, "ACTIVE");
-    let calendar = cluster::versions(&eks, deadline()).await.unwrap();
+    let calendar = cluster::versions(eks, deadline()).await.unwrap();
     let default = calendar
         .iter()
         .find(|v| v.default)
         .expect("a default version");
     assert_eq!(info.version.as_deref(), Some(default.version.as_str()));
-    assert_eq!(info.role_arn.as_deref(), Some(role.as_str()));
-    assert_eq!(info.subnet_ids, subnets);
-    assert_eq!(info.security_group_ids, vec![sg.clone()]);
+    assert_eq!(info.role_arn.as_deref(), Some(want.role_arn.as_str()));
+    assert_eq!(info.subnet_ids, want.subnet_ids);
+    assert_eq!(info.security_group_ids, want.security_group_ids);
     assert_eq!(info.endpoint_public_access, Some(true));
     assert_eq!(info.endpoint_private_access, Some(true));
     assert_eq!(info.public_access_cidrs, ["203.0.113.0/24"]);
@@ -139,21 +164,23 @@ async fn cluster_lifecycle_against_the_emulator() {
         .unwrap_or("")
         .starts_with("https://"));
     assert!(info.certificate_authority.is_some());
-    let issuer = info.oidc_issuer.clone().expect("an OIDC issuer");
+    assert!(info.oidc_issuer.is_some(), "an OIDC issuer");
     assert_eq!(
         info.authentication_mode.as_deref(),
         Some("API_AND_CONFIG_MAP")
     );
     assert_eq!(info.bootstrap_creator_admin, Some(false));
+}
 
-    // The authentication mode moves forward in place (followed through DescribeUpdate);
-    // EKS refuses the way back, and the error names the operation and code.
-    let after = cluster::update_authentication_mode(&eks, "groupless", "API", deadline(), FAST)
+/// The authentication mode moves forward in place (followed through DescribeUpdate); EKS
+/// refuses the way back, and the error names the operation and code.
+async fn authentication_mode_moves_forward_only(eks: &aws_sdk_eks::Client) {
+    let after = cluster::update_authentication_mode(eks, "groupless", "API", deadline(), FAST)
         .await
         .unwrap();
     assert_eq!(after.authentication_mode.as_deref(), Some("API"));
     let back = cluster::update_authentication_mode(
-        &eks,
+        eks,
         "groupless",
         "API_AND_CONFIG_MAP",
         deadline(),
@@ -164,10 +191,17 @@ async fn cluster_lifecycle_against_the_emulator() {
     .to_string();
     assert!(back.contains("eks:UpdateClusterConfig"), "{back}");
     assert!(back.contains("InvalidParameterException"), "{back}");
+}
 
-    // In-place updates EKS allows.
+/// In-place updates EKS allows: logging, endpoint access (the subnets kept), and tags
+/// added then taken back.
+async fn in_place_updates(
+    eks: &aws_sdk_eks::Client,
+    want: &ClusterSpec,
+    info: &cluster::ClusterInfo,
+) {
     let fewer: BTreeSet<String> = ["audit".to_string()].into();
-    let after = cluster::update_logging(&eks, "groupless", &fewer, deadline(), FAST)
+    let after = cluster::update_logging(eks, "groupless", &fewer, deadline(), FAST)
         .await
         .unwrap();
     assert_eq!(after.log_types, fewer);
@@ -175,43 +209,50 @@ async fn cluster_lifecycle_against_the_emulator() {
         endpoint_public_access: false,
         ..want.clone()
     };
-    let after = cluster::update_endpoint_access(&eks, &private_only, deadline(), FAST)
+    let after = cluster::update_endpoint_access(eks, &private_only, deadline(), FAST)
         .await
         .unwrap();
     assert_eq!(after.endpoint_public_access, Some(false));
-    assert_eq!(after.subnet_ids, subnets, "the subnets are kept");
+    assert_eq!(after.subnet_ids, want.subnet_ids, "the subnets are kept");
     let new_tags: BTreeMap<String, String> = [
         ("joiner.dev/discovery".to_string(), "groupless".to_string()),
         ("team".to_string(), "platform".to_string()),
     ]
     .into();
-    cluster::sync_tags(&eks, &info.arn, &info.tags, &new_tags, deadline())
+    cluster::sync_tags(eks, &info.arn, &info.tags, &new_tags, deadline())
         .await
         .unwrap();
-    let tagged = cluster::describe(&eks, "groupless", deadline())
+    let tagged = cluster::describe(eks, "groupless", deadline())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(tagged.tags, new_tags);
-    cluster::sync_tags(&eks, &info.arn, &new_tags, &info.tags, deadline())
+    cluster::sync_tags(eks, &info.arn, &new_tags, &info.tags, deadline())
         .await
         .unwrap();
-    let untagged = cluster::describe(&eks, "groupless", deadline())
+    let untagged = cluster::describe(eks, "groupless", deadline())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(untagged.tags, info.tags);
+}
 
-    // IRSA: the OIDC provider, adopted rather than duplicated when it already exists.
+/// IRSA: the OIDC provider, adopted rather than duplicated when it already exists; deleting
+/// it twice is not an error.
+async fn irsa_provider_is_adopted_not_duplicated(
+    aws: &AwsClients,
+    issuer: &str,
+    tags: &BTreeMap<String, String>,
+) {
     let iam = aws.iam();
     let thumbs = vec![oidc::EKS_OIDC_ROOT_CA_THUMBPRINT.to_string()];
-    let arn = oidc::ensure_provider(&iam, &issuer, &thumbs, &want.tags, deadline())
+    let arn = oidc::ensure_provider(&iam, issuer, &thumbs, tags, deadline())
         .await
         .unwrap();
     assert!(
         arn.ends_with(&format!(
             ":oidc-provider/{}",
-            oidc::issuer_host_path(&issuer)
+            oidc::issuer_host_path(issuer)
         )),
         "{arn}"
     );
@@ -223,7 +264,7 @@ async fn cluster_lifecycle_against_the_emulator() {
         .unwrap();
     assert_eq!(got.client_id_list(), [oidc::STS_AUDIENCE]);
     assert_eq!(got.thumbprint_list(), thumbs.as_slice());
-    let again = oidc::ensure_provider(&iam, &issuer, &thumbs, &want.tags, deadline())
+    let again = oidc::ensure_provider(&iam, issuer, &thumbs, tags, deadline())
         .await
         .unwrap();
     assert_eq!(again, arn);
@@ -231,18 +272,6 @@ async fn cluster_lifecycle_against_the_emulator() {
     oidc::delete(&iam, &arn, deadline()).await.unwrap();
     assert!(!oidc::exists(&iam, &arn, deadline()).await.unwrap());
     oidc::delete(&iam, &arn, deadline()).await.unwrap();
-
-    // Delete, and deleting again (after out-of-band deletion) is not an error.
-    cluster::delete(&eks, "groupless", deadline(), FAST)
-        .await
-        .unwrap();
-    assert!(cluster::describe(&eks, "groupless", deadline())
-        .await
-        .unwrap()
-        .is_none());
-    cluster::delete(&eks, "groupless", deadline(), FAST)
-        .await
-        .unwrap();
 }
 
 /// EKS's version calendar as the local world serves it (DescribeClusterVersions, every
@@ -659,89 +688,9 @@ async fn version_upgrade_request_and_wait() {
 /// STANDARD only), update, disassociate and delete, in that exact order.
 #[tokio::test]
 async fn access_entry_requests_in_order() {
-    use super::access_entry::{self, EntrySpec, PolicySpec};
-    const NODE: &str = "arn:aws:iam::123456789012:role/prod-node";
-    const ADMIN: &str = "arn:aws:iam::123456789012:role/ops/admin";
-    const POLICY: &str = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
-    let endpoint = ScriptedEndpoint::start(|req| {
-        let entry = |principal: &str, kind: &str, groups: &str| {
-            format!(
-                r#"{{"accessEntry":{{"clusterName":"prod","principalArn":"{principal}","type":"{kind}","kubernetesGroups":{groups},"username":"u","accessEntryArn":"arn:aws:eks:us-east-1:123456789012:access-entry/prod/role/x","tags":{{}}}}}}"#
-            )
-        };
-        let node = req.path.contains("prod-node");
-        match req.method.as_str() {
-            "POST" if req.path.ends_with("/access-policies") => (
-                200,
-                format!(r#"{{"clusterName":"prod","principalArn":"{ADMIN}","associatedAccessPolicy":{{"policyArn":"{POLICY}","accessScope":{{"type":"namespace","namespaces":["apps"]}}}}}}"#),
-            ),
-            "POST" if req.path == "/clusters/prod/access-entries" => {
-                let body = req.json();
-                let p = body["principalArn"].as_str().unwrap_or("").to_string();
-                let kind = body["type"].as_str().unwrap_or("STANDARD").to_string();
-                (200, entry(&p, &kind, "[]"))
-            }
-            "GET" if req.path.ends_with("/access-policies") => (
-                200,
-                format!(r#"{{"associatedAccessPolicies":[{{"policyArn":"{POLICY}","accessScope":{{"type":"namespace","namespaces":["apps"]}}}}]}}"#),
-            ),
-            "GET" if node => (200, entry(NODE, "EC2_LINUX", r#"["system:nodes"]"#)),
-            "GET" => (200, entry(ADMIN, "STANDARD", r#"["ops"]"#)),
-            "POST" => (200, entry(ADMIN, "STANDARD", r#"["ops","viewers"]"#)),
-            "DELETE" => (200, "{}".into()),
-            _ => (404, String::new()),
-        }
-    })
-    .await;
+    let endpoint = scripted_access_entries().await;
     let (eks, _) = eks_client(&endpoint.url);
-    let node = EntrySpec {
-        cluster_name: "prod".into(),
-        principal_arn: NODE.into(),
-        kind: "EC2_LINUX".into(),
-        ..Default::default()
-    };
-    access_entry::create(&eks, &node, deadline()).await.unwrap();
-    let read = access_entry::describe(&eks, "prod", NODE, deadline())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(read.kind, "EC2_LINUX");
-    assert!(read.policies.is_empty());
-    let admin = EntrySpec {
-        cluster_name: "prod".into(),
-        principal_arn: ADMIN.into(),
-        kind: "STANDARD".into(),
-        kubernetes_groups: ["ops".to_string()].into(),
-        tags: [("team".to_string(), "platform".to_string())].into(),
-        ..Default::default()
-    };
-    access_entry::create(&eks, &admin, deadline())
-        .await
-        .unwrap();
-    let policy = PolicySpec {
-        policy_arn: POLICY.into(),
-        scope: "namespace".into(),
-        namespaces: ["apps".to_string()].into(),
-    };
-    access_entry::associate(&eks, "prod", ADMIN, &policy, deadline())
-        .await
-        .unwrap();
-    let read = access_entry::describe(&eks, "prod", ADMIN, deadline())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(read.policies.into_iter().collect::<Vec<_>>(), [policy]);
-    let more = EntrySpec {
-        kubernetes_groups: ["ops".to_string(), "viewers".to_string()].into(),
-        ..admin.clone()
-    };
-    access_entry::update(&eks, &more, deadline()).await.unwrap();
-    access_entry::disassociate(&eks, "prod", ADMIN, POLICY, deadline())
-        .await
-        .unwrap();
-    access_entry::delete(&eks, "prod", ADMIN, deadline())
-        .await
-        .unwrap();
+    node_and_admin_entry_calls(&eks).await;
 
     let sent = endpoint.sent();
     // The SDK percent-encodes the ARN in the path; decode for readability.
@@ -755,23 +704,120 @@ async fn access_entry_requests_in_order() {
             )
         })
         .collect();
-    let admin_path = format!("/clusters/prod/access-entries/{ADMIN}");
+    let admin_path = format!("/clusters/prod/access-entries/{ADMIN_ROLE}");
     assert_eq!(
         calls,
         [
             "POST /clusters/prod/access-entries".to_string(),
-            format!("GET /clusters/prod/access-entries/{NODE}"),
+            format!("GET /clusters/prod/access-entries/{NODE_ROLE}"),
             "POST /clusters/prod/access-entries".to_string(),
             format!("POST {admin_path}/access-policies"),
             format!("GET {admin_path}"),
             format!("GET {admin_path}/access-policies"),
             format!("POST {admin_path}"),
-            format!("DELETE {admin_path}/access-policies/{POLICY}"),
+            format!("DELETE {admin_path}/access-policies/{ADMIN_POLICY}"),
             format!("DELETE {admin_path}"),
         ]
     );
+    assert_access_entry_bodies(&sent);
+}
+
+const NODE_ROLE: &str = "arn:aws:iam::123456789012:role/prod-node";
+const ADMIN_ROLE: &str = "arn:aws:iam::123456789012:role/ops/admin";
+const ADMIN_POLICY: &str = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy";
+
+/// A scripted EKS answering the access-entry calls for cluster `prod`: the node role's
+/// entry is EC2_LINUX, the admin's STANDARD with a namespace-scoped policy.
+async fn scripted_access_entries() -> ScriptedEndpoint {
+    ScriptedEndpoint::start(|req| {
+        let entry = |principal: &str, kind: &str, groups: &str| {
+            format!(
+                r#"{{"accessEntry":{{"clusterName":"prod","principalArn":"{principal}","type":"{kind}","kubernetesGroups":{groups},"username":"u","accessEntryArn":"arn:aws:eks:us-east-1:123456789012:access-entry/prod/role/x","tags":{{}}}}}}"#
+            )
+        };
+        let node = req.path.contains("prod-node");
+        match req.method.as_str() {
+            "POST" if req.path.ends_with("/access-policies") => (
+                200,
+                format!(r#"{{"clusterName":"prod","principalArn":"{ADMIN_ROLE}","associatedAccessPolicy":{{"policyArn":"{ADMIN_POLICY}","accessScope":{{"type":"namespace","namespaces":["apps"]}}}}}}"#),
+            ),
+            "POST" if req.path == "/clusters/prod/access-entries" => {
+                let body = req.json();
+                let p = body["principalArn"].as_str().unwrap_or("").to_string();
+                let kind = body["type"].as_str().unwrap_or("STANDARD").to_string();
+                (200, entry(&p, &kind, "[]"))
+            }
+            "GET" if req.path.ends_with("/access-policies") => (
+                200,
+                format!(r#"{{"associatedAccessPolicies":[{{"policyArn":"{ADMIN_POLICY}","accessScope":{{"type":"namespace","namespaces":["apps"]}}}}]}}"#),
+            ),
+            "GET" if node => (200, entry(NODE_ROLE, "EC2_LINUX", r#"["system:nodes"]"#)),
+            "GET" => (200, entry(ADMIN_ROLE, "STANDARD", r#"["ops"]"#)),
+            "POST" => (200, entry(ADMIN_ROLE, "STANDARD", r#"["ops","viewers"]"#)),
+            "DELETE" => (200, "{}".into()),
+            _ => (404, String::new()),
+        }
+    })
+    .await
+}
+
+/// A node entry created and read back; an admin entry created, given a policy, read back
+/// with it, updated, and then its policy and the entry removed.
+async fn node_and_admin_entry_calls(eks: &aws_sdk_eks::Client) {
+    use super::access_entry::{self, EntrySpec, PolicySpec};
+    let node = EntrySpec {
+        cluster_name: "prod".into(),
+        principal_arn: NODE_ROLE.into(),
+        kind: "EC2_LINUX".into(),
+        ..Default::default()
+    };
+    access_entry::create(eks, &node, deadline()).await.unwrap();
+    let read = access_entry::describe(eks, "prod", NODE_ROLE, deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.kind, "EC2_LINUX");
+    assert!(read.policies.is_empty());
+    let admin = EntrySpec {
+        cluster_name: "prod".into(),
+        principal_arn: ADMIN_ROLE.into(),
+        kind: "STANDARD".into(),
+        kubernetes_groups: ["ops".to_string()].into(),
+        tags: [("team".to_string(), "platform".to_string())].into(),
+        ..Default::default()
+    };
+    access_entry::create(eks, &admin, deadline()).await.unwrap();
+    let policy = PolicySpec {
+        policy_arn: ADMIN_POLICY.into(),
+        scope: "namespace".into(),
+        namespaces: ["apps".to_string()].into(),
+    };
+    access_entry::associate(eks, "prod", ADMIN_ROLE, &policy, deadline())
+        .await
+        .unwrap();
+    let read = access_entry::describe(eks, "prod", ADMIN_ROLE, deadline())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.policies.into_iter().collect::<Vec<_>>(), [policy]);
+    let more = EntrySpec {
+        kubernetes_groups: ["ops".to_string(), "viewers".to_string()].into(),
+        ..admin.clone()
+    };
+    access_entry::update(eks, &more, deadline()).await.unwrap();
+    access_entry::disassociate(eks, "prod", ADMIN_ROLE, ADMIN_POLICY, deadline())
+        .await
+        .unwrap();
+    access_entry::delete(eks, "prod", ADMIN_ROLE, deadline())
+        .await
+        .unwrap();
+}
+
+/// What the create, associate and update calls sent: a node entry has no identity inputs
+/// and a client token; the admin's carries its groups, tags and policy scope.
+fn assert_access_entry_bodies(sent: &[super::recording::Sent]) {
     let create_node = sent[0].json();
-    assert_eq!(create_node["principalArn"], NODE);
+    assert_eq!(create_node["principalArn"], NODE_ROLE);
     assert_eq!(create_node["type"], "EC2_LINUX");
     assert!(
         create_node.get("kubernetesGroups").is_none(),
@@ -785,7 +831,7 @@ async fn access_entry_requests_in_order() {
     assert_eq!(create_admin["kubernetesGroups"], serde_json::json!(["ops"]));
     assert_eq!(create_admin["tags"]["team"], "platform");
     let assoc = sent[3].json();
-    assert_eq!(assoc["policyArn"], POLICY);
+    assert_eq!(assoc["policyArn"], ADMIN_POLICY);
     assert_eq!(
         assoc["accessScope"],
         serde_json::json!({"type": "namespace", "namespaces": ["apps"]})
