@@ -1,5 +1,5 @@
-//! The skeleton every resource that owns objects inside a cluster shares
-//! (`joiner_node_pool`, `joiner_node_class`, `joiner_agent`): the import ID
+//! What every resource that owns objects inside a cluster shares (`joiner_node_pool`,
+//! `joiner_node_class`, `joiner_node_overlay`, `joiner_agent`): the import ID
 //! `<cluster_name>:<name>`, a cluster that is gone meaning its objects are gone, and for the
 //! cluster-scoped `joiner.dev` objects, the manifest, the apply that installs the CRDs when
 //! the cluster does not serve them yet, the read that parses the stored spec, and the

@@ -4,7 +4,9 @@
 //! # Writing a resource
 //!
 //! 1. Create `provider/src/resources/<name>.rs` with a unit struct, and add one line for it
-//!    in `resources::all()` (`provider/src/resources/mod.rs`).
+//!    in `resources::all()` (`provider/src/resources/mod.rs`). A resource over one
+//!    `joiner.dev` object in a cluster implements `resources::custom_object::CustomObject`
+//!    instead, which writes step 2 for it.
 //! 2. `impl Resource<ProviderContext> for YourType` (use `#[async_trait]`; import
 //!    `crate::protocol::prelude::*` and `crate::context::ProviderContext`):
 //!    - `type_name()`: `"joiner_<name>"`.
