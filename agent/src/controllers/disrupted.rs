@@ -24,11 +24,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::NodeClaim;
+use crate::controllers::claim_termination::{delete_claim, TerminationReason, TERMINATION_REASON};
 use crate::controllers::conditions;
 use crate::controllers::state::reschedulable;
-use crate::controllers::termination_request::{
-    delete_claim, TerminationReason, TERMINATION_REASON,
-};
 use crate::controllers::Context;
 
 /// The claim's `Disrupted` condition (Karpenter's name): true from the moment a loop decides

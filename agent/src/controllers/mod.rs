@@ -22,9 +22,9 @@
 //!
 //! No controller imports another. What several of them share sits on a floor below them
 //! all, beside [`state`] and [`operator`]: [`disrupted`] (marking a claim disrupted) and
-//! [`termination_request`] (requesting a claim's termination), [`nodeclaims`] (the one
+//! [`claim_termination`] (requesting a claim's termination), [`nodeclaims`] (the one
 //! place NodeClaims are created, and their status writes), [`scheduling_input`] (the round
-//! provisioning plans and disruption simulates), [`do_not_disrupt`], [`nodepool_status`],
+//! provisioning plans and disruption simulates), [`do_not_disrupt`], [`pool_status`],
 //! [`overlays`], [`conditions`], [`events`] and [`queue`]. This module alone, the
 //! composition root, names every controller.
 //!
@@ -50,18 +50,18 @@ pub mod provisioning;
 pub mod repair;
 pub mod termination;
 
+pub mod claim_termination;
 pub mod conditions;
 pub mod disrupted;
 pub mod do_not_disrupt;
 pub mod events;
 pub mod nodeclaims;
-pub mod nodepool_status;
 pub mod operator;
 pub mod overlays;
+pub mod pool_status;
 pub mod queue;
 pub mod scheduling_input;
 pub mod state;
-pub mod termination_request;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

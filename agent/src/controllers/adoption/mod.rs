@@ -42,7 +42,7 @@ use serde_json::json;
 use crate::api::{NodeClaim, NodePool};
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
 use crate::controllers::events::{self, Type};
-use crate::controllers::{nodeclaims, nodepool_status, Context, TERMINATION_FINALIZER};
+use crate::controllers::{nodeclaims, pool_status, Context, TERMINATION_FINALIZER};
 use crate::labels;
 
 /// See [`labels::ADOPTS_KARPENTER_NODEPOOLS`].
@@ -159,7 +159,7 @@ pub async fn pass(ctx: &Context, namespace: &str) {
     }
     for (pool, n) in adopted {
         ctx.metrics.nodes_adopted.inc_by(n as u64);
-        nodepool_status::set_condition(
+        pool_status::set_condition(
             ctx,
             &pool,
             ADOPTED_CONDITION,
@@ -191,7 +191,7 @@ async fn refuse(ctx: &Context, namespace: &str, holder: &str, waiting: &[Waiting
         pools.insert(w.pool.name_any());
     }
     for pool in pools {
-        nodepool_status::set_condition(
+        pool_status::set_condition(
             ctx,
             &pool,
             ADOPTED_CONDITION,

@@ -19,8 +19,8 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use super::claim_termination::TerminationReason;
 use super::disrupted::{self, is_disrupted, Mark};
-use super::termination_request::TerminationReason;
 use super::Context;
 use crate::api::NodeClaim;
 use crate::catalog::reservations::{fate, ReservationKind, ReservedFate};

@@ -27,6 +27,7 @@ use kube::{Api, ResourceExt};
 
 use crate::api::{NodeClaim, NodeClass, NodePool};
 use crate::catalog::{CapacityType, Catalog};
+use crate::controllers::claim_termination::TerminationReason;
 use crate::controllers::disrupted::{self, Mark};
 use crate::controllers::do_not_disrupt::{has_do_not_disrupt, pod_has_do_not_disrupt};
 use crate::controllers::events::{self, Type};
@@ -34,7 +35,6 @@ use crate::controllers::operator::metrics::disruption::DisruptionMetrics;
 use crate::controllers::operator::metrics::l as ml;
 use crate::controllers::scheduling_input;
 use crate::controllers::state::reschedulable;
-use crate::controllers::termination_request::TerminationReason;
 use crate::controllers::{conditions, Context};
 use crate::disruption::budgets::Reason;
 use crate::disruption::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};

@@ -17,8 +17,8 @@ use kube::{Api, ResourceExt};
 
 use crate::api::NodeClaim;
 use crate::cloud::{Instance, TAG_NODECLAIM};
+use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED};
-use crate::controllers::termination_request::{request_termination, TerminationReason};
 use crate::controllers::Context;
 use crate::labels;
 

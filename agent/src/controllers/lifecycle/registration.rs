@@ -17,10 +17,10 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::NodeClaim;
+use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED, REGISTERED};
 use crate::controllers::events::{self, Type};
-use crate::controllers::termination_request::{request_termination, TerminationReason};
-use crate::controllers::{nodeclaims, nodepool_status, Context, TERMINATION_FINALIZER};
+use crate::controllers::{nodeclaims, pool_status, Context, TERMINATION_FINALIZER};
 use crate::labels;
 
 use super::Lifecycle;
@@ -117,7 +117,7 @@ pub fn timeout_message(
 
 /// Writes the pool's `NodeRegistrationHealthy` condition.
 async fn set_pool_health(ctx: &Context, pool: &str, healthy: bool, reason: &str, msg: &str) {
-    nodepool_status::set_condition(ctx, pool, NODE_REGISTRATION_HEALTHY, healthy, reason, msg).await
+    pool_status::set_condition(ctx, pool, NODE_REGISTRATION_HEALTHY, healthy, reason, msg).await
 }
 
 pub async fn reconcile(ctx: &Context, own: &Lifecycle, claim: &NodeClaim) -> Option<Duration> {

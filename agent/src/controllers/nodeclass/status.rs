@@ -4,7 +4,7 @@
 //! nothing. A class the validator refuses (one stored before an upgrade, or by a client
 //! that bypassed the CRD's rules) is not resolved at all: `Ready=False` with reason
 //! `ValidationFailed` and a Warning Event say what is wrong, and its NodePools stay unserved
-//! (`nodepool_status::usable`) while every other class keeps working.
+//! (`pool_status::usable`) while every other class keeps working.
 //!
 //! The status is read, not only shown: drift compares each node's image with the AMIs here
 //! (so a new image behind `al2023@latest` drifts the class's nodes, as in Karpenter), and

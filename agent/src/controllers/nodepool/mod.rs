@@ -1,6 +1,6 @@
 //! NodePool readiness: a NodePool is served only when its spec validates
 //! ([`crate::api::validate::node_pool`]) and its NodeClass exists and validates
-//! ([`crate::controllers::nodepool_status::usable`]). The reason it is not is written on
+//! ([`crate::controllers::pool_status::usable`]). The reason it is not is written on
 //! its status conditions and as an Event; the others are served regardless.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::conditions::{self, READY, VALIDATION_SUCCEEDED};
 use super::events::{self, Type};
-use super::nodepool_status::usable;
+use super::pool_status::usable;
 use super::state::Change;
 use super::Context;
 use crate::api::NodePool;

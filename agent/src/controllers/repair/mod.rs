@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
+use crate::controllers::claim_termination::TerminationReason;
 use crate::controllers::disrupted::{self, Mark};
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
-use crate::controllers::termination_request::TerminationReason;
 use crate::controllers::{conditions, Context};
 use crate::disruption::repair::{self, NodeCondition, NodeHealth};
 use crate::labels;

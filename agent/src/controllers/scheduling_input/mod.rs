@@ -20,8 +20,8 @@ use crate::catalog::daemonsets::{self, DaemonSet};
 use crate::catalog::Catalog;
 use crate::controllers::conditions;
 use crate::controllers::disrupted::is_disrupted;
-use crate::controllers::nodepool_status;
 use crate::controllers::operator::metrics::l;
+use crate::controllers::pool_status;
 use crate::controllers::state::{classify, reschedulable, PodClass};
 use crate::controllers::{overlays, Context};
 use crate::labels;
@@ -213,7 +213,7 @@ async fn served(ctx: &Context) -> Served {
         if p.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Ok(class) = nodepool_status::usable(state, &p) {
+        if let Ok(class) = pool_status::usable(state, &p) {
             pool_class.insert(p.name_any(), class);
             pools.insert(p.name_any(), p);
         }

@@ -19,13 +19,13 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::NodeClaim;
+use crate::controllers::claim_termination::{
+    request_termination, TerminationReason, TERMINATION_REASON,
+};
 use crate::controllers::disrupted;
 use crate::controllers::do_not_disrupt::has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::state::Change;
-use crate::controllers::termination_request::{
-    request_termination, TerminationReason, TERMINATION_REASON,
-};
 use crate::controllers::{Context, TERMINATION_FINALIZER};
 
 /// Seconds since the claim's deletion was requested.
