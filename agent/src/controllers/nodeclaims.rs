@@ -40,6 +40,34 @@ pub fn claim_name(pool: &str) -> String {
     format!("{pool}-{suffix}")
 }
 
+/// A claim's metadata, launched or adopted alike: the termination finalizer, so the
+/// instance goes before the claim does, and the pool as owner, so deleting the pool
+/// deletes its claims.
+fn claim_metadata(
+    name: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    pool: &NodePool,
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        finalizers: Some(vec![TERMINATION_FINALIZER.into()]),
+        owner_references: pool.metadata.uid.clone().map(|uid| {
+            vec![OwnerReference {
+                api_version: "joiner.dev/v1".into(),
+                kind: "NodePool".into(),
+                name: pool.name_any(),
+                uid,
+                block_owner_deletion: Some(true),
+                controller: None,
+            }]
+        }),
+        ..Default::default()
+    }
+}
+
 /// The NodeClaim object for a planned claim. Drift compares the stamped hashes with
 /// today's; stamping at birth means a change made right after launch still drifts the node
 /// (claims stamped later get the then-current hashes, which would hide such a change).
@@ -73,23 +101,7 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) ->
     }
     let name = claim_name(&pool_name);
     NodeClaim {
-        metadata: ObjectMeta {
-            name: Some(name),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            finalizers: Some(vec![TERMINATION_FINALIZER.into()]),
-            owner_references: pool.metadata.uid.clone().map(|uid| {
-                vec![OwnerReference {
-                    api_version: "joiner.dev/v1".into(),
-                    kind: "NodePool".into(),
-                    name: pool_name.clone(),
-                    uid,
-                    block_owner_deletion: Some(true),
-                    controller: None,
-                }]
-            }),
-            ..Default::default()
-        },
+        metadata: claim_metadata(name, labels, annotations, pool),
         spec,
         status: None,
     }
@@ -156,23 +168,7 @@ pub fn adopted(
     }
     annotations.insert(ADOPTED_FROM.into(), from.to_string());
     NodeClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            finalizers: Some(vec![TERMINATION_FINALIZER.into()]),
-            owner_references: pool.metadata.uid.clone().map(|uid| {
-                vec![OwnerReference {
-                    api_version: "joiner.dev/v1".into(),
-                    kind: "NodePool".into(),
-                    name: pool_name.clone(),
-                    uid,
-                    block_owner_deletion: Some(true),
-                    controller: None,
-                }]
-            }),
-            ..Default::default()
-        },
+        metadata: claim_metadata(name.to_string(), labels, annotations, pool),
         spec: NodeClaimSpec {
             node_class_ref: t.node_class_ref.clone(),
             requirements,

@@ -170,6 +170,10 @@ pub fn trim_pod(p: &mut Pod) {
     }
 }
 
+fn no_managed_fields<K: kube::Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
 pub fn trim_node(n: &mut Node) {
     n.metadata.managed_fields = None;
     if let Some(s) = n.status.as_mut() {
@@ -179,105 +183,52 @@ pub fn trim_node(n: &mut Node) {
     }
 }
 
-/// Pods, trimmed to what the agent reads; each change says whether the pod now waits for
-/// capacity and where it is bound.
-fn watch_pods(
+/// Watches every `K` into `writer`, trimmed by `trim` to what the agent reads, and
+/// announces each object it touches as `change(obj)`. A failed watch is logged and retried
+/// with backoff; it never ends the stream.
+fn watch_into<K>(
     client: &Client,
-    writer: reflector::store::Writer<Pod>,
+    writer: reflector::store::Writer<K>,
+    what: &'static str,
+    trim: fn(&mut K),
     tx: broadcast::Sender<Change>,
-) {
-    let api: Api<Pod> = Api::all(client.clone());
+    change: fn(&K) -> Change,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
     tokio::spawn(
         watcher(api, watcher::Config::default().any_semantic())
             .default_backoff()
-            .modify(trim_pod)
+            .modify(trim)
             .reflect(writer)
             .touched_objects()
             .for_each(move |r| {
                 match r {
-                    Ok(p) => {
-                        let _ = tx.send(Change::Pod {
-                            uid: p.uid().unwrap_or_default(),
-                            version: p.resource_version().unwrap_or_default(),
-                            provisionable: classify(&p) == PodClass::Provisionable,
-                            node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
-                        });
+                    Ok(obj) => {
+                        let _ = tx.send(change(&obj));
                     }
-                    Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+                    Err(e) => tracing::warn!(error = %e, "{what} watch failed; retrying"),
                 }
                 futures::future::ready(())
             }),
     );
 }
 
-fn watch_nodes(
-    client: &Client,
-    writer: reflector::store::Writer<Node>,
-    tx: broadcast::Sender<Change>,
-) {
-    let api: Api<Node> = Api::all(client.clone());
-    tokio::spawn(
-        watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .modify(trim_node)
-            .reflect(writer)
-            .touched_objects()
-            .for_each(move |r| {
-                match r {
-                    Ok(n) => {
-                        let _ = tx.send(Change::Node(n.name_any()));
-                    }
-                    Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
-                }
-                futures::future::ready(())
-            }),
-    );
-}
-
-fn watch_daemonsets(
-    client: &Client,
-    writer: reflector::store::Writer<DaemonSet>,
-    tx: broadcast::Sender<Change>,
-) {
-    let api: Api<DaemonSet> = Api::all(client.clone());
-    tokio::spawn(
-        watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .modify(|d| d.metadata.managed_fields = None)
-            .reflect(writer)
-            .touched_objects()
-            .for_each(move |r| {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "daemonset watch failed; retrying");
-                } else {
-                    let _ = tx.send(Change::DaemonSet);
-                }
-                futures::future::ready(())
-            }),
-    );
-}
-
-fn watch_pdbs(
-    client: &Client,
-    writer: reflector::store::Writer<PodDisruptionBudget>,
-    tx: broadcast::Sender<Change>,
-) {
-    let api: Api<PodDisruptionBudget> = Api::all(client.clone());
-    tokio::spawn(
-        watcher(api, watcher::Config::default().any_semantic())
-            .default_backoff()
-            .modify(|d| d.metadata.managed_fields = None)
-            .reflect(writer)
-            .touched_objects()
-            .for_each(move |r| {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "pdb watch failed; retrying");
-                } else {
-                    let _ = tx.send(Change::Pdb);
-                }
-                futures::future::ready(())
-            }),
-    );
+/// A pod's change says whether it now waits for capacity and where it is bound.
+fn pod_change(p: &Pod) -> Change {
+    Change::Pod {
+        uid: p.uid().unwrap_or_default(),
+        version: p.resource_version().unwrap_or_default(),
+        provisionable: classify(p) == PodClass::Provisionable,
+        node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+    }
 }
 
 impl ClusterState {
@@ -299,10 +250,17 @@ impl ClusterState {
             node_overlays: Arc::default(),
             changes: changes.clone(),
         });
-        watch_pods(&client, pods_w, changes.clone());
-        watch_nodes(&client, nodes_w, changes.clone());
-        watch_daemonsets(&client, ds_w, changes.clone());
-        watch_pdbs(&client, pdbs_w, changes.clone());
+        let tx = || changes.clone();
+        watch_into(&client, pods_w, "pod", trim_pod, tx(), pod_change);
+        watch_into(&client, nodes_w, "node", trim_node, tx(), |n| {
+            Change::Node(n.name_any())
+        });
+        watch_into(&client, ds_w, "daemonset", no_managed_fields, tx(), |_| {
+            Change::DaemonSet
+        });
+        watch_into(&client, pdbs_w, "pdb", no_managed_fields, tx(), |_| {
+            Change::Pdb
+        });
         tokio::spawn(crd_store::run(
             client.clone(),
             state.node_pools.clone(),
