@@ -202,14 +202,9 @@ async fn create_claim(
     last_seen: Option<Instant>,
     replacements: &mut [BTreeSet<String>],
 ) {
-    let Some(pool) = r.pools.get(&claim.nodepool) else {
+    let Some((_, obj)) = claim_object(ctx, r, claim) else {
         return;
     };
-    let class = ctx
-        .state
-        .node_classes
-        .get(&pool.spec.template.spec.node_class_ref.name);
-    let obj = nodeclaims::build(claim, pool, class.as_deref());
     let name = obj.name_any();
     if let Some(t) = last_seen {
         ctx.batch_seen
@@ -304,17 +299,27 @@ async fn report_unschedulable(ctx: &Context, r: &Round, plan: &crate::scheduler:
     }
 }
 
+/// The NodeClaim object for a planned claim, built against its pool as the round read it
+/// and the pool's class as it is now; None when the round has no such pool.
+fn claim_object<'a>(
+    ctx: &Context,
+    r: &'a Round,
+    claim: &NewNodeClaim,
+) -> Option<(&'a Arc<crate::api::NodePool>, NodeClaim)> {
+    let pool = r.pools.get(&claim.nodepool)?;
+    let class = ctx
+        .state
+        .node_classes
+        .get(&pool.spec.template.spec.node_class_ref.name);
+    Some((pool, nodeclaims::build(claim, pool, class.as_deref())))
+}
+
 /// Creates the claims no pod waits for (static replicas, headroom, spare nodes).
 async fn create_extra(ctx: &Context, r: &Round, extra: &[NewNodeClaim]) {
     for claim in extra {
-        let Some(pool) = r.pools.get(&claim.nodepool) else {
+        let Some((pool, obj)) = claim_object(ctx, r, claim) else {
             continue;
         };
-        let class = ctx
-            .state
-            .node_classes
-            .get(&pool.spec.template.spec.node_class_ref.name);
-        let obj = nodeclaims::build(claim, pool, class.as_deref());
         let name = obj.name_any();
         let why = if pool.spec.replicas.is_some() {
             "static replicas"
