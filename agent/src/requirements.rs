@@ -35,6 +35,13 @@ pub enum Operator {
 
 pub const OPERATORS: &str = "In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte";
 
+#[cfg(test)]
+thread_local! {
+    /// How many times [`Requirement::new`] ran on this thread: tests hold a round's
+    /// parsing of NodePools to once per requirement by it.
+    pub(crate) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Operator {
     /// Whether the operator compares integers.
     pub fn is_bound(self) -> bool {
@@ -97,6 +104,8 @@ impl Requirement {
     /// Builds a requirement from an operator and its values, checking the values the
     /// operator needs (none for Exists/DoesNotExist, one integer for Gt/Lt, some for In).
     pub fn new<S: AsRef<str>>(op: Operator, values: &[S]) -> Result<Requirement, String> {
+        #[cfg(test)]
+        PARSES.with(|n| n.set(n.get() + 1));
         let set: BTreeSet<String> = values.iter().map(|v| v.as_ref().to_string()).collect();
         let bound = || -> Result<i64, String> {
             if values.len() != 1 {

@@ -110,18 +110,73 @@ pub fn convert_taints(taints: &[Taint]) -> Result<Vec<crate::taints::Taint>, Str
 pub fn convert_requirements(
     reqs: &[NodeSelectorRequirementWithMinValues],
 ) -> Result<crate::requirements::Requirements, String> {
-    let mut out = crate::requirements::Requirements::new();
-    for (i, r) in reqs.iter().enumerate() {
-        let op: crate::requirements::Operator = r
-            .operator
-            .parse()
-            .map_err(|e| format!("requirements[{i}].operator: {e}"))?;
-        let req = crate::requirements::Requirement::new(op, &r.values)
-            .map_err(|e| format!("requirements[{i}].values: {e}"))?
-            .with_min_values(r.min_values.map(|m| m.max(0) as usize));
-        out.add(&r.key, req);
+    parse_requirements(reqs).merged()
+}
+
+/// Why one requirement entry does not read: its operator is unknown, or its values do not
+/// suit its operator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryError {
+    Operator(String),
+    Values(crate::requirements::Operator, String),
+}
+
+/// A requirement list read once, entry by entry in the spec's order, so that the checks
+/// that need it each way share one parse: validation reports each bad entry at its own
+/// path, drift names the entry a node violates, the scheduler takes their intersection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedRequirements {
+    /// Each entry's key and its operator and requirement (with its `minValues`), or why it
+    /// does not read.
+    pub entries: Vec<(String, Result<ParsedEntry, EntryError>)>,
+}
+
+/// An entry that reads: its operator as written (`Gte` stays `Gte`) and its requirement.
+pub type ParsedEntry = (
+    crate::requirements::Operator,
+    crate::requirements::Requirement,
+);
+
+/// Reads every entry of a requirement list; see [`ParsedRequirements`].
+pub fn parse_requirements(reqs: &[NodeSelectorRequirementWithMinValues]) -> ParsedRequirements {
+    let entries = reqs
+        .iter()
+        .map(|r| {
+            let read = match r.operator.parse::<crate::requirements::Operator>() {
+                Err(e) => Err(EntryError::Operator(e)),
+                Ok(op) => crate::requirements::Requirement::new(op, &r.values)
+                    .map(|req| {
+                        (
+                            op,
+                            req.with_min_values(r.min_values.map(|m| m.max(0) as usize)),
+                        )
+                    })
+                    .map_err(|e| EntryError::Values(op, e)),
+            };
+            (r.key.clone(), read)
+        })
+        .collect();
+    ParsedRequirements { entries }
+}
+
+impl ParsedRequirements {
+    /// The entries' intersection by key, or the first entry that does not read, by its
+    /// field (`requirements[2].operator: ...`).
+    pub fn merged(&self) -> Result<crate::requirements::Requirements, String> {
+        let mut out = crate::requirements::Requirements::new();
+        for (i, (key, read)) in self.entries.iter().enumerate() {
+            match read {
+                Ok((_, req)) => out.add(key, req.clone()),
+                Err(EntryError::Operator(e)) => {
+                    return Err(format!("requirements[{i}].operator: {e}"))
+                }
+                Err(EntryError::Values(_, e)) => {
+                    return Err(format!("requirements[{i}].values: {e}"))
+                }
+            }
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Writes requirements back in the API's form (one entry per operator; `minValues` kept).

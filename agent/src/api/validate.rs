@@ -8,7 +8,7 @@ use std::fmt;
 use super::duration;
 use super::node_class::NodeClassSpec;
 use super::node_pool::NodePoolSpec;
-use super::{NodeSelectorRequirementWithMinValues, Taint};
+use super::{EntryError, NodeSelectorRequirementWithMinValues, ParsedRequirements, Taint};
 use crate::labels;
 use crate::requirements::{Operator, OPERATORS};
 use crate::resources::{parse_bytes, parse_quantity};
@@ -41,10 +41,21 @@ impl Errors {
 
 /// Checks a NodePool spec. `path` is the prefix for field paths, usually `spec`.
 pub fn node_pool(spec: &NodePoolSpec, path: &str) -> Vec<FieldError> {
+    let reqs = super::parse_requirements(&spec.template.spec.requirements);
+    node_pool_parsed(spec, &reqs, path)
+}
+
+/// [`node_pool`] over requirements the caller has parsed already and goes on to use, so
+/// that the verdict and what is served from it are one reading of the spec.
+pub fn node_pool_parsed(
+    spec: &NodePoolSpec,
+    reqs: &ParsedRequirements,
+    path: &str,
+) -> Vec<FieldError> {
     let mut e = Errors::default();
     pool_sizes(&mut e, spec, path);
     template_metadata(&mut e, spec, path);
-    template_spec(&mut e, spec, path);
+    template_spec(&mut e, spec, reqs, path);
     pool_disruption(&mut e, spec, path);
     pool_limits(&mut e, spec, path);
     if let Some(w) = spec.weight {
@@ -134,7 +145,7 @@ fn template_metadata(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
 
 /// The template's spec: its NodeClass, requirements (none against a template label), taints
 /// and lifetimes.
-fn template_spec(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
+fn template_spec(e: &mut Errors, spec: &NodePoolSpec, reqs: &ParsedRequirements, path: &str) {
     let t = format!("{path}.template");
     let s = format!("{t}.spec");
     let r = &spec.template.spec.node_class_ref;
@@ -154,18 +165,15 @@ fn template_spec(e: &mut Errors, spec: &NodePoolSpec, path: &str) {
         e,
         &format!("{s}.requirements"),
         &spec.template.spec.requirements,
+        reqs,
     );
-    for (i, k) in spec.template.spec.requirements.iter().enumerate() {
-        if let Some(v) = spec.template.metadata.labels.get(&k.key) {
-            if let Ok(op) = k.operator.parse::<Operator>() {
-                if let Ok(req) = crate::requirements::Requirement::new(op, &k.values) {
-                    if !req.has(v) {
-                        e.push(
-                            format!("{s}.requirements[{i}]"),
-                            format!("conflicts with template label {}={v}", k.key),
-                        );
-                    }
-                }
+    for (i, (key, read)) in reqs.entries.iter().enumerate() {
+        if let (Some(v), Ok((_, req))) = (spec.template.metadata.labels.get(key), read) {
+            if !req.has(v) {
+                e.push(
+                    format!("{s}.requirements[{i}]"),
+                    format!("conflicts with template label {key}={v}"),
+                );
             }
         }
     }
@@ -696,11 +704,17 @@ fn at_most(e: &mut Errors, path: &str, len: usize, max: usize, what: &str) {
     }
 }
 
-fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithMinValues]) {
+/// Each entry of `reqs`, whose reading `parsed` holds in the same order.
+fn requirements(
+    e: &mut Errors,
+    path: &str,
+    reqs: &[NodeSelectorRequirementWithMinValues],
+    parsed: &ParsedRequirements,
+) {
     if reqs.len() > 100 {
         e.push(path, "at most 100 requirements");
     }
-    for (i, r) in reqs.iter().enumerate() {
+    for (i, (r, (_, read))) in reqs.iter().zip(&parsed.entries).enumerate() {
         let p = format!("{path}[{i}]");
         if r.key.is_empty() {
             e.push(format!("{p}.key"), "must not be empty");
@@ -749,19 +763,20 @@ fn requirements(e: &mut Errors, path: &str, reqs: &[NodeSelectorRequirementWithM
             MAX_VALUES,
             "values",
         );
-        let op = match r.operator.parse::<Operator>() {
-            Ok(op) => op,
-            Err(_) => {
+        let op = match read {
+            Ok((op, _)) => *op,
+            Err(EntryError::Operator(_)) => {
                 e.push(
                     format!("{p}.operator"),
                     format!("must be one of {OPERATORS}"),
                 );
                 continue;
             }
+            Err(EntryError::Values(op, m)) => {
+                e.push(format!("{p}.values"), m);
+                *op
+            }
         };
-        if let Err(m) = crate::requirements::Requirement::new(op, &r.values) {
-            e.push(format!("{p}.values"), m);
-        }
         for (j, v) in r.values.iter().enumerate() {
             label_value(e, &format!("{p}.values[{j}]"), v);
         }

@@ -6,21 +6,25 @@
 use std::sync::Arc;
 
 use kube::api::{Patch, PatchParams};
-use kube::Api;
+use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::conditions;
 use super::state::ClusterState;
 use super::Context;
 use crate::api::{NodeClass, NodePool};
+use crate::scheduler::ParsedPool;
 
-/// The NodeClass a NodePool launches with, or why the pool cannot be served.
-pub fn usable(state: &ClusterState, pool: &NodePool) -> Result<Arc<NodeClass>, String> {
-    let errors = crate::api::validate::node_pool(&pool.spec, "spec");
-    if !errors.is_empty() {
+/// The NodeClass a NodePool launches with and the pool as the verdict read it, or why the
+/// pool cannot be served.
+pub fn usable(
+    state: &ClusterState,
+    pool: &NodePool,
+) -> Result<(Arc<NodeClass>, ParsedPool), String> {
+    let parsed = ParsedPool::parse(&pool.name_any(), &pool.spec).map_err(|errors| {
         let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-        return Err(format!("invalid NodePool: {}", msgs.join("; ")));
-    }
+        format!("invalid NodePool: {}", msgs.join("; "))
+    })?;
     let class_name = &pool.spec.template.spec.node_class_ref.name;
     let Some(class) = state.node_classes.get(class_name) else {
         if let Some((_, e)) = state
@@ -45,7 +49,7 @@ pub fn usable(state: &ClusterState, pool: &NodePool) -> Result<Arc<NodeClass>, S
             msgs.join("; ")
         ));
     }
-    Ok(class)
+    Ok((class, parsed))
 }
 
 /// Sets one condition on a pool's status (a merge patch of the conditions the watch last

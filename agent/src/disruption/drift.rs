@@ -28,7 +28,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::api::{NodeClassSpec, NodePoolSpec};
+use crate::api::{NodeClassSpec, NodePoolSpec, ParsedRequirements};
 use crate::catalog::Catalog;
 
 pub const NODEPOOL_HASH: &str = "joiner.dev/nodepool-template-hash";
@@ -139,42 +139,41 @@ pub fn completed_labels(
 
 /// Whether a node launched from `old` drifts once its pool is `new`, and why: exactly what
 /// [`drift_reason`] decides for a claim stamped from `old` whose NodeClass and AMI have not
-/// changed. `node_labels` as for [`DriftInput::node_labels`].
+/// changed. `new_requirements` as for [`DriftInput::requirements`], `node_labels` as for
+/// [`DriftInput::node_labels`].
 pub fn template_drift(
     old: &NodePoolSpec,
     new: &NodePoolSpec,
+    new_requirements: &ParsedRequirements,
     node_labels: &BTreeMap<String, String>,
 ) -> Option<PoolDrift> {
     if nodepool_hash(old) != nodepool_hash(new) {
         let field = TemplateField::ALL.into_iter().find(|f| f.differs(old, new));
         return Some(PoolDrift::Template(field));
     }
-    requirement_drift(new, node_labels)
+    requirement_drift(new, new_requirements, node_labels)
 }
 
 /// The pool's requirements and template labels against the node's labels. A key the node
 /// does not carry is not judged: the agent cannot tell what the node would have had.
 fn requirement_drift(
     pool: &NodePoolSpec,
+    reqs: &ParsedRequirements,
     node_labels: &BTreeMap<String, String>,
 ) -> Option<PoolDrift> {
-    let reqs = &pool.template.spec.requirements;
     // A pool whose requirements do not parse is refused by validation; drifting its nodes
     // on a guess would replace them for nothing.
-    crate::api::convert_requirements(reqs).ok()?;
-    for (index, r) in reqs.iter().enumerate() {
-        let Some(value) = node_labels.get(&r.key) else {
+    if reqs.entries.iter().any(|(_, read)| read.is_err()) {
+        return None;
+    }
+    for (index, (key, read)) in reqs.entries.iter().enumerate() {
+        let (Some(value), Ok((_, req))) = (node_labels.get(key), read) else {
             continue;
         };
-        let req = r
-            .operator
-            .parse()
-            .and_then(|op| crate::requirements::Requirement::new(op, &r.values))
-            .ok()?;
         if !req.has(value) {
             return Some(PoolDrift::Requirement {
                 index,
-                key: r.key.clone(),
+                key: key.clone(),
                 value: value.clone(),
                 requirement: req.to_string(),
             });
@@ -235,6 +234,9 @@ pub struct DriftInput<'a> {
     /// The image the instance runs (NodeClaim `status.imageID`).
     pub image_id: Option<&'a str>,
     pub pool: &'a NodePoolSpec,
+    /// The pool's requirements as the round parsed them once for all its nodes
+    /// ([`crate::scheduler::ParsedPool`]).
+    pub requirements: &'a ParsedRequirements,
     pub class: Option<&'a NodeClassSpec>,
     /// The AMIs the NodeClass resolves to now (its status); empty when unknown.
     pub resolved_amis: &'a [String],
@@ -285,7 +287,7 @@ pub fn drift_reason(d: &DriftInput) -> Option<String> {
             ));
         }
     }
-    requirement_drift(d.pool, d.node_labels).map(|r| r.to_string())
+    requirement_drift(d.pool, d.requirements, d.node_labels).map(|r| r.to_string())
 }
 
 #[cfg(test)]
@@ -293,6 +295,7 @@ mod tests {
     use super::*;
     use crate::api::node_class::AmiSelectorTerm;
     use crate::api::{NodeClassReference, NodeSelectorRequirementWithMinValues, Taint};
+    use crate::scheduler::ParsedPool;
 
     fn pool() -> NodePoolSpec {
         let mut p = NodePoolSpec::default();
@@ -319,6 +322,10 @@ mod tests {
             role: Some("node".into()),
             ..Default::default()
         }
+    }
+
+    fn parse(pool: &NodePoolSpec) -> ParsedRequirements {
+        crate::api::parse_requirements(&pool.template.spec.requirements)
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -400,33 +407,146 @@ mod tests {
             change(&mut q);
             assert_ne!(nodepool_hash(&q), nodepool_hash(&p), "{field:?}");
             assert_eq!(
-                template_drift(&p, &q, &node),
+                template_drift(&p, &q, &parse(&q), &node),
                 Some(PoolDrift::Template(Some(field)))
             );
             // What the loop decides for a claim stamped from `p`.
             let ann = stamp(&p, &class());
-            let reason = drift_reason(&input(&ann, &node, None, &q, Some(&class()), &[]));
+            let reason = reason(&ann, &node, None, &q, Some(&class()), &[]);
             assert_eq!(reason, Some(PoolDrift::Template(Some(field)).to_string()));
         }
-        assert_eq!(template_drift(&p, &p, &node), None);
+        assert_eq!(template_drift(&p, &p, &parse(&p), &node), None);
     }
 
-    fn input<'a>(
-        ann: &'a BTreeMap<String, String>,
-        node: &'a BTreeMap<String, String>,
-        image: Option<&'a str>,
-        pool: &'a NodePoolSpec,
-        class: Option<&'a NodeClassSpec>,
-        amis: &'a [String],
-    ) -> DriftInput<'a> {
-        DriftInput {
+    /// What the loop decides for one claim of a pool read on its own.
+    fn reason(
+        ann: &BTreeMap<String, String>,
+        node: &BTreeMap<String, String>,
+        image: Option<&str>,
+        pool: &NodePoolSpec,
+        class: Option<&NodeClassSpec>,
+        amis: &[String],
+    ) -> Option<String> {
+        drift_reason(&DriftInput {
             claim_annotations: ann,
             node_labels: node,
             image_id: image,
             pool,
+            requirements: &crate::api::parse_requirements(&pool.template.spec.requirements),
             class,
             resolved_amis: amis,
+        })
+    }
+
+    /// Each pool by name, and each node with the index of its pool and its labels.
+    type Pools = Vec<(String, NodePoolSpec)>;
+    type Nodes = Vec<(usize, BTreeMap<String, String>)>;
+
+    /// A round's NodePools, each with three requirements (one on a key its template also
+    /// labels, which validation holds against the label), and nodes that satisfy them, break
+    /// one, or lack a required label.
+    fn world() -> (Pools, Nodes) {
+        let req =
+            |key: &str, operator: &str, values: &[&str]| NodeSelectorRequirementWithMinValues {
+                key: key.into(),
+                operator: operator.into(),
+                values: values.iter().map(|v| v.to_string()).collect(),
+                min_values: None,
+            };
+        let pools: Pools = (0..4)
+            .map(|i| {
+                let mut p = pool();
+                p.template.spec.expire_after = "720h".into();
+                let team = format!("team-{i}");
+                p.template
+                    .metadata
+                    .labels
+                    .insert("team".into(), team.clone());
+                p.template.spec.requirements.extend([
+                    req("karpenter.k8s.aws/instance-category", "In", &["c", "m"]),
+                    req("team", "In", &[team.as_str()]),
+                ]);
+                (format!("pool-{i}"), p)
+            })
+            .collect();
+        let mut nodes = Vec::new();
+        for i in 0..pools.len() {
+            let team = format!("team-{i}");
+            for n in 0..60 {
+                let mut l = labels(&[("karpenter.sh/capacity-type", "spot"), ("team", &team)]);
+                match n % 3 {
+                    0 => l.insert("karpenter.k8s.aws/instance-category".into(), "c".into()),
+                    1 => l.insert("karpenter.k8s.aws/instance-category".into(), "r".into()),
+                    _ => None,
+                };
+                nodes.push((i, l));
+            }
         }
+        (pools, nodes)
+    }
+
+    /// What a provisioning and disruption round does with its pools: the validation verdict,
+    /// the scheduler's input, and the drift check of every node.
+    fn round(
+        pools: &[(String, NodePoolSpec)],
+        nodes: &[(usize, BTreeMap<String, String>)],
+    ) -> (crate::scheduler::Input, Vec<Option<String>>) {
+        let parsed: Vec<ParsedPool> = pools
+            .iter()
+            .map(|(name, spec)| ParsedPool::parse(name, spec).unwrap())
+            .collect();
+        let none = BTreeMap::new();
+        let drift = nodes
+            .iter()
+            .map(|(i, l)| {
+                drift_reason(&DriftInput {
+                    claim_annotations: &none,
+                    node_labels: l,
+                    image_id: None,
+                    pool: &pools[*i].1,
+                    requirements: &parsed[*i].requirements,
+                    class: None,
+                    resolved_amis: &[],
+                })
+            })
+            .collect();
+        let sched = crate::scheduler::Input {
+            node_pools: parsed.into_iter().map(|p| p.input).collect(),
+            ..Default::default()
+        };
+        (sched, drift)
+    }
+
+    #[test]
+    fn a_round_parses_each_pools_requirements_once() {
+        let (pools, nodes) = world();
+        let before = crate::requirements::PARSES.with(|n| n.get());
+        let (input, drift) = round(&pools, &nodes);
+        let parses = crate::requirements::PARSES.with(|n| n.get()) - before;
+        let entries: usize = pools
+            .iter()
+            .map(|(_, p)| p.template.spec.requirements.len())
+            .sum();
+        assert_eq!(
+            parses,
+            entries,
+            "{} pools, {} nodes",
+            pools.len(),
+            nodes.len()
+        );
+        assert_eq!(input.node_pools.len(), pools.len());
+        // Only the nodes whose category the pools exclude drift; a node without the label
+        // is not judged.
+        let drifted: Vec<usize> = (0..nodes.len()).filter(|n| drift[*n].is_some()).collect();
+        assert_eq!(
+            drifted,
+            (0..nodes.len())
+                .filter(|n| n % 60 % 3 == 1)
+                .collect::<Vec<_>>()
+        );
+        assert!(drift[1]
+            .as_deref()
+            .is_some_and(|r| r.contains("instance-category")));
     }
 
     #[test]
@@ -436,52 +556,39 @@ mod tests {
         let ann = stamp(&p, &c);
         let node = labels(&[("karpenter.sh/capacity-type", "spot")]);
 
-        assert_eq!(
-            drift_reason(&input(&ann, &node, Some("ami-1"), &p, Some(&c), &[])),
-            None
-        );
+        assert_eq!(reason(&ann, &node, Some("ami-1"), &p, Some(&c), &[]), None);
 
         let mut p2 = p.clone();
         p2.template
             .metadata
             .labels
             .insert("team".into(), "a".into());
-        let r = drift_reason(&input(&ann, &node, Some("ami-1"), &p2, Some(&c), &[])).unwrap();
+        let r = reason(&ann, &node, Some("ami-1"), &p2, Some(&c), &[]).unwrap();
         assert!(r.contains("template"), "{r}");
 
         let mut c2 = c.clone();
         c2.tags.insert("x".into(), "y".into());
-        let r = drift_reason(&input(&ann, &node, Some("ami-1"), &p, Some(&c2), &[])).unwrap();
+        let r = reason(&ann, &node, Some("ami-1"), &p, Some(&c2), &[]).unwrap();
         assert!(r.contains("NodeClass changed"), "{r}");
 
         let mut c3 = c.clone();
         c3.ami_selector_terms[0].id = Some("ami-2".into());
-        let r = drift_reason(&input(&ann, &node, Some("ami-1"), &p, Some(&c3), &[])).unwrap();
+        let r = reason(&ann, &node, Some("ami-1"), &p, Some(&c3), &[]).unwrap();
         assert!(r.contains("AMI ami-1"), "{r}");
         // Resolved AMIs (the NodeClass status) win over explicit IDs.
         assert_eq!(
-            drift_reason(&input(
-                &ann,
-                &node,
-                Some("ami-1"),
-                &p,
-                Some(&c3),
-                &["ami-1".into()]
-            )),
+            reason(&ann, &node, Some("ami-1"), &p, Some(&c3), &["ami-1".into()]),
             None
         );
 
         let mut p3 = p.clone();
         p3.template.spec.requirements[0].values = vec!["on-demand".into()];
-        let r = drift_reason(&input(&ann, &node, Some("ami-1"), &p3, Some(&c), &[])).unwrap();
+        let r = reason(&ann, &node, Some("ami-1"), &p3, Some(&c), &[]).unwrap();
         assert!(r.contains("karpenter.sh/capacity-type"), "{r}");
 
         // Unstamped claims are not hash-drifted; a key the node lacks is not judged.
         let none = BTreeMap::new();
-        assert_eq!(
-            drift_reason(&input(&none, &node, None, &p2, Some(&c2), &[])),
-            None
-        );
+        assert_eq!(reason(&none, &node, None, &p2, Some(&c2), &[]), None);
         let mut p4 = p.clone();
         p4.template
             .spec
@@ -492,9 +599,6 @@ mod tests {
                 values: vec!["c".into()],
                 min_values: None,
             });
-        assert_eq!(
-            drift_reason(&input(&ann, &node, None, &p4, Some(&c), &[])),
-            None
-        );
+        assert_eq!(reason(&ann, &node, None, &p4, Some(&c), &[]), None);
     }
 }

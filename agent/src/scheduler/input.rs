@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::api::launch_policy::{MinValuesPolicy, PriceRatio};
+use crate::api::validate::FieldError;
+use crate::api::{NodePoolSpec, ParsedRequirements};
 use crate::catalog::daemonsets::DaemonSet;
 use crate::catalog::{CapacityType, KubeletSettings};
 use crate::requirements::{Operator, Requirement, Requirements};
@@ -234,15 +236,62 @@ pub struct NodePoolInput {
     pub candidate_price_ratio: PriceRatio,
 }
 
+/// A NodePool as a round reads it: validated, and converted for the scheduler with the
+/// same parse of its requirements, which the drift check then takes too (it names the
+/// entry a node violates, so it keeps them as written).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedPool {
+    /// Its usage is left for the round to count.
+    pub input: NodePoolInput,
+    pub requirements: ParsedRequirements,
+}
+
+impl ParsedPool {
+    /// The pool, or every problem of its spec with its field path.
+    pub fn parse(name: &str, spec: &NodePoolSpec) -> Result<ParsedPool, Vec<FieldError>> {
+        let requirements = crate::api::parse_requirements(&spec.template.spec.requirements);
+        let errors = crate::api::validate::node_pool_parsed(spec, &requirements, "spec");
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        // Validation reads every field the conversion does, so this fails only if the two
+        // part ways; the error then still names its field.
+        let input = NodePoolInput::from_parsed(name, spec, &requirements, Resources::default())
+            .map_err(|e| {
+                let (path, message) = e.split_once(": ").unwrap_or(("spec", &e));
+                vec![FieldError {
+                    path: path.to_string(),
+                    message: message.to_string(),
+                }]
+            })?;
+        Ok(ParsedPool {
+            input,
+            requirements,
+        })
+    }
+}
+
 impl NodePoolInput {
     /// From the CRD, after validation ([`crate::api::validate::node_pool`]). Errors name the field.
     pub fn from_api(
         name: &str,
-        spec: &crate::api::NodePoolSpec,
+        spec: &NodePoolSpec,
+        usage: Resources,
+    ) -> Result<NodePoolInput, String> {
+        let requirements = crate::api::parse_requirements(&spec.template.spec.requirements);
+        NodePoolInput::from_parsed(name, spec, &requirements, usage)
+    }
+
+    /// [`Self::from_api`] over the spec's requirements as the caller parsed them.
+    pub fn from_parsed(
+        name: &str,
+        spec: &NodePoolSpec,
+        parsed: &ParsedRequirements,
         usage: Resources,
     ) -> Result<NodePoolInput, String> {
         let s = &spec.template.spec;
-        let mut requirements = crate::api::convert_requirements(&s.requirements)
+        let mut requirements = parsed
+            .merged()
             .map_err(|e| format!("spec.template.spec.{e}"))?;
         for (k, v) in &spec.template.metadata.labels {
             requirements.add(k, Requirement::one(v));
@@ -452,4 +501,37 @@ pub struct Plan {
     pub new_claims: Vec<NewNodeClaim>,
     pub unschedulable: Vec<Unschedulable>,
     pub preferences: PreferenceReport,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(requirements: serde_json::Value) -> NodePoolSpec {
+        serde_json::from_value(serde_json::json!({
+            "template": {"spec": {"nodeClassRef": {"name": "default"}, "requirements": requirements}},
+            "limits": {"cpu": "100", "memory": "400Gi"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_parsed_pool_is_the_verdict_and_the_input_its_spec_gives() {
+        let good = spec(serde_json::json!([
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["4"]},
+        ]));
+        let parsed = ParsedPool::parse("general", &good).unwrap();
+        assert_eq!(
+            Ok(parsed.input),
+            NodePoolInput::from_api("general", &good, Resources::default())
+        );
+        let bad = spec(serde_json::json!([
+            {"key": "kubernetes.io/arch", "operator": "Equals", "values": ["amd64"]},
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["four"]},
+        ]));
+        let errors = ParsedPool::parse("general", &bad).unwrap_err();
+        assert_eq!(errors, crate::api::validate::node_pool(&bad, "spec"));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+    }
 }

@@ -299,6 +299,7 @@ fn agent_pass(
     let class = NodeClassSpec::default();
     let stamped = stamp(old, &class);
     let old_taints = joiner_agent::api::convert_taints(&old.template.spec.taints).unwrap();
+    let requirements = joiner_agent::api::parse_requirements(&new.template.spec.requirements);
     let mut candidates = Vec::new();
     let mut drifted = BTreeSet::new();
     for (i, n) in nodes.iter().enumerate() {
@@ -311,6 +312,7 @@ fn agent_pass(
             node_labels: &full,
             image_id: None,
             pool: new,
+            requirements: &requirements,
             class: Some(&class),
             resolved_amis: &[],
         });

@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
-use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::api::{NodeClaim, NodeClass, NodePool, ParsedRequirements};
 use crate::catalog::{CapacityType, Catalog};
 use crate::controllers::claim_termination::TerminationReason;
 use crate::controllers::disrupted::{self, Mark};
@@ -131,6 +131,8 @@ struct ClaimOnNode<'a> {
     snode: scheduler::Node,
     pool_name: String,
     pool: &'a NodePool,
+    /// The pool's requirements as the round parsed them.
+    requirements: &'a ParsedRequirements,
     class: Option<&'a NodeClass>,
     pods: Vec<Arc<Pod>>,
 }
@@ -183,7 +185,10 @@ impl Disruption {
                 .get(labels::JOINER_NODEPOOL)
                 .cloned()
                 .unwrap_or_default();
-            let Some(pool) = round.pools.get(&pool_name) else {
+            let (Some(pool), Some(requirements)) = (
+                round.pools.get(&pool_name),
+                round.requirements.get(&pool_name),
+            ) else {
                 nodes_by_name.insert(node_name, snode);
                 continue;
             };
@@ -201,6 +206,7 @@ impl Disruption {
                 snode,
                 pool_name,
                 pool,
+                requirements,
                 class: class.as_deref(),
                 pods: pods_by_node.remove(&node_name).unwrap_or_default(),
             };
@@ -242,6 +248,7 @@ impl Disruption {
             snode,
             pool_name,
             pool,
+            requirements,
             class,
             pods: pods_k8s,
         } = on;
@@ -276,6 +283,7 @@ impl Disruption {
             node_labels: &full_labels,
             image_id: status.image_id.as_deref(),
             pool: &pool.spec,
+            requirements,
             class: class.map(|c| &c.spec),
             resolved_amis: &amis,
         });

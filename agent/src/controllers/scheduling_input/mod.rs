@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::DaemonSet as K8sDaemonSet;
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
 use kube::ResourceExt;
 
-use crate::api::{NodeClaim, NodeClass, NodePool};
+use crate::api::{NodeClaim, NodeClass, NodePool, ParsedRequirements};
 use crate::catalog::daemonsets::{self, DaemonSet};
 use crate::catalog::Catalog;
 use crate::controllers::conditions;
@@ -28,7 +28,7 @@ use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 use crate::scheduler::{
-    convert, InFlightClaim, Input, Node, NodeClassInput, NodePoolInput, UnavailableOfferings,
+    convert, InFlightClaim, Input, Node, NodeClassInput, ParsedPool, UnavailableOfferings,
 };
 use crate::taints::Taint;
 
@@ -45,6 +45,9 @@ pub struct Round {
     /// The disrupted NodeClaims whose pods are in `displaced`.
     pub disrupted: Vec<Arc<NodeClaim>>,
     pub pools: HashMap<String, Arc<NodePool>>,
+    /// Each of `pools`' requirements as its verdict parsed them, for the drift check of
+    /// every node of the pool.
+    pub requirements: HashMap<String, ParsedRequirements>,
 }
 
 /// Taints that say a node is still starting; the capacity is counted as coming.
@@ -168,10 +171,7 @@ pub async fn build(ctx: &Context) -> Round {
     let mut usage: HashMap<String, Resources> = HashMap::new();
     let with_node = nodes(ctx, pods.by_node, &mut input, &mut usage);
     in_flight(ctx, &served, &with_node, &mut input, &mut usage);
-    node_pools(ctx, &served, &usage, &mut input);
-    served
-        .pools
-        .retain(|n, _| input.node_pools.iter().any(|p| &p.name == n));
+    let requirements = node_pools(&mut served, &usage, &mut input);
     // Zone IDs as the zones they name, from the subnets the NodeClasses resolved.
     let zone_ids: crate::scheduler::zone_ids::ZoneIds = served
         .classes
@@ -189,6 +189,7 @@ pub async fn build(ctx: &Context) -> Round {
         displaced: pods.displaced,
         disrupted,
         pools: served.pools,
+        requirements,
     }
 }
 
@@ -196,6 +197,8 @@ pub async fn build(ctx: &Context) -> Round {
 /// per NodeClass in use.
 struct Served {
     pools: HashMap<String, Arc<NodePool>>,
+    /// Each pool as its verdict read it.
+    parsed: HashMap<String, ParsedPool>,
     /// Each pool's NodeClass.
     pool_class: HashMap<String, Arc<NodeClass>>,
     /// The NodeClasses in use, by name.
@@ -208,13 +211,15 @@ struct Served {
 async fn served(ctx: &Context) -> Served {
     let state = &ctx.state;
     let mut pools: HashMap<String, Arc<NodePool>> = HashMap::new();
+    let mut parsed: HashMap<String, ParsedPool> = HashMap::new();
     let mut pool_class: HashMap<String, Arc<NodeClass>> = HashMap::new();
     for p in state.node_pools.list() {
         if p.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if let Ok(class) = pool_status::usable(state, &p) {
+        if let Ok((class, read)) = pool_status::usable(state, &p) {
             pool_class.insert(p.name_any(), class);
+            parsed.insert(p.name_any(), read);
             pools.insert(p.name_any(), p);
         }
     }
@@ -241,8 +246,10 @@ async fn served(ctx: &Context) -> Served {
             .get(n)
             .is_some_and(|c| catalogs.contains_key(&c.name_any()))
     });
+    parsed.retain(|n, _| pools.contains_key(n));
     Served {
         pools,
+        parsed,
         pool_class,
         classes,
         catalogs,
@@ -565,44 +572,41 @@ fn in_flight(
     }
 }
 
-/// The NodePools into `input` with their usage, each kept in its NodeClass's zones.
+/// The NodePools into `input` with their usage, each kept in its NodeClass's zones; gives
+/// back each pool's requirements as they were parsed.
 fn node_pools(
-    ctx: &Context,
-    served: &Served,
+    served: &mut Served,
     usage: &HashMap<String, Resources>,
     input: &mut Input,
-) {
+) -> HashMap<String, ParsedRequirements> {
     let several = served.catalogs.len() > 1;
-    for (name, p) in in_key_order(&served.pools) {
-        let u = usage.get(name).cloned().unwrap_or_default();
-        match NodePoolInput::from_api(name, &p.spec, u) {
-            Ok(mut pi) => {
-                // Karpenter's `ec2nodeclass` label is the pool's class: a pod selecting it
-                // selects the pools of that class.
-                pi.requirements.add(
-                    labels::NODE_CLASS,
-                    Requirement::one(&p.spec.template.spec.node_class_ref.name),
-                );
-                if several {
-                    if let Some(cat) = served
-                        .pool_class
-                        .get(name)
-                        .and_then(|c| served.catalogs.get(&c.name_any()))
-                    {
-                        let zones: BTreeSet<String> = cat.zones();
-                        let mut z = Requirements::new();
-                        z.add(labels::ZONE, Requirement::listed(zones));
-                        pi.requirements = pi.requirements.intersect(&z);
-                    }
-                }
-                input.node_pools.push(pi);
-            }
-            Err(e) => {
-                tracing::warn!(nodepool = %name, error = %e, "NodePool cannot be converted");
-                ctx.metrics.malformed("NodePool");
+    let mut requirements = HashMap::new();
+    let mut parsed: Vec<(String, ParsedPool)> = served.parsed.drain().collect();
+    parsed.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, p) in parsed {
+        let mut pi = p.input;
+        pi.usage = usage.get(&name).cloned().unwrap_or_default();
+        // Karpenter's `ec2nodeclass` label is the pool's class: a pod selecting it selects
+        // the pools of that class.
+        let class = pi.node_class.clone();
+        pi.requirements
+            .add(labels::NODE_CLASS, Requirement::one(&class));
+        if several {
+            if let Some(cat) = served
+                .pool_class
+                .get(&name)
+                .and_then(|c| served.catalogs.get(&c.name_any()))
+            {
+                let zones: BTreeSet<String> = cat.zones();
+                let mut z = Requirements::new();
+                z.add(labels::ZONE, Requirement::listed(zones));
+                pi.requirements = pi.requirements.intersect(&z);
             }
         }
+        input.node_pools.push(pi);
+        requirements.insert(name, p.requirements);
     }
+    requirements
 }
 
 /// The objects in namespace/name order. The stores hand them out in hash order, which

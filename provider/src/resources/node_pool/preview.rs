@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joiner_agent::api::node_pool::NodePoolSpec;
+use joiner_agent::api::{parse_requirements, ParsedRequirements};
 use joiner_agent::catalog::Catalog;
 use joiner_agent::disruption::drift::{completed_labels, template_drift, PoolDrift, TemplateField};
 use joiner_agent::disruption::{PoolPolicy, Reason};
-use joiner_agent::requirements::Requirement;
 use joiner_agent::scheduler::convert::{self, reschedulable};
 use joiner_agent::scheduler::fit::{stranded, Stranded};
 use joiner_agent::scheduler::NodePoolInput;
@@ -184,7 +184,12 @@ fn budget(spec: &NodePoolSpec, total: usize, now: i64) -> (usize, String) {
 
 /// Why a pod is stranded, in the words of the pod's and the pool's own attributes where
 /// the refused key is one the pod's nodeSelector names.
-fn stranded_text(why: &Stranded, pod: &Json, new: &NodePoolSpec) -> String {
+fn stranded_text(
+    why: &Stranded,
+    pod: &Json,
+    new: &NodePoolSpec,
+    requirements: &ParsedRequirements,
+) -> String {
     let Stranded::Requirements(refusal) = why else {
         return why.to_string();
     };
@@ -195,13 +200,14 @@ fn stranded_text(why: &Stranded, pod: &Json, new: &NodePoolSpec) -> String {
     if let Some(l) = new.template.metadata.labels.get(k).filter(|l| *l != v) {
         return format!("nodeSelector {k}={v} but the pool labels {k}={l}");
     }
-    let excluding = new.template.spec.requirements.iter().find(|r| {
-        r.key == *k
-            && r.operator
-                .parse()
-                .and_then(|op| Requirement::new(op, &r.values))
-                .is_ok_and(|req| !req.has(v))
-    });
+    let excluding = new
+        .template
+        .spec
+        .requirements
+        .iter()
+        .zip(&requirements.entries)
+        .find(|(r, (_, read))| r.key == *k && read.as_ref().is_ok_and(|(_, req)| !req.has(v)))
+        .map(|(r, _)| r);
     match excluding {
         Some(r) => format!(
             "nodeSelector {k}={v} is excluded by {k} {} {:?}",
@@ -233,13 +239,15 @@ pub fn verdict(
     pods: &[Json],
     now: i64,
 ) -> Verdict {
+    // Read once for every node, as the agent's round reads it.
+    let requirements = parse_requirements(&new.template.spec.requirements);
     let drifted: Vec<(String, Option<AttributePath>, String)> = nodes
         .iter()
         .filter_map(|n| {
             let own = labels(n);
             let itype = own.get(joiner_agent::labels::INSTANCE_TYPE).cloned();
             let full = completed_labels(catalog, itype.as_deref().unwrap_or(""), &own);
-            let d = template_drift(old, new, &full)?;
+            let d = template_drift(old, new, &requirements, &full)?;
             let (path, why) = drift_text(&d, new);
             Some((
                 n["metadata"]["name"].as_str().unwrap_or("").to_string(),
@@ -249,7 +257,7 @@ pub fn verdict(
         })
         .collect();
     let (at_once, budget) = budget(new, nodes.len(), now);
-    let pool = NodePoolInput::from_api("", new, Default::default()).ok();
+    let pool = NodePoolInput::from_parsed("", new, &requirements, Default::default()).ok();
     let stranded = pods
         .iter()
         .filter(|p| {
@@ -269,7 +277,7 @@ pub fn verdict(
                     p["metadata"]["namespace"].as_str().unwrap_or(""),
                     p["metadata"]["name"].as_str().unwrap_or("")
                 ),
-                stranded_text(&why, p, new),
+                stranded_text(&why, p, new, &requirements),
             ))
         })
         .collect();
