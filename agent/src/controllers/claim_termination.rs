@@ -9,7 +9,7 @@ use kube::Api;
 use serde_json::json;
 
 use crate::api::NodeClaim;
-use crate::controllers::Context;
+use crate::controllers::context::Context;
 
 /// Annotation recording why a claim is being terminated.
 pub const TERMINATION_REASON: &str = "joiner.dev/termination-reason";

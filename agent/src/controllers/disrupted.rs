@@ -26,8 +26,8 @@ use serde_json::json;
 use crate::api::NodeClaim;
 use crate::controllers::claim_termination::{delete_claim, TerminationReason, TERMINATION_REASON};
 use crate::controllers::conditions;
+use crate::controllers::context::Context;
 use crate::controllers::state::reschedulable;
-use crate::controllers::Context;
 
 /// The claim's `Disrupted` condition (Karpenter's name): true from the moment a loop decides
 /// the node goes, with the loop's reason.

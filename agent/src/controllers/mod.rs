@@ -21,12 +21,13 @@
 //! - [`operator`]: flags, leader election, metrics, health, logging.
 //!
 //! No controller imports another. What several of them share sits on a floor below them
-//! all, beside [`state`] and [`operator`]: [`disrupted`] (marking a claim disrupted) and
+//! all, beside [`state`] and [`operator`]: [`context`] (the [`Context`] every loop is
+//! handed, and the agent's finalizer), [`disrupted`] (marking a claim disrupted) and
 //! [`claim_termination`] (requesting a claim's termination), [`nodeclaims`] (the one
 //! place NodeClaims are created, and their status writes), [`scheduling_input`] (the round
 //! provisioning plans and disruption simulates), [`do_not_disrupt`], [`pool_status`],
 //! [`overlays`], [`conditions`], [`events`] and [`queue`]. This module alone, the
-//! composition root, names every controller.
+//! composition root, names every controller, and none imports it.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
 //! every replica. More loops join by adding a line to [`CONTROLLERS`]; they get the same
@@ -52,6 +53,7 @@ pub mod termination;
 
 pub mod claim_termination;
 pub mod conditions;
+pub mod context;
 pub mod disrupted;
 pub mod do_not_disrupt;
 pub mod events;
@@ -63,9 +65,7 @@ pub mod queue;
 pub mod scheduling_input;
 pub mod state;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -73,47 +73,9 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::cloud::Cloud;
+pub use context::{Context, InterruptionSent};
 pub use operator::config::Config;
 use operator::metrics::Metrics;
-use state::ClusterState;
-
-/// Finalizer on NodeClaims and their Nodes (the agent drains and terminates before they
-/// go) and on NodeClasses (their launch templates are deleted before they go).
-pub const TERMINATION_FINALIZER: &str = "joiner.dev/termination";
-
-/// What every controller gets.
-pub struct Context {
-    pub client: Client,
-    /// A client without kube's 429 retry, for the Eviction API: a PDB refusal is an
-    /// answer the drain loop backs off on itself, not a transient error to retry blindly.
-    pub eviction_client: Client,
-    pub cloud: Arc<dyn Cloud>,
-    pub state: Arc<ClusterState>,
-    pub metrics: Arc<Metrics>,
-    pub config: Arc<Config>,
-    pub events: Arc<events::Recorder>,
-    /// NodeClaim names to reconcile (launch, registration, initialization, termination).
-    pub claims: Arc<queue::Queue>,
-    /// When the batch that created a claim saw its last pending pod, per claim: provisioning
-    /// writes it as it creates the claim, the launch reads it for the pending → launched
-    /// reaction metric.
-    pub batch_seen: Mutex<HashMap<String, Instant>>,
-    /// The cluster's Fargate profiles as last read, and pods already told they are
-    /// Fargate's: kept across rounds by the [`scheduling_input`], which provisioning and
-    /// disruption both build.
-    pub fargate: scheduling_input::fargate::FargateView,
-    /// Written by interruption as it disrupts a claim; read by provisioning and termination
-    /// (see [`InterruptionSent`]).
-    pub interruption_sent: Mutex<HashMap<String, InterruptionSent>>,
-}
-
-/// When an interruption's message became visible in the queue, per disrupted NodeClaim:
-/// provisioning and termination measure message → replacement created and message →
-/// cordon from it.
-pub struct InterruptionSent {
-    pub at: std::time::SystemTime,
-    pub replacement_seen: bool,
-}
 
 /// A loop the leader runs until it loses leadership or the agent stops.
 pub type ControllerFn = fn(Arc<Context>) -> BoxFuture<'static, ()>;
@@ -272,33 +234,6 @@ async fn clients(config: &Config) -> anyhow::Result<(Client, Client)> {
     let eviction_client = Client::try_from(no_retry)
         .map_err(|e| anyhow::anyhow!("building the Kubernetes client: {e}"))?;
     Ok((client, eviction_client))
-}
-
-impl Context {
-    /// The context every loop shares, its watches started (not yet synced).
-    fn start(
-        config: Config,
-        client: Client,
-        eviction_client: Client,
-        cloud: Arc<dyn Cloud>,
-        metrics: Arc<Metrics>,
-        identity: &str,
-    ) -> Arc<Context> {
-        let state = ClusterState::start(client.clone(), metrics.clone());
-        Arc::new(Context {
-            events: Arc::new(events::Recorder::new(client.clone(), identity)),
-            client,
-            eviction_client,
-            cloud,
-            state,
-            metrics,
-            config: Arc::new(config),
-            claims: queue::Queue::new(),
-            batch_seen: Mutex::new(HashMap::new()),
-            fargate: Default::default(),
-            interruption_sent: Mutex::new(HashMap::new()),
-        })
-    }
 }
 
 /// Who leads: the Lease's elector, or with `--leader-elect false` this replica from the start.

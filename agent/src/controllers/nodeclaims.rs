@@ -26,7 +26,7 @@ use crate::api::node_claim::ResourceRequirements;
 use crate::api::{
     NodeClaim, NodeClaimSpec, NodeClass, NodePool, NodeSelectorRequirementWithMinValues,
 };
-use crate::controllers::{Context, TERMINATION_FINALIZER};
+use crate::controllers::context::{Context, TERMINATION_FINALIZER};
 use crate::labels;
 use crate::scheduler::NewNodeClaim;
 

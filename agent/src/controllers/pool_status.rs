@@ -10,8 +10,8 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::conditions;
+use super::context::Context;
 use super::state::ClusterState;
-use super::Context;
 use crate::api::{NodeClass, NodePool};
 use crate::scheduler::ParsedPool;
 

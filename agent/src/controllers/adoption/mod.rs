@@ -41,8 +41,9 @@ use serde_json::json;
 
 use crate::api::{NodeClaim, NodePool};
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crate::controllers::context::{Context, TERMINATION_FINALIZER};
 use crate::controllers::events::{self, Type};
-use crate::controllers::{nodeclaims, pool_status, Context, TERMINATION_FINALIZER};
+use crate::controllers::{nodeclaims, pool_status};
 use crate::labels;
 
 /// See [`labels::ADOPTS_KARPENTER_NODEPOOLS`].

@@ -20,8 +20,8 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::claim_termination::TerminationReason;
+use super::context::Context;
 use super::disrupted::{self, is_disrupted, Mark};
-use super::Context;
 use crate::api::NodeClaim;
 use crate::catalog::reservations::{fate, ReservationKind, ReservedFate};
 use crate::controllers::conditions;

@@ -19,7 +19,7 @@ use crate::api::NodeClaim;
 use crate::cloud::{Instance, TAG_NODECLAIM};
 use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED};
-use crate::controllers::Context;
+use crate::controllers::context::Context;
 use crate::labels;
 
 pub async fn run(ctx: Arc<Context>) {

@@ -15,7 +15,8 @@ use serde_json::json;
 
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, READY};
-use crate::controllers::{nodeclaims, Context};
+use crate::controllers::context::Context;
+use crate::controllers::nodeclaims;
 
 pub fn node_ready(node: &Node) -> bool {
     node.status

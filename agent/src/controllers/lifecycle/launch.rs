@@ -18,8 +18,9 @@ use crate::catalog::{offering_allowed, CapacityType, Catalog};
 use crate::cloud::{LaunchRequest, Launched, ReservedLaunch};
 use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED};
+use crate::controllers::context::Context;
 use crate::controllers::events::{self, Type};
-use crate::controllers::{nodeclaims, overlays, Context};
+use crate::controllers::{nodeclaims, overlays};
 use crate::labels;
 use crate::scheduler::Candidate;
 

@@ -21,10 +21,10 @@ use serde_json::json;
 
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
+use crate::controllers::context::{Context, TERMINATION_FINALIZER};
 use crate::controllers::disrupted;
 use crate::controllers::nodeclaims;
 use crate::controllers::state::Change;
-use crate::controllers::{Context, TERMINATION_FINALIZER};
 use crate::task::AbortOnDrop;
 
 /// How many claims are reconciled at once. Launches are network-bound and a scale-out

@@ -19,8 +19,9 @@ use serde_json::json;
 use crate::api::NodeClaim;
 use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED, REGISTERED};
+use crate::controllers::context::{Context, TERMINATION_FINALIZER};
 use crate::controllers::events::{self, Type};
-use crate::controllers::{nodeclaims, pool_status, Context, TERMINATION_FINALIZER};
+use crate::controllers::{nodeclaims, pool_status};
 use crate::labels;
 
 use super::Lifecycle;

@@ -17,9 +17,9 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
+use super::context::{Context, TERMINATION_FINALIZER};
 use super::events::Type;
 use super::state::Change;
-use super::{Context, TERMINATION_FINALIZER};
 use crate::api::NodeClass;
 
 /// How often the loop looks again without a change (a failed prune, a missed event).

@@ -20,9 +20,9 @@ use serde_json::json;
 
 use crate::api::{NodeClass, NodeClassStatus};
 use crate::controllers::conditions::{self, READY};
+use crate::controllers::context::Context;
 use crate::controllers::events::{self, Type};
 use crate::controllers::state::Change;
-use crate::controllers::Context;
 
 /// Why a class is not Ready: the condition's reason and message.
 #[derive(Debug, Clone, PartialEq)]

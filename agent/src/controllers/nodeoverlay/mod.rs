@@ -9,9 +9,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::conditions::{self, READY, VALIDATION_SUCCEEDED};
+use super::context::Context;
 use super::events::{self, Type};
 use super::state::Change;
-use super::Context;
 use crate::api::node_overlay::{validate, NodeOverlay};
 
 async fn report(ctx: &Context, o: &NodeOverlay) {

@@ -11,10 +11,10 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::conditions::{self, READY, VALIDATION_SUCCEEDED};
+use super::context::Context;
 use super::events::{self, Type};
 use super::pool_status::usable;
 use super::state::Change;
-use super::Context;
 use crate::api::NodePool;
 
 async fn report(ctx: &Context, pool: &NodePool) {

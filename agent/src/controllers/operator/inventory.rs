@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 
 use crate::catalog::{CapacityType, Catalog};
+use crate::controllers::context::Context;
 use crate::controllers::operator::metrics::l;
 use crate::controllers::state::{classify, PodClass};
-use crate::controllers::Context;
 use crate::labels;
 
 /// Often enough for a 15 s scrape to see every change, cheap enough for 5,000 pods.

@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 
+use crate::controllers::context::Context;
 use crate::controllers::disrupted::is_disrupted;
 use crate::controllers::scheduling_input::Round;
 use crate::controllers::state::reschedulable;
-use crate::controllers::Context;
 use crate::labels;
 use crate::scheduler::headroom::{self, PoolCapacity};
 use crate::scheduler::{NodePoolInput, Plan, Target};

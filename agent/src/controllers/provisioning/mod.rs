@@ -27,11 +27,12 @@ use tokio::sync::Notify;
 
 use crate::api::NodeClaim;
 use crate::controllers::conditions;
+use crate::controllers::context::Context;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
 use crate::controllers::scheduling_input::{self, Round};
 use crate::controllers::state::Change;
-use crate::controllers::{disrupted, nodeclaims, Context};
+use crate::controllers::{disrupted, nodeclaims};
 use crate::scheduler::headroom;
 use crate::scheduler::{schedule, NewNodeClaim, Target};
 

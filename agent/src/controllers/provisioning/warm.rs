@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
+use crate::controllers::context::Context;
 use crate::controllers::state::Change;
-use crate::controllers::Context;
 
 const EVERY: Duration = Duration::from_secs(60);
 

@@ -15,10 +15,11 @@ use std::time::Duration;
 use kube::ResourceExt;
 
 use crate::controllers::claim_termination::TerminationReason;
+use crate::controllers::conditions;
+use crate::controllers::context::Context;
 use crate::controllers::disrupted::{self, Mark};
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
-use crate::controllers::{conditions, Context};
 use crate::disruption::repair::{self, NodeCondition, NodeHealth};
 use crate::labels;
 

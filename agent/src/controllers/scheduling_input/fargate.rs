@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use crate::controllers::events::{self, Type};
-use crate::controllers::Context;
+use crate::cloud::Cloud;
+use crate::controllers::events::{self, Recorder, Type};
+use crate::controllers::operator::metrics::Metrics;
 use crate::fargate::{selecting_profile, FargateProfile};
 
 pub const REFRESH: Duration = Duration::from_secs(30);
 
+/// Held by the controllers' context, so it takes what it uses one by one rather than the
+/// context itself.
 #[derive(Default)]
 pub struct FargateView {
     profiles: Mutex<(Option<Instant>, Vec<FargateProfile>)>,
@@ -27,19 +30,19 @@ pub struct FargateView {
 
 impl FargateView {
     /// The profiles, re-read when older than [`REFRESH`].
-    pub async fn profiles(&self, ctx: &Context) -> Vec<FargateProfile> {
+    pub async fn profiles(&self, cloud: &dyn Cloud, metrics: &Metrics) -> Vec<FargateProfile> {
         let stale = {
             let g = self.profiles.lock().unwrap_or_else(|p| p.into_inner());
             g.0.is_none_or(|t| t.elapsed() >= REFRESH)
         };
         if stale {
-            match ctx.cloud.fargate_profiles().await {
+            match cloud.fargate_profiles().await {
                 Ok(ps) => {
                     *self.profiles.lock().unwrap_or_else(|p| p.into_inner()) =
                         (Some(Instant::now()), ps);
                 }
                 Err(e) => {
-                    ctx.metrics.cloud_error(&e);
+                    metrics.cloud_error(&e);
                     tracing::warn!(error = %e, "Fargate profiles not read; the last list stands");
                     // Try again next refresh, not every round.
                     self.profiles.lock().unwrap_or_else(|p| p.into_inner()).0 =
@@ -56,7 +59,7 @@ impl FargateView {
 
     /// The profile that selects this pending pod, if any. The first time a pod is found so,
     /// it gets a Warning Event saying why no node is launched and what to do.
-    pub async fn holds(&self, ctx: &Context, profiles: &[FargateProfile], pod: &Pod) -> bool {
+    pub async fn holds(&self, recorder: &Recorder, profiles: &[FargateProfile], pod: &Pod) -> bool {
         let ns = pod.namespace().unwrap_or_default();
         let Some(profile) = selecting_profile(profiles, &ns, pod.labels(), pod.annotations())
         else {
@@ -70,7 +73,7 @@ impl FargateView {
             .insert(uid);
         if first {
             tracing::info!(pod = %format!("{ns}/{}", pod.name_any()), profile, "pending pod belongs to Fargate: no EC2 capacity launched");
-            ctx.events
+            recorder
                 .publish(
                     &events::reference(pod),
                     Type::Warning,

@@ -19,11 +19,12 @@ use crate::api::{NodeClaim, NodeClass, NodePool, ParsedRequirements};
 use crate::catalog::daemonsets::{self, DaemonSet};
 use crate::catalog::Catalog;
 use crate::controllers::conditions;
+use crate::controllers::context::Context;
 use crate::controllers::disrupted::is_disrupted;
 use crate::controllers::operator::metrics::l;
+use crate::controllers::overlays;
 use crate::controllers::pool_status;
 use crate::controllers::state::{classify, reschedulable, PodClass};
-use crate::controllers::{overlays, Context};
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -335,11 +336,13 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
     let mut pending = Vec::new();
     let mut ignored: HashMap<&'static str, i64> = HashMap::new();
     let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
-    let fargate_profiles = ctx.fargate.profiles(ctx).await;
+    let fargate_profiles = ctx.fargate.profiles(ctx.cloud.as_ref(), &ctx.metrics).await;
     let mut held_for_fargate = std::collections::HashSet::new();
     for p in in_name_order(ctx.state.pods.state()) {
         match classify(&p) {
-            PodClass::Provisionable if ctx.fargate.holds(ctx, &fargate_profiles, &p).await => {
+            PodClass::Provisionable
+                if ctx.fargate.holds(&ctx.events, &fargate_profiles, &p).await =>
+            {
                 *ignored.entry("fargate-profile").or_default() += 1;
                 held_for_fargate.insert(p.uid().unwrap_or_default());
             }

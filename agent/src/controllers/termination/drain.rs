@@ -1,6 +1,6 @@
 //! Draining a Node: cordon it, then evict its pods through the Eviction API so
 //! PodDisruptionBudgets hold. kube's built-in 429 retry is off for these calls
-//! ([`crate::controllers::Context::eviction_client`]); a refused eviction is retried by
+//! ([`crate::controllers::context::Context::eviction_client`]); a refused eviction is retried by
 //! the claim's own requeue with a per-pod exponential backoff (1 s doubling to 30 s), so one
 //! blocked pod never stalls the worker. DaemonSet pods and static (mirror) pods are left:
 //! they go with the node. When the termination grace period has passed, the remaining
@@ -16,11 +16,11 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::api::NodeClaim;
+use crate::controllers::context::Context;
 use crate::controllers::do_not_disrupt::pod_has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
 use crate::controllers::state::{goes_with_node, reschedulable};
-use crate::controllers::Context;
 
 pub enum Outcome {
     Drained,

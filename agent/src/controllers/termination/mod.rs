@@ -22,11 +22,11 @@ use crate::api::NodeClaim;
 use crate::controllers::claim_termination::{
     request_termination, TerminationReason, TERMINATION_REASON,
 };
+use crate::controllers::context::{Context, TERMINATION_FINALIZER};
 use crate::controllers::disrupted;
 use crate::controllers::do_not_disrupt::has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::state::Change;
-use crate::controllers::{Context, TERMINATION_FINALIZER};
 
 /// Seconds since the claim's deletion was requested.
 fn deleting_for(claim: &NodeClaim) -> f64 {

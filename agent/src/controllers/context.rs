@@ -1,0 +1,83 @@
+//! What every controller is handed: the clients, the cloud, the cluster state and the
+//! state the loops share across rounds ([`Context`]), and the agent's finalizer. A module
+//! of its own below the controllers, so that each imports it as a sibling and none reaches
+//! back up into the composition root that starts them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use kube::Client;
+
+use super::events;
+use super::operator::config::Config;
+use super::operator::metrics::Metrics;
+use super::queue;
+use super::scheduling_input::fargate::FargateView;
+use super::state::ClusterState;
+use crate::cloud::Cloud;
+
+/// Finalizer on NodeClaims and their Nodes (the agent drains and terminates before they
+/// go) and on NodeClasses (their launch templates are deleted before they go).
+pub const TERMINATION_FINALIZER: &str = "joiner.dev/termination";
+
+/// What every controller gets.
+pub struct Context {
+    pub client: Client,
+    /// A client without kube's 429 retry, for the Eviction API: a PDB refusal is an
+    /// answer the drain loop backs off on itself, not a transient error to retry blindly.
+    pub eviction_client: Client,
+    pub cloud: Arc<dyn Cloud>,
+    pub state: Arc<ClusterState>,
+    pub metrics: Arc<Metrics>,
+    pub config: Arc<Config>,
+    pub events: Arc<events::Recorder>,
+    /// NodeClaim names to reconcile (launch, registration, initialization, termination).
+    pub claims: Arc<queue::Queue>,
+    /// When the batch that created a claim saw its last pending pod, per claim: provisioning
+    /// writes it as it creates the claim, the launch reads it for the pending → launched
+    /// reaction metric.
+    pub batch_seen: Mutex<HashMap<String, Instant>>,
+    /// The cluster's Fargate profiles as last read, and pods already told they are
+    /// Fargate's: kept across rounds by the [`super::scheduling_input`], which provisioning and
+    /// disruption both build.
+    pub fargate: FargateView,
+    /// Written by interruption as it disrupts a claim; read by provisioning and termination
+    /// (see [`InterruptionSent`]).
+    pub interruption_sent: Mutex<HashMap<String, InterruptionSent>>,
+}
+
+/// When an interruption's message became visible in the queue, per disrupted NodeClaim:
+/// provisioning and termination measure message → replacement created and message →
+/// cordon from it.
+pub struct InterruptionSent {
+    pub at: std::time::SystemTime,
+    pub replacement_seen: bool,
+}
+
+impl Context {
+    /// The context every loop shares, its watches started (not yet synced).
+    pub(super) fn start(
+        config: Config,
+        client: Client,
+        eviction_client: Client,
+        cloud: Arc<dyn Cloud>,
+        metrics: Arc<Metrics>,
+        identity: &str,
+    ) -> Arc<Context> {
+        let state = ClusterState::start(client.clone(), metrics.clone());
+        Arc::new(Context {
+            events: Arc::new(events::Recorder::new(client.clone(), identity)),
+            client,
+            eviction_client,
+            cloud,
+            state,
+            metrics,
+            config: Arc::new(config),
+            claims: queue::Queue::new(),
+            batch_seen: Mutex::new(HashMap::new()),
+            fargate: Default::default(),
+            interruption_sent: Mutex::new(HashMap::new()),
+        })
+    }
+}
