@@ -10,10 +10,10 @@ use std::time::Instant;
 use kube::Client;
 
 use super::events;
+use super::fargate_view::FargateView;
 use super::operator::config::Config;
 use super::operator::metrics::Metrics;
 use super::queue;
-use super::scheduling_input::fargate::FargateView;
 use super::state::ClusterState;
 use crate::cloud::Cloud;
 

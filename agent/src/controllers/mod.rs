@@ -26,7 +26,7 @@
 //! [`claim_termination`] (requesting a claim's termination), [`nodeclaims`] (the one
 //! place NodeClaims are created, and their status writes), [`scheduling_input`] (the round
 //! provisioning plans and disruption simulates), [`do_not_disrupt`], [`pool_status`],
-//! [`overlays`], [`conditions`], [`events`] and [`queue`]. This module alone, the
+//! [`fargate_view`], [`overlays`], [`conditions`], [`events`] and [`queue`]. This module alone, the
 //! composition root, names every controller, and none imports it.
 //!
 //! Only the leader runs the loops in [`CONTROLLERS`]; watches, metrics and health run on
@@ -57,6 +57,7 @@ pub mod context;
 pub mod disrupted;
 pub mod do_not_disrupt;
 pub mod events;
+pub mod fargate_view;
 pub mod nodeclaims;
 pub mod operator;
 pub mod overlays;

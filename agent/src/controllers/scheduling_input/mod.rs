@@ -4,9 +4,8 @@
 //! is counted and left out, never the round.
 //!
 //! Provisioning plans its round from it and disruption simulates with the same one, so it
-//! is a floor below both. Pods a Fargate profile takes are left out ([`fargate`]).
-
-pub mod fargate;
+//! is a floor below both. Pods a Fargate profile takes are left out
+//! ([`super::fargate_view`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

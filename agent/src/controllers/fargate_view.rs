@@ -19,8 +19,8 @@ use crate::fargate::{selecting_profile, FargateProfile};
 
 pub const REFRESH: Duration = Duration::from_secs(30);
 
-/// Held by the controllers' context, so it takes what it uses one by one rather than the
-/// context itself.
+/// Held by the controllers' context and read by the scheduling input, so it takes what it
+/// uses one by one rather than the context itself.
 #[derive(Default)]
 pub struct FargateView {
     profiles: Mutex<(Option<Instant>, Vec<FargateProfile>)>,
