@@ -74,7 +74,7 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::cloud::Cloud;
-pub use context::{Context, InterruptionSent};
+use context::Context;
 pub use operator::config::Config;
 use operator::metrics::Metrics;
 
