@@ -67,6 +67,9 @@ pub fn spread_key(pools: &BTreeMap<String, serde_json::Value>) -> Option<String>
     None
 }
 
+/// The seed workload's termination grace: the storm's notice must cover a boot plus this.
+pub const GRACE_SECS: u64 = 0;
+
 /// The seed's Deployment: `replicas` × 250m / 512Mi, spread evenly over zones and, when the
 /// pools offer one, over the capacity split label.
 pub async fn create_workload(client: &Client, replicas: i32, spread: Option<&str>) -> Result<()> {
@@ -94,7 +97,7 @@ pub async fn create_workload(client: &Client, replicas: i32, spread: Option<&str
             "template": {
                 "metadata": {"labels": {"app": WORKLOAD}},
                 "spec": {
-                    "terminationGracePeriodSeconds": 0,
+                    "terminationGracePeriodSeconds": GRACE_SECS,
                     "topologySpreadConstraints": constraints,
                     "containers": [{
                         "name": "inflate",

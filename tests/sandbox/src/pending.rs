@@ -1,9 +1,15 @@
-//! Pending pod-seconds: how long pods waited for capacity, followed through every event of
-//! one pod watch (snapshots every 250 ms could miss a pod pending for less). A pod counts
-//! as pending while kube-scheduler has marked it `PodScheduled=False`, reason
-//! `Unschedulable`, and it is unbound: what the agent reacts to.
+//! How long pods waited, followed through every event of one pod watch (snapshots every
+//! 250 ms could miss a pod pending for less), split in two:
+//! - **waited for capacity**: unbound while kube-scheduler's latest verdict on the pod is
+//!   `PodScheduled=False`, reason `Unschedulable` (it tried every node and none could take
+//!   it): what the agent exists to prevent;
+//! - **waited for the scheduler**: unbound without that verdict: a pod a ReplicaSet just
+//!   recreated is Pending until kube-scheduler binds it even when room exists.
+//!
+//! The messages of the Unschedulable verdicts are kept, so a run that waited for capacity
+//! says why (which filter refused which nodes).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -12,12 +18,69 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 
+/// What a watched pod is waiting for right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    Nothing,
+    Scheduler,
+    Capacity,
+}
+
+/// One kind of wait: since when each pod is in it, and the seconds of waits that ended.
+#[derive(Default)]
+struct Tally {
+    since: HashMap<String, Instant>,
+    pods: BTreeSet<String>,
+    done_secs: f64,
+}
+
+impl Tally {
+    fn set(&mut self, uid: &str, on: bool) {
+        if on {
+            self.pods.insert(uid.to_string());
+            self.since
+                .entry(uid.to_string())
+                .or_insert_with(Instant::now);
+        } else if let Some(t) = self.since.remove(uid) {
+            self.done_secs += t.elapsed().as_secs_f64();
+        }
+    }
+
+    fn figure(&self) -> Waited {
+        let ongoing: f64 = self.since.values().map(|t| t.elapsed().as_secs_f64()).sum();
+        Waited {
+            pods: self.pods.len(),
+            pod_secs: self.done_secs + ongoing,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
-    since: HashMap<String, Instant>,
-    went_pending: BTreeSet<String>,
-    done_secs: f64,
+    capacity: Tally,
+    scheduler: Tally,
+    /// Unschedulable messages seen, with how many verdicts carried each.
+    reasons: BTreeMap<String, usize>,
     relisted: bool,
+}
+
+/// Pods that waited one way, and their pod-seconds of waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Waited {
+    pub pods: usize,
+    pub pod_secs: f64,
+}
+
+/// What the watch saw up to now.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    pub capacity: Waited,
+    pub scheduler: Waited,
+    /// kube-scheduler's messages for the capacity waits, most frequent first.
+    pub reasons: Vec<(String, usize)>,
+    /// The watch had to list again: events in between may be missing, so the figures are
+    /// lower bounds.
+    pub relisted: bool,
 }
 
 /// A running watch of the pods in a namespace.
@@ -26,33 +89,44 @@ pub struct PendingWatch {
     task: tokio::task::JoinHandle<()>,
 }
 
-fn pending(p: &Pod) -> bool {
+/// The pod's wait, and kube-scheduler's message when it is waiting for capacity.
+fn waiting(p: &Pod) -> (Waiting, Option<String>) {
     let bound = p
         .spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
-    !bound
-        && p.metadata.deletion_timestamp.is_none()
-        && p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter().any(|c| {
-                    c.type_ == "PodScheduled"
-                        && c.status == "False"
-                        && c.reason.as_deref() == Some("Unschedulable")
-                })
+    let finished = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+    if bound || finished || p.metadata.deletion_timestamp.is_some() {
+        return (Waiting::Nothing, None);
+    }
+    let verdict = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
             })
+        });
+    match verdict {
+        Some(c) => (Waiting::Capacity, c.message.clone()),
+        None => (Waiting::Scheduler, None),
+    }
 }
 
 impl State {
-    fn update(&mut self, uid: String, now_pending: bool) {
-        if now_pending {
-            self.went_pending.insert(uid.clone());
-            self.since.entry(uid).or_insert_with(Instant::now);
-        } else if let Some(t) = self.since.remove(&uid) {
-            self.done_secs += t.elapsed().as_secs_f64();
+    fn update(&mut self, uid: &str, now: Waiting, message: Option<String>) {
+        self.capacity.set(uid, now == Waiting::Capacity);
+        self.scheduler.set(uid, now == Waiting::Scheduler);
+        if let Some(m) = message {
+            *self.reasons.entry(m).or_default() += 1;
         }
     }
 }
@@ -70,6 +144,9 @@ impl PendingWatch {
                 .boxed();
             let mut tx = Some(tx);
             let mut lists = 0;
+            // The message last counted per pod: a status rewrite that repeats it is the
+            // same verdict, not a new one.
+            let mut last_message: HashMap<String, String> = HashMap::new();
             while let Some(ev) = events.next().await {
                 let Ok(ev) = ev else { continue };
                 let mut st = s.lock().unwrap();
@@ -79,10 +156,19 @@ impl PendingWatch {
                         st.relisted |= lists > 1;
                     }
                     watcher::Event::InitApply(p) | watcher::Event::Apply(p) => {
-                        let now = pending(&p);
-                        st.update(p.uid().unwrap_or_default(), now);
+                        let uid = p.uid().unwrap_or_default();
+                        let (now, message) = waiting(&p);
+                        let fresh = message.filter(|m| last_message.get(&uid) != Some(m));
+                        if let Some(m) = &fresh {
+                            last_message.insert(uid.clone(), m.clone());
+                        }
+                        st.update(&uid, now, fresh);
                     }
-                    watcher::Event::Delete(p) => st.update(p.uid().unwrap_or_default(), false),
+                    watcher::Event::Delete(p) => {
+                        let uid = p.uid().unwrap_or_default();
+                        last_message.remove(&uid);
+                        st.update(&uid, Waiting::Nothing, None);
+                    }
                     watcher::Event::InitDone => {
                         if let Some(tx) = tx.take() {
                             let _ = tx.send(());
@@ -95,13 +181,18 @@ impl PendingWatch {
         PendingWatch { state, task }
     }
 
-    /// Pods that went pending since the watch started, pending pod-seconds so far (those
-    /// still pending counted up to now), and whether the watch had to list again (events
-    /// in between may be missing: the figure is then a lower bound).
-    pub fn figures(&self) -> (usize, f64, bool) {
+    /// The waits so far (those still going counted up to now).
+    pub fn figures(&self) -> Figures {
         let st = self.state.lock().unwrap();
-        let ongoing: f64 = st.since.values().map(|t| t.elapsed().as_secs_f64()).sum();
-        (st.went_pending.len(), st.done_secs + ongoing, st.relisted)
+        let mut reasons: Vec<(String, usize)> =
+            st.reasons.iter().map(|(m, n)| (m.clone(), *n)).collect();
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Figures {
+            capacity: st.capacity.figure(),
+            scheduler: st.scheduler.figure(),
+            reasons,
+            relisted: st.relisted,
+        }
     }
 }
 

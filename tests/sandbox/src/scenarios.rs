@@ -193,6 +193,20 @@ pub async fn play(args: Args) -> i32 {
         );
         code = 1;
     }
+    if let Some(waits) = w
+        .figures
+        .storm_waits
+        .as_ref()
+        .filter(|x| x.capacity.pods > 0)
+    {
+        if storm_can_replace_first(&w.args) {
+            eprintln!(
+                "sandbox: FAILED: {} pod(s) waited {:.1} pod-seconds for capacity in the storm, although the {} s notice exceeds boot ({}) plus the pods' 0 s grace: replacements should have been up first",
+                waits.capacity.pods, waits.capacity.pod_secs, w.args.notice, w.args.boot_delay
+            );
+            code = 1;
+        }
+    }
     if code == 0 && w.figures.pods_lost > 0 {
         eprintln!(
             "sandbox: {} pod(s) lost: the run fails",
@@ -833,12 +847,25 @@ async fn diagnose_apply(log: &str, client: &Client, w: &World) -> String {
 }
 
 async fn pod_log(client: &Client, ns: &str, name: &str) -> Result<String> {
+    pod_log_lines(client, ns, name, Some(20)).await
+}
+
+async fn pod_log_all(client: &Client, ns: &str, name: &str) -> Result<String> {
+    pod_log_lines(client, ns, name, None).await
+}
+
+async fn pod_log_lines(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    tail_lines: Option<i64>,
+) -> Result<String> {
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), ns);
     Ok(api
         .logs(
             name,
             &kube::api::LogParams {
-                tail_lines: Some(20),
+                tail_lines,
                 ..Default::default()
             },
         )
@@ -976,13 +1003,49 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
     .await?;
     let secs = start.elapsed().as_secs_f64();
     w.figures.storm_recovered_secs = Some(secs);
-    let (went, pod_secs, relisted) = pending.figures();
-    w.figures.storm_pending = Some((went, pod_secs, relisted));
+    let waits = pending.figures();
     step(
         w,
-        &format!("2/5 every pod Running again {secs:.1} s after the warnings; {went} pod(s) went pending, {pod_secs:.1} pending pod-seconds"),
+        &format!(
+            "2/5 every pod Running again {secs:.1} s after the warnings; waited for capacity: {} pod(s), {:.1} pod-seconds; for the scheduler: {} pod(s), {:.1} pod-seconds",
+            waits.capacity.pods, waits.capacity.pod_secs, waits.scheduler.pods, waits.scheduler.pod_secs
+        ),
     );
+    if waits.capacity.pods > 0 {
+        for (m, n) in &waits.reasons {
+            step(w, &format!("2/5 kube-scheduler ({n}×): {m}"));
+        }
+        save_agent_log(w, client, "storm-agent.log").await;
+    }
+    w.figures.storm_waits = Some(waits);
     Ok(())
+}
+
+/// Whether the storm's notice leaves time to replace before draining: longer than a boot
+/// plus the workload's termination grace (0 s), so no pod need wait for capacity.
+fn storm_can_replace_first(args: &crate::Args) -> bool {
+    let boot = joiner_agent::api::duration::parse_seconds(&args.boot_delay).unwrap_or(u64::MAX);
+    args.notice > boot.saturating_add(cluster::GRACE_SECS)
+}
+
+/// Keeps the agent's whole log beside the summary, for a run whose figures need explaining
+/// after its processes are gone.
+async fn save_agent_log(w: &mut World, client: &Client, file: &str) {
+    let out_dir = out_dir(w);
+    let _ = std::fs::create_dir_all(&out_dir);
+    let Ok(pods) = cluster::agent_pods(client, "joiner").await else {
+        return;
+    };
+    let mut all = String::new();
+    for (name, _, _) in &pods {
+        if let Ok(log) = pod_log_all(client, "joiner", name).await {
+            all.push_str(&format!("==> {name} <==\n{log}\n"));
+        }
+    }
+    let path = out_dir.join(file);
+    if std::fs::write(&path, all).is_ok() {
+        step(w, &format!("2/5 the agent's log: {}", path.display()));
+    }
 }
 
 /// 3/5: what a reviewer sees for a NodePool change, without applying it.
@@ -1356,12 +1419,15 @@ fn iam_figures(w: &World) -> Result<Option<IamFigures>> {
     }))
 }
 
-fn report(w: &mut World) {
-    let out_dir = w
-        .args
+fn out_dir(w: &World) -> PathBuf {
+    w.args
         .out
         .clone()
-        .unwrap_or_else(|| w.args.root.join("target/sandbox"));
+        .unwrap_or_else(|| w.args.root.join("target/sandbox"))
+}
+
+fn report(w: &mut World) {
+    let out_dir = out_dir(w);
     let _ = std::fs::create_dir_all(&out_dir);
     let table = w.figures.table();
     println!("\n{table}");

@@ -20,9 +20,9 @@ pub struct Figures {
     pub storm_warned: Option<(usize, usize)>,
     pub storm_drained_in_notice: Option<usize>,
     pub storm_recovered_secs: Option<f64>,
-    /// Pods that went pending during the storm, their pending pod-seconds, and whether the
-    /// pod watch had to list again (the figure is then a lower bound).
-    pub storm_pending: Option<(usize, f64, bool)>,
+    /// What pods waited for during the storm: capacity (kube-scheduler found no node) or
+    /// the scheduler itself (recreated, not yet bound).
+    pub storm_waits: Option<crate::pending::Figures>,
     pub pods_lost: usize,
     /// Instances whose user data kube-sim's bridge refused, as nodeadm or Bottlerocket would
     /// (never Nodes).
@@ -90,6 +90,29 @@ impl IamFigures {
     /// the deployer policy.
     pub fn provider_ok(&self) -> bool {
         self.provider_calls > 0 && self.provider_refused == 0
+    }
+}
+
+/// One kind of wait as a table cell; "at least" when the pod watch had to list again.
+fn waited(
+    f: &Option<crate::pending::Figures>,
+    which: impl Fn(&crate::pending::Figures) -> crate::pending::Waited,
+) -> String {
+    match f {
+        Some(f) => {
+            let w = which(f);
+            format!(
+                "{:.1} ({}){}",
+                w.pod_secs,
+                w.pods,
+                if f.relisted {
+                    ", at least: the watch relisted"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => "—".into(),
     }
 }
 
@@ -166,18 +189,12 @@ impl Figures {
                 secs(self.storm_recovered_secs),
             ),
             (
-                "storm: pending pod-seconds (pods that went pending)".into(),
-                match self.storm_pending {
-                    Some((n, s, relisted)) => format!(
-                        "{s:.1} ({n}){}",
-                        if relisted {
-                            ", at least: the watch relisted"
-                        } else {
-                            ""
-                        }
-                    ),
-                    None => "—".into(),
-                },
+                "storm: pod-seconds waiting for capacity (pods), goal 0".into(),
+                waited(&self.storm_waits, |f| f.capacity),
+            ),
+            (
+                "storm: pod-seconds waiting for the scheduler (pods)".into(),
+                waited(&self.storm_waits, |f| f.scheduler),
             ),
             (
                 "terraform plan of a NodePool change".into(),
