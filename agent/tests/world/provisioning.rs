@@ -13,7 +13,8 @@ use joiner_agent::api::NodeClaim;
 use joiner_agent::catalog::CapacityType;
 use joiner_agent::cloud::Cloud;
 use joiner_agent_world::{wait_for, Opts, Target, World};
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,6 +310,151 @@ async fn seed_scale_out(target: Target) {
         "[{on}] seed scale-out 4 -> 100 -> 0 done in {:.1}s (world start included)",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The room a round planned for a pod is taken before kube-scheduler gets to it (here by a
+/// pod bound straight to the new node while its startup taint held everything else off).
+/// kube-scheduler then rewrites the pod's status with its new failure, and the agent plans
+/// it again in the next batch, as Karpenter re-triggers on that update, instead of at the
+/// periodic re-check (30 s after a round with Karpenter's 1 s / 10 s batch windows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_planned_room_was_taken_is_planned_again_in_the_next_batch() {
+    let w = World::start(Opts::on(Target::Sim)).await;
+    w.node_class("default").await;
+    w.node_pool(
+        "default",
+        serde_json::json!({
+            "template": {"spec": {
+                "nodeClassRef": {"group": "joiner.dev", "kind": "NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                    {"key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                ],
+                "startupTaints": [{"key": STARTUP_TAINT, "effect": "NoSchedule"}],
+            }},
+        }),
+    )
+    .await;
+    // A 30 s batch limit puts the periodic re-check 90 s after each round, past anything
+    // this test waits for: a second plan within seconds can only come from the next batch.
+    let agent = w.agent(&["--batch-idle", "1s", "--batch-max", "30s"]).await;
+    w.deployment("web", 1, "1500m", "256Mi").await;
+
+    let node = wait_for(
+        "the planned node, registered",
+        Duration::from_secs(60),
+        || async { w.nodes().await.into_iter().next() },
+    )
+    .await;
+    let node_name = node.name_any();
+    let first_claims: Vec<String> = w.claims().await.iter().map(|c| c.name_any()).collect();
+    assert_eq!(
+        first_claims.len(),
+        1,
+        "one claim for one pod: {first_claims:?}"
+    );
+
+    // Another pod takes the room, bound by name as a DaemonSet's pod is.
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), "default");
+    let intruder: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "intruder", "labels": {"app": "intruder"}},
+        "spec": {
+            "nodeName": node_name,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "1500m", "memory": "256Mi"}}}],
+        }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &intruder)
+        .await
+        .expect("create the intruder");
+    wait_for("the intruder Running", Duration::from_secs(30), || async {
+        (w.running("intruder").await == 1).then_some(())
+    })
+    .await;
+
+    // The startup taint goes (as a CNI's agent removes it): kube-scheduler tries the web pod
+    // there, finds too little cpu and says so on the pod.
+    assert_eq!(
+        w.claims().await.len(),
+        1,
+        "planned again before kube-scheduler could try the node"
+    );
+    remove_startup_taint(&w, &node).await;
+    let untainted = std::time::Instant::now();
+
+    let second = wait_for(
+        "a second NodeClaim for the web pod",
+        Duration::from_secs(60),
+        || async {
+            w.claims()
+                .await
+                .into_iter()
+                .find(|c| !first_claims.contains(&c.name_any()))
+        },
+    )
+    .await;
+    let replanned = untainted.elapsed();
+    eprintln!(
+        "room taken: {} created {:.1} s after kube-scheduler could first try the planned node",
+        second.name_any(),
+        replanned.as_secs_f64()
+    );
+    assert!(
+        replanned < Duration::from_secs(10),
+        "the pod waited {replanned:?} for its second plan: the periodic re-check, not the next batch"
+    );
+    let node2 = wait_for(
+        "the second node, registered",
+        Duration::from_secs(60),
+        || async {
+            w.nodes()
+                .await
+                .into_iter()
+                .find(|n| n.name_any() != node_name)
+        },
+    )
+    .await;
+    remove_startup_taint(&w, &node2).await;
+    wait_for(
+        "the web pod Running elsewhere",
+        Duration::from_secs(60),
+        || async {
+            let p = w.pods("web").await.into_iter().next()?;
+            let on = p.spec.as_ref()?.node_name.clone()?;
+            (on != node_name && p.status.as_ref()?.phase.as_deref() == Some("Running"))
+                .then_some(())
+        },
+    )
+    .await;
+    agent.stop().await.expect("graceful stop");
+}
+
+const STARTUP_TAINT: &str = "example.com/cni-not-ready";
+
+/// What a CNI's agent does once the node's network is up.
+async fn remove_startup_taint(w: &World, node: &Node) {
+    let nodes: Api<Node> = Api::all(w.client.clone());
+    let taints: Vec<serde_json::Value> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != STARTUP_TAINT)
+        .map(|t| serde_json::to_value(t).unwrap())
+        .collect();
+    nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"taints": taints}})),
+        )
+        .await
+        .expect("remove the startup taint");
 }
 
 /// What runs only on the real control plane (kube-apiserver, kube-scheduler, KWOK): `#[ignore]`d
