@@ -90,7 +90,7 @@ fn priced(s: &Scheduler<'_>, claim: &Claim, pool: &Pool, others: &Resources) -> 
                 && (!pool.has_limits || pool.within_limits(others, &s.catalog.types[t].capacity))
         })
         .collect();
-    let fitting = without_exotic(fitting, |t| s.catalog.types[t].is_exotic());
+    let fitting = without_exotic(fitting, |t| s.exotic.get(t));
     // Cheapest on-demand price among fitting types, for dropping dearer Spot offerings.
     let od_min = if ctm & CT_ON_DEMAND != 0 {
         fitting
@@ -105,8 +105,8 @@ fn priced(s: &Scheduler<'_>, claim: &Claim, pool: &Pool, others: &Resources) -> 
     for &t in &fitting {
         let it = &s.catalog.types[t];
         let mut best: Option<Priced> = None;
-        for o in &it.offerings {
-            let Some(&zi) = s.zones.index.get(&o.zone) else {
+        for (oi, o) in it.offerings.iter().enumerate() {
+            let Some(zi) = s.zones.of_offering[t][oi] else {
                 continue;
             };
             let bit = 1u64 << zi;

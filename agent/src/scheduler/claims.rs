@@ -642,7 +642,7 @@ impl Scheduler<'_> {
                 holds.push(Hold { t, offer: *o });
             }
         }
-        let exotic = |t: usize| self.catalog.types[t].is_exotic();
+        let exotic = |t: usize| self.exotic.get(t);
         if holds.iter().any(|h| exotic(h.t)) {
             let ordinary = types
                 .iter()

@@ -158,6 +158,9 @@ pub(crate) struct Scheduler<'a> {
     input: &'a Input,
     mode: Mode,
     zones: Zones,
+    /// Catalogue types that are GPU, accelerator or bare metal, read once a round (see
+    /// [`candidates`]): every claim's pricing asks, and the answer reads labels.
+    exotic: Bitset,
     pools: Vec<Pool>,
     terms: Terms,
     topo: Topology,
@@ -302,11 +305,18 @@ impl<'a> Scheduler<'a> {
                 r
             })
             .collect();
+        let mut exotic = Bitset::empty(catalog.types.len());
+        for (t, it) in catalog.types.iter().enumerate() {
+            if it.is_exotic() {
+                exotic.set(t);
+            }
+        }
         let mut s = Scheduler {
             catalog,
             input,
             mode,
             zones,
+            exotic,
             committed: vec![Resources::default(); pools.len()],
             pools,
             terms,

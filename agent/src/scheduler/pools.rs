@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::daemonsets::{node_requirements, overhead};
+use crate::catalog::daemonsets::{node_requirements, overhead, DaemonSet};
 use crate::catalog::{CapacityType, Catalog, InstanceType, KubeletSettings};
 use crate::labels;
 use crate::resources::{Resources, NODES};
+use crate::taints::first_untolerated;
 
 use super::bitset::Bitset;
 use super::input::{Input, NodePoolInput};
@@ -134,7 +135,10 @@ pub(crate) fn resource_value(r: &Resources, name: &str) -> i64 {
 #[derive(Default)]
 pub(crate) struct Zones {
     pub names: Vec<String>,
-    pub index: BTreeMap<String, usize>,
+    /// Per catalogue type, the bit of each of its offerings' zones (None: a zone past the
+    /// 64 kept). Looked up once a round: pricing every claim reads every offering, and a
+    /// string-keyed lookup there was a fixed cost that dominated small rounds.
+    pub of_offering: Vec<Vec<Option<u8>>>,
 }
 
 impl Zones {
@@ -146,12 +150,22 @@ impl Zones {
             }
         }
         let names: Vec<String> = all.into_iter().take(64).collect();
-        let index = names
+        let index: BTreeMap<String, usize> = names
             .iter()
             .enumerate()
             .map(|(i, n)| (n.clone(), i))
             .collect();
-        Zones { names, index }
+        let of_offering = catalog
+            .types
+            .iter()
+            .map(|it| {
+                it.offerings
+                    .iter()
+                    .map(|o| index.get(&o.zone).map(|&i| i as u8))
+                    .collect()
+            })
+            .collect();
+        Zones { names, of_offering }
     }
 
     pub fn names_of(&self, mask: ZoneMask) -> Vec<String> {
@@ -217,6 +231,16 @@ impl PoolSources<'_> {
             has_min_values: np.requirements.iter().any(|(_, r)| r.min_values.is_some()),
         };
         let default_kubelet = kubelet == KubeletSettings::default();
+        // DaemonSets that cannot tolerate the pool's taints land on none of its nodes; with
+        // none left, the node's label picture (built per type, the costliest step of a
+        // small round) is not needed.
+        let daemonsets: Vec<DaemonSet> = self
+            .input
+            .daemonsets
+            .iter()
+            .filter(|ds| first_untolerated(&np.taints, &ds.tolerations).is_none())
+            .cloned()
+            .collect();
         for (t, it) in self.catalog.types.iter().enumerate() {
             let base = if default_kubelet {
                 it.allocatable.clone()
@@ -228,8 +252,12 @@ impl PoolSources<'_> {
                 pool.overhead.push(Resources::default());
                 continue;
             }
-            let node = node_requirements(&np.name, &np.requirements, it);
-            let ds = overhead(&self.input.daemonsets, &node, &np.taints);
+            let ds = if daemonsets.is_empty() {
+                Resources::default()
+            } else {
+                let node = node_requirements(&np.name, &np.requirements, it);
+                overhead(&daemonsets, &node, &np.taints)
+            };
             pool.price[t] = self.offerings(&mut pool, np, t, it);
             let mut alloc = base.clone();
             alloc.sub(&ds);
@@ -283,7 +311,7 @@ impl PoolSources<'_> {
     fn offerings(&self, pool: &mut Pool, np: &NodePoolInput, t: usize, it: &InstanceType) -> f64 {
         let mut price = f64::INFINITY;
         for (oi, o) in it.offerings.iter().enumerate() {
-            let Some(&zi) = self.zones.index.get(&o.zone) else {
+            let Some(zi) = self.zones.of_offering[t][oi].map(usize::from) else {
                 continue;
             };
             if pool.zone_mask & (1 << zi) == 0 || pool.ct_mask & ct_bit(o.capacity_type) == 0 {
