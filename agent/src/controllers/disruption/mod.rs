@@ -589,7 +589,7 @@ impl Disruption {
                 key,
                 "do_not_disrupt" | "pdb" | "budget" | "unplaceable" | "eviction_cap"
             ) {
-                if let Some(node) = self.ctx.state.nodes.find(|n| n.name_any() == b.node) {
+                if let Some(node) = self.ctx.state.node(&b.node) {
                     self.ctx
                         .events
                         .publish(
@@ -682,7 +682,7 @@ impl Disruption {
                     &message,
                 )
                 .await;
-            if let Some(node) = ctx.state.nodes.find(|x| x.name_any() == n.node) {
+            if let Some(node) = ctx.state.node(&n.node) {
                 ctx.events
                     .publish(
                         &events::reference(node.as_ref()),

@@ -64,7 +64,7 @@ pub async fn run(ctx: Arc<Context>, finalize: Finalize) {
                 c = rx.recv() => match c {
                     Ok(Change::NodeClaim(name)) => ctx.claims.add(&name),
                     Ok(Change::Node(name)) => {
-                        if let Some(node) = ctx.state.nodes.find(|n| n.name_any() == name) {
+                        if let Some(node) = ctx.state.node(&name) {
                             if let Some(c) = ctx.state.claim_for_node(&node) {
                                 ctx.claims.add(&c.name_any());
                             }
@@ -72,7 +72,7 @@ pub async fn run(ctx: Arc<Context>, finalize: Finalize) {
                     }
                     Ok(Change::Pod { node: Some(node), .. }) => {
                         // Pods leaving a draining node advance its termination.
-                        if let Some(n) = ctx.state.nodes.find(|n| n.name_any() == node) {
+                        if let Some(n) = ctx.state.node(&node) {
                             if let Some(c) = ctx.state.claim_for_node(&n) {
                                 if c.metadata.deletion_timestamp.is_some() {
                                     ctx.claims.add(&c.name_any());

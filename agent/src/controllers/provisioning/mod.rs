@@ -261,8 +261,7 @@ fn waiting_on(ctx: &Context, target: &Target) -> Option<String> {
         Target::InFlight(c) => Some(c.clone()),
         Target::Node(n) => ctx
             .state
-            .nodes
-            .find(|x| &x.name_any() == n)
+            .node(n)
             .and_then(|node| ctx.state.claim_for_node(&node))
             .filter(|c| {
                 !c.status

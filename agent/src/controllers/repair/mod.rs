@@ -100,7 +100,7 @@ pub async fn pass(ctx: &Context) -> Vec<String> {
             repair::MAX_UNHEALTHY_PERCENT
         );
         for name in &h.due {
-            if let Some(node) = ctx.state.nodes.find(|n| &n.name_any() == name) {
+            if let Some(node) = ctx.state.node(name) {
                 ctx.events
                     .publish(
                         &events::reference(node.as_ref()),
@@ -118,7 +118,7 @@ pub async fn pass(ctx: &Context) -> Vec<String> {
             continue;
         };
         let message = format!("node {} is unhealthy: {}; replacing it", r.node, r.why);
-        if let Some(node) = ctx.state.nodes.find(|n| n.name_any() == r.node) {
+        if let Some(node) = ctx.state.node(&r.node) {
             ctx.events
                 .publish(
                     &events::reference(node.as_ref()),

@@ -7,6 +7,7 @@
 //! Every change is also announced on a broadcast channel ([`Change`]) that controllers
 //! use as their trigger.
 
+pub mod bound_pods;
 pub mod crd_store;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::broadcast;
 
+pub use bound_pods::BoundPods;
 pub use crd_store::CrdStore;
 
 use crate::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
@@ -49,6 +51,8 @@ pub enum Change {
 
 pub struct ClusterState {
     pub pods: Store<Pod>,
+    /// The pods of [`Self::pods`] by the node they are bound to.
+    bound: Arc<BoundPods>,
     pub nodes: Store<Node>,
     pub daemonsets: Store<DaemonSet>,
     pub pdbs: Store<PodDisruptionBudget>,
@@ -183,14 +187,16 @@ pub fn trim_node(n: &mut Node) {
     }
 }
 
-/// Watches every `K` into `writer`, trimmed by `trim` to what the agent reads, and
-/// announces each object it touches as `change(obj)`. A failed watch is logged and retried
-/// with backoff; it never ends the stream.
+/// Watches every `K` into `writer`, trimmed by `trim` to what the agent reads, shows each
+/// event to `follow` (an index kept beside the store), and announces each object it touches
+/// as `change(obj)`. A failed watch is logged and retried with backoff; it never ends the
+/// stream.
 fn watch_into<K>(
     client: &Client,
     writer: reflector::store::Writer<K>,
     what: &'static str,
     trim: fn(&mut K),
+    follow: impl Fn(&watcher::Event<K>) + Send + 'static,
     tx: broadcast::Sender<Change>,
     change: fn(&K) -> Change,
 ) where
@@ -208,6 +214,11 @@ fn watch_into<K>(
             .default_backoff()
             .modify(trim)
             .reflect(writer)
+            .inspect(move |r| {
+                if let Ok(event) = r {
+                    follow(event);
+                }
+            })
             .touched_objects()
             .for_each(move |r| {
                 match r {
@@ -239,8 +250,10 @@ impl ClusterState {
         let (nodes, nodes_w) = reflector::store();
         let (daemonsets, ds_w) = reflector::store();
         let (pdbs, pdbs_w) = reflector::store();
+        let bound = Arc::new(BoundPods::default());
         let state = Arc::new(ClusterState {
             pods,
+            bound: bound.clone(),
             nodes,
             daemonsets,
             pdbs,
@@ -251,16 +264,43 @@ impl ClusterState {
             changes: changes.clone(),
         });
         let tx = || changes.clone();
-        watch_into(&client, pods_w, "pod", trim_pod, tx(), pod_change);
-        watch_into(&client, nodes_w, "node", trim_node, tx(), |n| {
-            Change::Node(n.name_any())
-        });
-        watch_into(&client, ds_w, "daemonset", no_managed_fields, tx(), |_| {
-            Change::DaemonSet
-        });
-        watch_into(&client, pdbs_w, "pdb", no_managed_fields, tx(), |_| {
-            Change::Pdb
-        });
+        let follow_pods = move |e: &watcher::Event<Pod>| bound.apply(e);
+        watch_into(
+            &client,
+            pods_w,
+            "pod",
+            trim_pod,
+            follow_pods,
+            tx(),
+            pod_change,
+        );
+        watch_into(
+            &client,
+            nodes_w,
+            "node",
+            trim_node,
+            |_| {},
+            tx(),
+            |n| Change::Node(n.name_any()),
+        );
+        watch_into(
+            &client,
+            ds_w,
+            "daemonset",
+            no_managed_fields,
+            |_| {},
+            tx(),
+            |_| Change::DaemonSet,
+        );
+        watch_into(
+            &client,
+            pdbs_w,
+            "pdb",
+            no_managed_fields,
+            |_| {},
+            tx(),
+            |_| Change::Pdb,
+        );
         tokio::spawn(crd_store::run(
             client.clone(),
             state.node_pools.clone(),
@@ -311,6 +351,12 @@ impl ClusterState {
         self.node_classes.wait_ready().await;
         self.node_claims.wait_ready().await;
         self.node_overlays.wait_ready().await;
+    }
+
+    /// The Node of that name, by the store's key (a lookup, where a scan of every Node per
+    /// pod event was most of the lifecycle trigger's work in a busy cluster).
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(&reflector::ObjectRef::new(name))
     }
 
     /// The Node carrying a provider ID.
@@ -380,10 +426,13 @@ impl ClusterState {
         out
     }
 
+    /// Non-terminal pods bound to `node`, from the by-node index; the store has the last
+    /// word on each (the index may trail it by one event).
     pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
-        self.pods
-            .state()
-            .into_iter()
+        self.bound
+            .on(node)
+            .iter()
+            .filter_map(|r| self.pods.get(r))
             .filter(|p| {
                 p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
                     && !matches!(
