@@ -951,12 +951,20 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
             .count()
     };
     let notice = Duration::from_secs(w.args.notice);
-    let mut snap;
+    let mut snap = Snapshot::default();
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        snap = w.rec.latest_since(start).unwrap_or_default();
-        note_failed(w, &snap);
-        if drained(&snap) == names.len() || start.elapsed() >= notice {
+        // Until the recorder samples after the warnings there is no picture to judge by:
+        // an empty one would read as every warned node gone, and EC2 would take the
+        // instances back before the agent had drained them.
+        if let Some(s) = w.rec.latest_since(start) {
+            snap = s;
+            note_failed(w, &snap);
+            if drained(&snap) == names.len() {
+                break;
+            }
+        }
+        if start.elapsed() >= notice {
             break;
         }
     }
