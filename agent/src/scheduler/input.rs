@@ -122,6 +122,10 @@ pub struct Pod {
     /// Preferred pod affinity terms with their weights (1-100): preferences with a price.
     pub preferred_pod_affinity: Vec<(i32, PodAffinityTerm)>,
     pub preferred_pod_anti_affinity: Vec<(i32, PodAffinityTerm)>,
+    /// For a pod displaced from a node that is going away: that node's values of the keys
+    /// the pod's required spreads count over (zone, a capacity split...). See
+    /// [`super::schedule`] for why the plan sends it back there.
+    pub home: BTreeMap<String, String>,
 }
 
 impl Pod {
@@ -136,6 +140,24 @@ impl Pod {
 
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Records, for a pod about to be displaced from a node with `node_labels`, the node's
+    /// values of the keys its required spreads count over (hostname aside: a node of its
+    /// own is never home again).
+    pub fn set_home(&mut self, node_labels: &BTreeMap<String, String>) {
+        self.home = self
+            .topology_spread
+            .iter()
+            .filter(|s| {
+                s.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule
+                    && s.topology_key != crate::labels::HOSTNAME
+            })
+            .filter_map(|s| {
+                let v = node_labels.get(&s.topology_key)?;
+                Some((s.topology_key.clone(), v.clone()))
+            })
+            .collect();
     }
 }
 

@@ -56,8 +56,37 @@ use reserved::{Hold, Ledger};
 use topology::Topology;
 
 /// Plans one round. See the module docs and [`preferences`] for how preferences are priced.
+///
+/// Pods displaced from nodes that are going away are planned back into the domains they
+/// leave ([`Pod::home`]) where a NodePool can launch there. Their nodes are drained one by
+/// one, so the counts kube-scheduler's maxSkew compares after a drain lack that node's pods
+/// only: under a maxSkew 1 spread they may go nowhere but the domains they left. A plan
+/// that balanced all displaced pods at once would put their room elsewhere, and they would
+/// wait for capacity beside it. Pods that cannot go home are planned as any pod.
 pub fn schedule(catalog: &Catalog, input: &Input) -> Plan {
-    preferences::schedule_priced(catalog, input)
+    if input.pods.iter().all(|p| p.home.is_empty()) {
+        return preferences::schedule_priced(catalog, input);
+    }
+    let mut homed = input.clone();
+    for p in &mut homed.pods {
+        for (k, v) in &p.home {
+            p.node_selector.insert(k.clone(), v.clone());
+        }
+    }
+    let plan = preferences::schedule_priced(catalog, &homed);
+    let homeless: Vec<usize> = plan
+        .unschedulable
+        .iter()
+        .map(|u| u.pod)
+        .filter(|&i| !input.pods[i].home.is_empty())
+        .collect();
+    if homeless.is_empty() {
+        return plan;
+    }
+    for i in homeless {
+        homed.pods[i] = input.pods[i].clone();
+    }
+    preferences::schedule_priced(catalog, &homed)
 }
 
 /// How a pass treats preferences (see [`preferences`]).

@@ -723,3 +723,91 @@ fn a_preferred_zone_does_not_narrow_a_hard_spread() {
     assert_eq!(per_zone.len(), 3, "one pod per zone: {per_zone:?}");
     assert_eq!(per_zone.get(zones[1].as_str()), Some(&1), "{per_zone:?}");
 }
+
+/// Displaced pods go back to the domains their node leaves. Their nodes drain one at a
+/// time, and with maxSkew 1 kube-scheduler then takes a node's pods only where the drain
+/// left the fewest: where they came from. A plan that balanced all displaced pods at once
+/// could cross them over (here: the first pod to the first zone and the first split)
+/// and put their room where they cannot go. Where no NodePool can launch at home, they
+/// are planned as any pod.
+#[test]
+fn displaced_pods_are_planned_back_into_the_domains_they_leave() {
+    let zones: Vec<String> = catalog().zones().into_iter().take(3).collect();
+    let zone_refs: Vec<&str> = zones.iter().map(String::as_str).collect();
+    let pool = |allowed: &[&str]| {
+        let mut p = general("p");
+        p.requirements
+            .add(labels::ZONE, req("", Operator::In, allowed));
+        p.requirements
+            .add(SPREAD_KEY, req("", Operator::In, &["1", "2", "3"]));
+        p
+    };
+    // One node stays, in (zone 2, split 3); two leave, in (zone 0, split 2) and (zone 1,
+    // split 1), one pod each.
+    let stays = Node {
+        name: "stays".into(),
+        labels: BTreeMap::from([
+            (labels::ZONE.to_string(), zones[2].clone()),
+            (SPREAD_KEY.to_string(), "3".to_string()),
+            (labels::HOSTNAME.to_string(), "stays".to_string()),
+        ]),
+        allocatable: Resources::pod(2000, 4 * GI).plus(&Resources {
+            pods: 109,
+            ..Default::default()
+        }),
+        pods: vec![BoundPod {
+            namespace: "default".into(),
+            labels: BTreeMap::from([("app".to_string(), "home".to_string())]),
+            requests: Resources::pod(1000, GI),
+            anti_affinity: vec![],
+        }],
+        ..Default::default()
+    };
+    let homes = [(zones[0].clone(), "2"), (zones[1].clone(), "1")];
+    let run = |allowed: &[&str]| {
+        let mut ps = pods(2, "home", 1000, GI);
+        for (p, (zone, split)) in ps.iter_mut().zip(&homes) {
+            for key in [labels::ZONE, SPREAD_KEY] {
+                p.topology_spread
+                    .push(spread(key, "home", WhenUnsatisfiable::DoNotSchedule));
+            }
+            p.set_home(&BTreeMap::from([
+                (labels::ZONE.to_string(), zone.clone()),
+                (SPREAD_KEY.to_string(), split.to_string()),
+                (labels::HOSTNAME.to_string(), "leaving".to_string()),
+            ]));
+        }
+        plan(&Input {
+            pods: ps,
+            nodes: vec![stays.clone()],
+            node_pools: vec![pool(allowed)],
+            ..Default::default()
+        })
+    };
+    let at_home = run(&zone_refs);
+    assert!(
+        at_home.unschedulable.is_empty(),
+        "{:?}",
+        at_home.unschedulable
+    );
+    for c in &at_home.new_claims {
+        let split = c
+            .requirements
+            .get(SPREAD_KEY)
+            .and_then(|r| r.single_value());
+        for &i in &c.pods {
+            assert_eq!(
+                (c.zones.clone(), split),
+                (vec![homes[i].0.clone()], Some(homes[i].1)),
+                "pod {i} is planned away from home"
+            );
+        }
+    }
+    // The pool cannot launch in the first pod's zone: it is planned elsewhere, not left out.
+    let away = run(&zone_refs[1..]);
+    assert!(away.unschedulable.is_empty(), "{:?}", away.unschedulable);
+    assert_eq!(
+        away.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        2
+    );
+}

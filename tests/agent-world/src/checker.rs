@@ -20,6 +20,53 @@ use joiner_agent::scheduler::{
 };
 use joiner_agent::taints::{Effect, Taint, Toleration};
 
+/// The input as the plan is held to it: a displaced pod planned back into every domain of
+/// its `home` counts only those domains for its spreads, as a node selector would make it.
+/// The scheduler promises that much (its node's drain frees those domains first); a pod
+/// planned anywhere else is held to the spreads over every domain.
+fn homed(input: &Input, plan: &Plan) -> Input {
+    let mut out = input.clone();
+    let mut at = |i: usize, value: &dyn Fn(&str) -> Option<String>| {
+        let pod = &mut out.pods[i];
+        if !pod.home.is_empty() && pod.home.iter().all(|(k, v)| value(k).as_ref() == Some(v)) {
+            let home = pod.home.clone();
+            pod.node_selector.extend(home);
+        }
+    };
+    for c in &plan.new_claims {
+        let value = |k: &str| {
+            let v = c.requirements.get(k)?.single_value()?;
+            Some(v.to_string())
+        };
+        for &i in &c.pods {
+            at(i, &value);
+        }
+    }
+    for p in &plan.placements {
+        let labels: BTreeMap<String, String> = match &p.target {
+            Target::Node(name) => input
+                .nodes
+                .iter()
+                .find(|n| &n.name == name)
+                .map(|n| n.labels.clone())
+                .unwrap_or_default(),
+            Target::InFlight(name) => input
+                .in_flight
+                .iter()
+                .find(|c| &c.name == name)
+                .map(|c| {
+                    c.requirements
+                        .iter()
+                        .filter_map(|(k, r)| Some((k.clone(), r.single_value()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        at(p.pod, &|k: &str| labels.get(k).cloned());
+    }
+    out
+}
+
 /// Where a pod runs, as far as the plan decides it.
 #[derive(Debug, Clone)]
 struct Place {
@@ -136,6 +183,8 @@ fn pool_labels(pool: &NodePoolInput) -> BTreeMap<String, String> {
 
 /// Checks the plan; the error names the first violated constraint.
 pub fn check(catalog: &Catalog, input: &Input, plan: &Plan) -> Result<(), String> {
+    let homed = homed(input, plan);
+    let input = &homed;
     let n = input.pods.len();
     let mut seen = vec![0; n];
     plan.placements.iter().for_each(|p| seen[p.pod] += 1);

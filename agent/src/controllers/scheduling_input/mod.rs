@@ -368,7 +368,16 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
                 }
                 if let Some(&claim) = doomed.get(&node).filter(|_| reschedulable(&p)) {
                     match convert::pod(&p) {
-                        Ok(sp) => displaced_pods.push((sp, claim)),
+                        Ok(mut sp) => {
+                            if let Some(labels) = ctx
+                                .state
+                                .node(&node)
+                                .and_then(|n| n.metadata.labels.clone())
+                            {
+                                sp.set_home(&labels);
+                            }
+                            displaced_pods.push((sp, claim))
+                        }
                         Err(_) => ctx.metrics.malformed("Pod"),
                     }
                     continue;
