@@ -392,7 +392,18 @@ impl<'a> Sim<'a> {
         for &i in removed.iter().rev() {
             taken.push((i, self.input.nodes.remove(i)));
         }
-        self.input.pods = nodes.iter().flat_map(|c| c.pods.iter().cloned()).collect();
+        // Planned as provisioning will plan them once the node goes: back into its domains
+        // where they can (see `scheduler::schedule`).
+        self.input.pods = nodes
+            .iter()
+            .flat_map(|c| {
+                c.pods.iter().map(|p| {
+                    let mut p = p.clone();
+                    p.set_home(&c.node.labels);
+                    p
+                })
+            })
+            .collect();
         let real = self.input.pods.len();
         if consolidating {
             let pools: BTreeSet<&str> = nodes.iter().map(|c| c.nodepool.as_str()).collect();
