@@ -215,6 +215,7 @@ pub async fn run(
     let _ = ready_tx.send(true);
     tracing::info!("caches synced");
     let _warm = crate::task::AbortOnDrop(tokio::spawn(provisioning::warm::run(ctx.clone())));
+    let _trim = crate::task::AbortOnDrop(tokio::spawn(operator::memory::run()));
 
     let mut election = Election::start(&ctx.client, &ctx.config, &identity);
     let result = lead(&ctx, &mut election.leader, &mut shutdown).await;

@@ -1,0 +1,39 @@
+//! Giving freed heap back to the system.
+//!
+//! A scale-out or a disruption pass builds large transient state (a round's input and plan,
+//! a pass's simulated world, watch pages being decoded) and frees it a moment later. glibc's
+//! allocator keeps most of what was freed mapped for reuse, so the agent's resident size
+//! after a burst stays at the burst's peak until the next one. The agent is sized and
+//! alerted on by that figure, so the heap is trimmed on a short period: a walk over the
+//! allocator's free lists, well under a millisecond at the agent's heap sizes, in exchange
+//! for a resident size that follows the heap in use.
+
+use std::time::Duration;
+
+/// Between trims: short enough that a burst's memory is back within a scrape or two,
+/// long enough that the walk costs nothing measurable.
+pub const PERIOD: Duration = Duration::from_secs(10);
+
+/// Trims every [`PERIOD`] until the task is dropped.
+pub async fn run() {
+    let mut tick = tokio::time::interval(PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        trim();
+    }
+}
+
+/// Returns the free memory at the top of the heap and of every arena to the system.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn trim() {
+    // SAFETY: malloc_trim only reads and adjusts the allocator's own bookkeeping, under its
+    // locks; it is safe to call from any thread at any time, and 0 keeps no padding.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Other allocators return memory on their own terms.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn trim() {}
