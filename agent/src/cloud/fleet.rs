@@ -269,11 +269,24 @@ struct LaunchPlan<'a> {
 
 impl<'a> LaunchPlan<'a> {
     fn new(request: &'a LaunchRequest, raw: &'a RawCatalog, amis: &'a ResolvedAmis) -> Self {
-        let records: BTreeMap<&str, &InstanceTypeRecord> =
-            raw.records.iter().map(|r| (r.name.as_str(), r)).collect();
+        // Only the claim's candidates are ever asked about. Indexed over the whole
+        // catalogue, these maps were 5.9 MB of the agent's peak heap in a scale-out of
+        // 1,100 pods, where up to 64 launches run at once.
+        let wanted: BTreeSet<&str> = request
+            .candidates
+            .iter()
+            .map(|c| c.instance_type.as_str())
+            .collect();
+        let records: BTreeMap<&str, &InstanceTypeRecord> = raw
+            .records
+            .iter()
+            .filter(|r| wanted.contains(r.name.as_str()))
+            .map(|r| (r.name.as_str(), r))
+            .collect();
         let sold_in = raw
             .offerings
             .iter()
+            .filter(|o| wanted.contains(o.instance_type.as_str()))
             .map(|o| (o.instance_type.as_str(), o.zone.as_str()))
             .collect();
         let settings = request.node_class.spec.kubelet_settings();
