@@ -1056,4 +1056,59 @@ proptest! {
             );
         }
     }
+
+    /// A trial simulated on the nodes with room alone decides as one on every node: the
+    /// same cluster plus a cordoned node elsewhere holding a pod whose anti-affinity selects
+    /// nothing (which makes every trial see every node, as any placed anti-affinity does)
+    /// gets the same decisions and the same blocks. The clusters are small and nearly full,
+    /// the case where trials are narrowed.
+    #[test]
+    fn trials_on_the_nodes_with_room_decide_as_trials_on_every_node(
+        nodes in proptest::collection::vec(
+            (0usize..4, proptest::collection::vec((1i64..16, 1i64..16), 0..7)),
+            2..10,
+        ),
+    ) {
+        let cat = catalog();
+        let candidates: Vec<Candidate> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (size, asks))| {
+                let t = 2 * size + 1;
+                let it = cat.get(&format!("fake-it-{t}")).unwrap();
+                let (mut cpu, mut mem) = (0, 0);
+                let mut pods = Vec::new();
+                for (j, &(c, m)) in asks.iter().enumerate() {
+                    let (c, m) = (c * 125, m * 128);
+                    if cpu + c > it.allocatable.cpu_milli || (mem + m) * MI > it.allocatable.memory_bytes {
+                        continue;
+                    }
+                    cpu += c;
+                    mem += m;
+                    pods.push(pod(&format!("p{i}-{j}"), c, m));
+                }
+                node(&cat, &format!("n{i}"), t, CapacityType::OnDemand, pods)
+            })
+            .collect();
+        let narrowed = world(&cat, candidates, policy(&[budget("100%")]), &["on-demand"]);
+        let mut every = narrowed.clone();
+        every.other_nodes.push(scheduler::Node {
+            name: "elsewhere".into(),
+            unschedulable: true,
+            pods: vec![BoundPod {
+                namespace: "default".into(),
+                anti_affinity: vec![scheduler::PodAffinityTerm {
+                    label_selector: Some(scheduler::LabelSelector::labels([("selects", "nothing")])),
+                    topology_key: labels::ZONE.into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let a = decide(&cat, &narrowed, &Config::default());
+        let b = decide(&cat, &every, &Config::default());
+        prop_assert_eq!(format!("{:?}", a.decisions), format!("{:?}", b.decisions));
+        prop_assert_eq!(format!("{:?}", a.blocked), format!("{:?}", b.blocked));
+    }
 }
