@@ -129,6 +129,12 @@ impl Controller {
     /// joiner's agent with the KWOK cloud, no leader election (Karpenter's runs without
     /// it too), default batch windows (1 s idle, 10 s max: Karpenter's).
     pub fn joiner(cp: &ControlPlane, out: &Path, extra: &[&str]) -> Controller {
+        Controller::joiner_at(cp.kubeconfig_path(), out, extra)
+    }
+
+    /// [`Controller::joiner`] against the cluster of any kubeconfig (kube-sim's, for the
+    /// agent alone at scale).
+    pub fn joiner_at(kubeconfig: &Path, out: &Path, extra: &[&str]) -> Controller {
         let metrics = joiner_test_support::free_port();
         let health = joiner_test_support::free_port();
         let log = out.join("joiner.log");
@@ -146,7 +152,7 @@ impl Controller {
                 "json",
             ])
             .arg("--kubeconfig")
-            .arg(cp.kubeconfig_path())
+            .arg(kubeconfig)
             .arg("--metrics-addr")
             .arg(format!("127.0.0.1:{metrics}"))
             .arg("--health-addr")
