@@ -27,7 +27,6 @@ use crate::api::NodeClaim;
 use crate::controllers::claim_termination::{delete_claim, TerminationReason, TERMINATION_REASON};
 use crate::controllers::conditions;
 use crate::controllers::context::Context;
-use crate::controllers::state::reschedulable;
 
 /// The claim's `Disrupted` condition (Karpenter's name): true from the moment a loop decides
 /// the node goes, with the loop's reason.
@@ -317,19 +316,14 @@ pub fn replacement_wait(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result
         .state
         .pods_on(&node.name_any())
         .into_iter()
-        .filter(|p| reschedulable(p))
+        .filter(|p| p.reschedulable())
         .collect();
     if pods.is_empty() {
         return Ok(Go::NoWait);
     }
     let grace = pods
         .iter()
-        .map(|p| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds)
-                .unwrap_or(DEFAULT_POD_GRACE)
-        })
+        .map(|p| p.grace_seconds.unwrap_or(DEFAULT_POD_GRACE))
         .max()
         .unwrap_or(DEFAULT_POD_GRACE)
         .max(0);

@@ -7,18 +7,11 @@ use crate::labels;
 
 /// [`has_do_not_disrupt`] for a pod, whose annotation may be a duration after its start
 /// (Karpenter v1.12): protection ends then.
-pub fn pod_has_do_not_disrupt(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    let started = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map(|t| t.0.as_second());
+pub fn pod_has_do_not_disrupt(pod: &crate::controllers::state::PodRecord) -> bool {
     let now = jiff::Timestamp::now().as_second();
-    pod.metadata.annotations.as_ref().is_some_and(|a| {
-        a.iter().any(|(k, v)| {
-            labels::is_do_not_disrupt(k)
-                && crate::disruption::do_not_disrupt::holds(v, started, now)
-        })
+    pod.annotations.iter().any(|(k, v)| {
+        labels::is_do_not_disrupt(k)
+            && crate::disruption::do_not_disrupt::holds(v, pod.started, now)
     })
 }
 

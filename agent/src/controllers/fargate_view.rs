@@ -9,11 +9,10 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
+use crate::controllers::state::PodRecord;
 
 use crate::cloud::Cloud;
-use crate::controllers::events::{self, Recorder, Type};
+use crate::controllers::events::{Recorder, Type};
 use crate::controllers::operator::metrics::Metrics;
 use crate::fargate::{selecting_profile, FargateProfile};
 
@@ -59,23 +58,27 @@ impl FargateView {
 
     /// The profile that selects this pending pod, if any. The first time a pod is found so,
     /// it gets a Warning Event saying why no node is launched and what to do.
-    pub async fn holds(&self, recorder: &Recorder, profiles: &[FargateProfile], pod: &Pod) -> bool {
-        let ns = pod.namespace().unwrap_or_default();
-        let Some(profile) = selecting_profile(profiles, &ns, pod.labels(), pod.annotations())
-        else {
+    pub async fn holds(
+        &self,
+        recorder: &Recorder,
+        profiles: &[FargateProfile],
+        pod: &PodRecord,
+    ) -> bool {
+        let ns = pod.namespace();
+        let Some(profile) = selecting_profile(profiles, ns, pod.labels(), &pod.annotations) else {
             return false;
         };
-        let uid = pod.uid().unwrap_or_default();
+        let uid = pod.uid.clone();
         let first = self
             .told
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(uid);
         if first {
-            tracing::info!(pod = %format!("{ns}/{}", pod.name_any()), profile, "pending pod belongs to Fargate: no EC2 capacity launched");
+            tracing::info!(pod = %format!("{ns}/{}", pod.name()), profile, "pending pod belongs to Fargate: no EC2 capacity launched");
             recorder
                 .publish(
-                    &events::reference(pod),
+                    &pod.reference(),
                     Type::Warning,
                     "FargateProfileSelectsPod",
                     &format!(

@@ -326,7 +326,7 @@ impl<'a> Sim<'a> {
             .iter()
             .flat_map(|n| &n.pods)
             .chain(input.in_flight.iter().flat_map(|c| &c.pods))
-            .any(|p| !p.anti_affinity.is_empty());
+            .any(|p| !p.anti_affinity().is_empty());
         let mut sim = Sim {
             catalog,
             input,
@@ -526,7 +526,7 @@ impl<'a> Sim<'a> {
         }
         for p in plan.placements.iter().filter(|p| p.pod < real) {
             let bound = BoundPod::from_pod(&pods[p.pod]);
-            self.placed_anti_affinity |= !bound.anti_affinity.is_empty();
+            self.placed_anti_affinity |= !bound.anti_affinity().is_empty();
             match &p.target {
                 Target::Node(name) => {
                     if let Some(i) = self.input.nodes.iter().position(|n| &n.name == name) {
@@ -571,7 +571,7 @@ impl<'a> Sim<'a> {
                 .filter(|&&i| i < real)
                 .map(|&i| BoundPod::from_pod(&pods[i]))
                 .collect();
-            self.placed_anti_affinity |= claim.pods.iter().any(|p| !p.anti_affinity.is_empty());
+            self.placed_anti_affinity |= claim.pods.iter().any(|p| !p.anti_affinity().is_empty());
             self.input.in_flight.push(claim);
         }
     }

@@ -238,6 +238,11 @@ pub struct DriftInput<'a> {
     /// ([`crate::scheduler::ParsedPool`]).
     pub requirements: &'a ParsedRequirements,
     pub class: Option<&'a NodeClassSpec>,
+    /// [`nodepool_hash`] of `pool` and [`nodeclass_hash`] of `class`: the caller hashes each
+    /// pool and class once for all their nodes (at thousands of nodes, hashing per claim
+    /// was a good part of a disruption pass).
+    pub pool_hash: &'a str,
+    pub class_hash: Option<&'a str>,
     /// The AMIs the NodeClass resolves to now (its status); empty when unknown.
     pub resolved_amis: &'a [String],
 }
@@ -251,12 +256,12 @@ pub fn drift_reason(d: &DriftInput) -> Option<String> {
         == Some(HASH_VERSION);
     if versioned {
         if let Some(h) = d.claim_annotations.get(NODEPOOL_HASH) {
-            if *h != nodepool_hash(d.pool) {
+            if h != d.pool_hash {
                 return Some(PoolDrift::Template(None).to_string());
             }
         }
-        if let (Some(h), Some(class)) = (d.claim_annotations.get(NODECLASS_HASH), d.class) {
-            if *h != nodeclass_hash(class) {
+        if let (Some(h), Some(now)) = (d.claim_annotations.get(NODECLASS_HASH), d.class_hash) {
+            if h != now {
                 return Some("the NodeClass changed".into());
             }
         }
@@ -434,6 +439,8 @@ mod tests {
             pool,
             requirements: &crate::api::parse_requirements(&pool.template.spec.requirements),
             class,
+            pool_hash: &nodepool_hash(pool),
+            class_hash: class.map(nodeclass_hash).as_deref(),
             resolved_amis: amis,
         })
     }
@@ -506,6 +513,8 @@ mod tests {
                     pool: &pools[*i].1,
                     requirements: &parsed[*i].requirements,
                     class: None,
+                    pool_hash: &nodepool_hash(&pools[*i].1),
+                    class_hash: None,
                     resolved_amis: &[],
                 })
             })

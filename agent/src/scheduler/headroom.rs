@@ -363,11 +363,11 @@ mod tests {
         l.insert(labels::KARPENTER_NODEPOOL.into(), "general".into());
         let mut pods = vec![];
         if used_cpu > 0 {
-            pods.push(super::super::BoundPod {
+            pods.push(super::super::BoundPod::from_pod(&super::super::Pod {
                 namespace: "default".into(),
                 requests: Resources::pod(used_cpu, GI),
                 ..Default::default()
-            });
+            }));
         }
         Node {
             name: name.into(),

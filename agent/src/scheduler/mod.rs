@@ -227,7 +227,7 @@ fn register_running_anti_affinity(input: &Input, topo: &mut Topology) {
         .flat_map(|n| n.pods.iter())
         .chain(input.in_flight.iter().flat_map(|c| c.pods.iter()));
     for p in running {
-        for t in &p.anti_affinity {
+        for t in p.anti_affinity() {
             let g = topo.affinity_group(&p.namespace, t);
             topo.groups[g as usize].has_owners = true;
         }
@@ -434,7 +434,7 @@ impl<'a> Scheduler<'a> {
                     self.topo.groups[g].add(d, 1);
                 }
             }
-            for t in &p.anti_affinity {
+            for t in p.anti_affinity() {
                 let g = self.topo.affinity_group(&p.namespace, t) as usize;
                 self.topo.groups[g].has_owners = true;
                 if let Dom::Known(Some(d)) = self.slot_dom(s, &t.topology_key) {

@@ -1095,15 +1095,15 @@ proptest! {
         every.other_nodes.push(scheduler::Node {
             name: "elsewhere".into(),
             unschedulable: true,
-            pods: vec![BoundPod {
+            pods: vec![BoundPod::from_pod(&joiner_agent::scheduler::Pod {
                 namespace: "default".into(),
-                anti_affinity: vec![scheduler::PodAffinityTerm {
+                pod_anti_affinity: vec![scheduler::PodAffinityTerm {
                     label_selector: Some(scheduler::LabelSelector::labels([("selects", "nothing")])),
                     topology_key: labels::ZONE.into(),
                     ..Default::default()
                 }],
                 ..Default::default()
-            }],
+            })],
             ..Default::default()
         });
         let a = decide(&cat, &narrowed, &Config::default());

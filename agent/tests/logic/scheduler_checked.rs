@@ -286,12 +286,12 @@ fn input(w: &World) -> Input {
                 ..Default::default()
             },
             pods: if *with_pod {
-                vec![BoundPod {
+                vec![BoundPod::from_pod(&joiner_agent::scheduler::Pod {
                     namespace: "front".into(),
                     labels: BTreeMap::from([("app".to_string(), "app0".to_string())]),
                     requests: Resources::pod(100, 128 * MI),
                     ..Default::default()
-                }]
+                })]
             } else {
                 vec![]
             },

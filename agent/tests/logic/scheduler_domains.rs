@@ -421,12 +421,12 @@ fn cheap_preferences_are_honoured_in_full() {
 #[test]
 fn preferred_pod_affinity_joins_the_preferred_node() {
     // A cache pod prefers the node of its database; the node has room, so it goes there.
-    let db = BoundPod {
+    let db = BoundPod::from_pod(&joiner_agent::scheduler::Pod {
         namespace: "default".into(),
         labels: BTreeMap::from([("app".to_string(), "db".to_string())]),
         requests: Resources::pod(500, GI),
         ..Default::default()
-    };
+    });
     let node = |name: &str, pods: Vec<BoundPod>| Node {
         name: name.into(),
         labels: BTreeMap::from([
@@ -481,12 +481,12 @@ fn preferred_pod_affinity_joins_the_preferred_node() {
 fn namespace_selector_and_namespaces_on_affinity_terms() {
     // An anti-affinity term selecting namespaces labelled team=data sees the db pod in
     // "analytics"; the same term without the selector (own namespace only) would not.
-    let db = BoundPod {
+    let db = BoundPod::from_pod(&joiner_agent::scheduler::Pod {
         namespace: "analytics".into(),
         labels: BTreeMap::from([("app".to_string(), "db".to_string())]),
         requests: Resources::pod(500, GI),
         ..Default::default()
-    };
+    });
     let node = Node {
         name: "n1".into(),
         labels: BTreeMap::from([(labels::HOSTNAME.to_string(), "n1".to_string())]),
@@ -550,7 +550,7 @@ fn match_label_keys_spread_each_revision_on_its_own() {
             &["us-east-1a", "us-east-1b", "us-east-1c"],
         ),
     );
-    let old = BoundPod {
+    let old = BoundPod::from_pod(&joiner_agent::scheduler::Pod {
         namespace: "default".into(),
         labels: BTreeMap::from([
             ("app".to_string(), "web".to_string()),
@@ -558,7 +558,7 @@ fn match_label_keys_spread_each_revision_on_its_own() {
         ]),
         requests: Resources::pod(100, 128 * MI),
         ..Default::default()
-    };
+    });
     let node = Node {
         name: "old".into(),
         labels: BTreeMap::from([
@@ -755,12 +755,13 @@ fn displaced_pods_are_planned_back_into_the_domains_they_leave() {
             pods: 109,
             ..Default::default()
         }),
-        pods: vec![BoundPod {
+        pods: vec![BoundPod::from_pod(&joiner_agent::scheduler::Pod {
             namespace: "default".into(),
             labels: BTreeMap::from([("app".to_string(), "home".to_string())]),
             requests: Resources::pod(1000, GI),
-            anti_affinity: vec![],
-        }],
+            pod_anti_affinity: vec![],
+            ..Default::default()
+        })],
         ..Default::default()
     };
     let homes = [(zones[0].clone(), "2"), (zones[1].clone(), "1")];

@@ -370,12 +370,13 @@ fn existing_nodes_first_then_new_claims() {
             pods: 29,
             ..Default::default()
         },
-        pods: vec![BoundPod {
+        pods: vec![BoundPod::from_pod(&joiner_agent::scheduler::Pod {
             namespace: "default".into(),
             labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
             requests: Resources::pod(1000, GI),
-            anti_affinity: vec![],
-        }],
+            pod_anti_affinity: vec![],
+            ..Default::default()
+        })],
         unschedulable: false,
     };
     let mut ps = pods(3, "web", 400, GI);

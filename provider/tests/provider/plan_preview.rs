@@ -17,7 +17,9 @@ use joiner_agent::api::node_pool::{Budget, NodePoolSpec};
 use joiner_agent::api::{NodeClassReference, NodeSelectorRequirementWithMinValues, Taint};
 use joiner_agent::catalog::Catalog;
 use joiner_agent::disruption::decide::{decide, Candidate, Config, PoolPolicy, World};
-use joiner_agent::disruption::drift::{completed_labels, drift_reason, stamp, DriftInput};
+use joiner_agent::disruption::drift::{
+    completed_labels, drift_reason, nodeclass_hash, nodepool_hash, stamp, DriftInput,
+};
 use joiner_agent::disruption::Reason;
 use joiner_agent::labels;
 use joiner_agent::scheduler::{self, convert, BoundPod, Input, NodePoolInput};
@@ -314,6 +316,8 @@ fn agent_pass(
             pool: new,
             requirements: &requirements,
             class: Some(&class),
+            pool_hash: &nodepool_hash(new),
+            class_hash: Some(&nodeclass_hash(&class)),
             resolved_amis: &[],
         });
         if drift.is_some() {

@@ -226,7 +226,7 @@ pub fn check(catalog: &Catalog, input: &Input, plan: &Plan) -> Result<(), String
                 labels: b.labels.clone(),
                 place: place.clone(),
                 pending: None,
-                anti: b.anti_affinity.clone(),
+                anti: b.anti_affinity().to_vec(),
             });
         }
         used.insert(format!("node/{}", node.name), r);
@@ -250,7 +250,7 @@ pub fn check(catalog: &Catalog, input: &Input, plan: &Plan) -> Result<(), String
                 labels: b.labels.clone(),
                 place: place.clone(),
                 pending: None,
-                anti: b.anti_affinity.clone(),
+                anti: b.anti_affinity().to_vec(),
             });
         }
         used.insert(format!("inflight/{}", c.name), r);

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{Patch, PatchParams};
@@ -36,7 +36,8 @@ use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::disruption::DisruptionMetrics;
 use crate::controllers::operator::metrics::l as ml;
 use crate::controllers::scheduling_input;
-use crate::controllers::state::reschedulable;
+use crate::controllers::state::pods::POD_DELETION_COST;
+use crate::controllers::state::PodRecord;
 use crate::disruption::budgets::Reason;
 use crate::disruption::decide::{decide, Candidate, Config, Decision, PoolPolicy, World};
 use crate::disruption::drift::{self, DriftInput};
@@ -78,8 +79,8 @@ fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> b
 }
 
 /// Whether evicting `pod` now would break a PDB (one that allows no disruption and selects it).
-fn pdb_blocks(pdbs: &[Arc<PodDisruptionBudget>], pod: &Pod) -> bool {
-    let ns = pod.namespace().unwrap_or_default();
+fn pdb_blocks(pdbs: &[Arc<PodDisruptionBudget>], pod: &PodRecord) -> bool {
+    let ns = pod.namespace();
     let labels = pod.labels();
     pdbs.iter().any(|b| {
         b.namespace().unwrap_or_default() == ns
@@ -110,18 +111,14 @@ pub struct Disruption {
     quiet: Mutex<Quiet>,
 }
 
-/// The annotation Kubernetes' ReplicaSet controller reads, and Karpenter's EvictionCost.
-const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
-
 /// `Balanced`'s cost of evicting these pods.
-fn eviction_cost(pods: &[&Arc<Pod>]) -> f64 {
+fn eviction_cost(pods: &[&Arc<PodRecord>]) -> f64 {
     balanced::pods_cost(pods.iter().map(|p| {
         let deletion = p
-            .annotations()
+            .annotations
             .get(POD_DELETION_COST)
             .and_then(|v| v.trim().parse::<f64>().ok());
-        let priority = p.spec.as_ref().and_then(|s| s.priority);
-        balanced::eviction_cost(priority, deletion)
+        balanced::eviction_cost(p.priority, deletion)
     }))
 }
 
@@ -135,7 +132,30 @@ struct ClaimOnNode<'a> {
     /// The pool's requirements as the round parsed them.
     requirements: &'a ParsedRequirements,
     class: Option<&'a NodeClass>,
-    pods: Vec<Arc<Pod>>,
+    /// What drift compares the claim with now.
+    now: &'a PoolNow,
+    pods: Vec<Arc<PodRecord>>,
+}
+
+/// What drift compares every claim of a pool with, worked out once per pass rather than per
+/// claim: the pool's and its class's hashes, and the AMIs the class resolves to.
+struct PoolNow {
+    pool_hash: String,
+    class_hash: Option<String>,
+    amis: Vec<String>,
+}
+
+impl PoolNow {
+    fn of(pool: &NodePool, class: Option<&NodeClass>) -> PoolNow {
+        PoolNow {
+            pool_hash: drift::nodepool_hash(&pool.spec),
+            class_hash: class.map(|c| drift::nodeclass_hash(&c.spec)),
+            amis: class
+                .and_then(|c| c.status.as_ref())
+                .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl Disruption {
@@ -170,6 +190,7 @@ impl Disruption {
         let mut to_stamp = Vec::new();
         let mut seen_nodes = HashSet::new();
         let mut pods_by_node = ctx.state.pods_by_node();
+        let mut pools_now: HashMap<String, PoolNow> = HashMap::new();
         // Claims in name order, like everything else in the world (see `quiet`).
         let mut claims = ctx.state.node_claims.list();
         claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -201,6 +222,9 @@ impl Disruption {
                 to_stamp.push((claim.clone(), pool.clone(), c.clone()));
             }
             seen_nodes.insert(node_name.clone());
+            let now_of_pool = pools_now
+                .entry(pool_name.clone())
+                .or_insert_with(|| PoolNow::of(pool, class.as_deref()));
             let on = ClaimOnNode {
                 claim: &claim,
                 node: &node,
@@ -209,6 +233,7 @@ impl Disruption {
                 pool,
                 requirements,
                 class: class.as_deref(),
+                now: now_of_pool,
                 pods: pods_by_node.remove(&node_name).unwrap_or_default(),
             };
             candidates.push(self.candidate(on, &catalog, &pdbs, now));
@@ -251,18 +276,20 @@ impl Disruption {
             pool,
             requirements,
             class,
-            pods: pods_k8s,
+            now: pool_now,
+            pods: on_node,
         } = on;
         let node_name = node.name_any();
-        let movable: Vec<&Arc<Pod>> = pods_k8s.iter().filter(|p| reschedulable(p)).collect();
+        let movable: Vec<&Arc<PodRecord>> = on_node.iter().filter(|p| p.reschedulable()).collect();
         let pods: Vec<scheduler::Pod> = movable
             .iter()
-            .filter_map(|p| scheduler::convert::pod(p).ok())
+            .filter(|p| p.unreadable.is_none())
+            .map(|p| p.scheduler_pod())
             .collect();
         let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
         let last_pod_change = self.last_pod_change(&node_name, &movable, created, now);
-        let status = claim.status.clone().unwrap_or_default();
-        let node_labels = node.labels().clone();
+        let status = claim.status.as_ref();
+        let node_labels = node.labels();
         let label = |k: &str| {
             claim
                 .labels()
@@ -274,19 +301,17 @@ impl Disruption {
         let itype = label(labels::INSTANCE_TYPE);
         let zone = label(labels::ZONE);
         let ct = CapacityType::parse(&label(labels::CAPACITY_TYPE));
-        let full_labels = drift::completed_labels(catalog, &itype, &node_labels);
-        let amis: Vec<String> = class
-            .and_then(|c| c.status.as_ref())
-            .map(|s| s.amis.iter().map(|a| a.id.clone()).collect())
-            .unwrap_or_default();
+        let full_labels = drift::completed_labels(catalog, &itype, node_labels);
         let drift = drift::drift_reason(&DriftInput {
             claim_annotations: claim.annotations(),
             node_labels: &full_labels,
-            image_id: status.image_id.as_deref(),
+            image_id: status.and_then(|s| s.image_id.as_deref()),
             pool: &pool.spec,
             requirements,
             class: class.map(|c| &c.spec),
-            resolved_amis: &amis,
+            pool_hash: &pool_now.pool_hash,
+            class_hash: pool_now.class_hash.as_deref(),
+            resolved_amis: &pool_now.amis,
         });
         let disrupting =
             disrupted::is_disrupted(claim) || node.metadata.deletion_timestamp.is_some();
@@ -301,7 +326,8 @@ impl Disruption {
             capacity_type: ct,
             created,
             last_pod_change,
-            initialized: conditions::is_true(&status.conditions, conditions::INITIALIZED),
+            initialized: status
+                .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED)),
             disrupting,
             do_not_disrupt: has_do_not_disrupt(&node.metadata)
                 || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
@@ -345,11 +371,11 @@ impl Disruption {
     fn last_pod_change(
         &self,
         node_name: &str,
-        movable: &[&Arc<Pod>],
+        movable: &[&Arc<PodRecord>],
         created: i64,
         now: i64,
     ) -> i64 {
-        let mut uids: Vec<String> = movable.iter().filter_map(|p| p.uid()).collect();
+        let mut uids: Vec<&str> = movable.iter().map(|p| p.uid.as_str()).collect();
         uids.sort();
         let fp = uids.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, u| {
             u.bytes().fold(h ^ 0xff, |h, b| {
@@ -358,7 +384,7 @@ impl Disruption {
         });
         let newest_pod = movable
             .iter()
-            .filter_map(|p| ts(&p.metadata.creation_timestamp))
+            .filter_map(|p| p.created)
             .max()
             .unwrap_or(created);
         let mut pod_sets = self.pod_sets.lock().unwrap_or_else(|p| p.into_inner());
@@ -426,7 +452,7 @@ impl Disruption {
                 .state
                 .pods_on(&n.node)
                 .iter()
-                .filter(|p| reschedulable(p))
+                .filter(|p| p.reschedulable())
                 .count() as u32;
             *per_pool.entry(n.nodepool.as_str()).or_default() += pods;
         }
@@ -482,12 +508,12 @@ impl Disruption {
                 .iter()
                 .map(|c| {
                     let node = ctx.state.node_for_claim(c);
-                    let pods: Vec<Arc<Pod>> = node
+                    let pods: Vec<Arc<PodRecord>> = node
                         .as_ref()
                         .map(|n| ctx.state.pods_on(&n.name_any()))
                         .unwrap_or_default();
-                    let movable: Vec<&Arc<Pod>> =
-                        pods.iter().filter(|p| reschedulable(p)).collect();
+                    let movable: Vec<&Arc<PodRecord>> =
+                        pods.iter().filter(|p| p.reschedulable()).collect();
                     static_pools::Member {
                         nodeclaim: c.name_any(),
                         launched: node.is_some(),
@@ -547,9 +573,16 @@ impl Disruption {
         let started = Instant::now();
         self.scale_static_pools().await;
         let (world, catalog) = self.world().await;
+        let world_ms = started.elapsed().as_millis();
         let fingerprint = quiet::fingerprint(&world, &catalog);
         let lock = || self.quiet.lock().unwrap_or_else(|p| p.into_inner());
         if lock().holds(fingerprint, world.now) {
+            tracing::debug!(
+                candidates = world.candidates.len(),
+                world_ms,
+                took_ms = started.elapsed().as_millis(),
+                "disruption pass skipped: the world is the last quiet pass's"
+            );
             self.metrics.passes_skipped.inc();
             self.metrics
                 .pass_duration
@@ -610,6 +643,7 @@ impl Disruption {
             pending = world.pending_pods,
             decisions = outcome.decisions.len(),
             took_ms = decided_ms,
+            world_ms,
             blocked = outcome.blocked.len(),
             // A sample: at thousands of nodes the whole list would be a line of megabytes.
             blocked_first = ?outcome.blocked.iter().take(5).map(|b| (&b.node, &b.why)).collect::<Vec<_>>(),

@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use crate::catalog::{CapacityType, Catalog};
 use crate::controllers::context::Context;
 use crate::controllers::operator::metrics::l;
-use crate::controllers::state::{classify, PodClass};
+use crate::controllers::state::PodClass;
 use crate::labels;
 
 /// Often enough for a 15 s scrape to see every change, cheap enough for 5,000 pods.
@@ -95,13 +95,13 @@ fn pending_pods(ctx: &Context, elapsed: f64) {
     let now = jiff::Timestamp::now();
     let mut pending = 0usize;
     let mut oldest = 0.0f64;
-    for p in ctx.state.pods.state() {
-        if classify(&p) != PodClass::Provisionable {
+    for p in ctx.state.pods.list() {
+        if p.class != PodClass::Provisionable {
             continue;
         }
         pending += 1;
-        if let Some(t) = &p.metadata.creation_timestamp {
-            oldest = oldest.max(now.duration_since(t.0).as_secs_f64());
+        if let Some(t) = p.created {
+            oldest = oldest.max((now.as_second() - t).max(0) as f64);
         }
     }
     m.pods_pending_oldest.set(oldest);

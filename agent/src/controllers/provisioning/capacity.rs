@@ -11,7 +11,6 @@ use kube::ResourceExt;
 use crate::controllers::context::Context;
 use crate::controllers::disrupted::is_disrupted;
 use crate::controllers::scheduling_input::Round;
-use crate::controllers::state::reschedulable;
 use crate::labels;
 use crate::scheduler::headroom::{self, PoolCapacity};
 use crate::scheduler::{NodePoolInput, Plan, Target};
@@ -71,7 +70,7 @@ pub fn pools(ctx: &Context, r: &Round, plan: &Plan) -> Vec<PoolCapacity> {
                         .state
                         .pods_on(&node.name_any())
                         .iter()
-                        .any(|p| reschedulable(p));
+                        .any(|p| p.reschedulable());
                     if !cordoned && !busy && node.metadata.deletion_timestamp.is_none() {
                         empty += 1;
                     }

@@ -138,7 +138,7 @@ pub async fn round(
     let uids = r
         .pods
         .iter()
-        .filter_map(|p| Some((p.uid()?, p.resource_version().unwrap_or_default())))
+        .map(|p| (p.uid.clone(), p.version.clone()))
         .collect();
     record_limits(ctx, &r, &plan);
     let caps = capacity::pools(ctx, &r, &plan);
@@ -289,12 +289,7 @@ async fn report_unschedulable(ctx: &Context, r: &Round, plan: &crate::scheduler:
             )
         };
         ctx.events
-            .publish(
-                &events::reference(pod.as_ref()),
-                Type::Warning,
-                "FailedScheduling",
-                &msg,
-            )
+            .publish(&pod.reference(), Type::Warning, "FailedScheduling", &msg)
             .await;
     }
 }

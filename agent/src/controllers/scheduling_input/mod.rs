@@ -23,7 +23,7 @@ use crate::controllers::disrupted::is_disrupted;
 use crate::controllers::operator::metrics::l;
 use crate::controllers::overlays;
 use crate::controllers::pool_status;
-use crate::controllers::state::{classify, reschedulable, PodClass};
+use crate::controllers::state::{PodClass, PodRecord};
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
@@ -36,8 +36,8 @@ use crate::taints::Taint;
 pub struct Round {
     pub input: Input,
     pub catalog: Catalog,
-    /// The pending Pod objects behind the first `pods.len()` of `input.pods`, same order.
-    pub pods: Vec<Arc<K8sPod>>,
+    /// The pending pods behind the first `pods.len()` of `input.pods`, same order.
+    pub pods: Vec<Arc<PodRecord>>,
     /// The rest of `input.pods`: reschedulable pods of disrupted or deleting nodes, each
     /// with its NodeClaim (index into `disrupted`). They need capacity before their node
     /// drains, so they are planned like pending pods.
@@ -320,8 +320,8 @@ fn going_away(ctx: &Context) -> (HashMap<String, usize>, Vec<Arc<NodeClaim>>) {
 
 /// The round's pods, sorted out: see [`pods`].
 struct Pods {
-    /// The pending Pod objects, in the order of `input.pods`.
-    pending: Vec<Arc<K8sPod>>,
+    /// The pending pods, in the order of `input.pods`.
+    pending: Vec<Arc<PodRecord>>,
     /// For each displaced pod after them in `input.pods`: its NodeClaim's index.
     displaced: Vec<usize>,
     /// The bound pods of nodes that stay, per node.
@@ -337,53 +337,46 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
     let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
     let fargate_profiles = ctx.fargate.profiles(ctx.cloud.as_ref(), &ctx.metrics).await;
     let mut held_for_fargate = std::collections::HashSet::new();
-    for p in in_name_order(ctx.state.pods.state()) {
-        match classify(&p) {
+    for p in ctx.state.pods.in_name_order() {
+        match p.class {
             PodClass::Provisionable
                 if ctx.fargate.holds(&ctx.events, &fargate_profiles, &p).await =>
             {
                 *ignored.entry("fargate-profile").or_default() += 1;
-                held_for_fargate.insert(p.uid().unwrap_or_default());
+                held_for_fargate.insert(p.uid.clone());
             }
-            PodClass::Provisionable => match convert::pod(&p) {
-                Ok(sp) => {
-                    input.pods.push(sp);
+            PodClass::Provisionable => match &p.unreadable {
+                None => {
+                    input.pods.push(p.scheduler_pod());
                     pending.push(p.clone());
                 }
-                Err(e) => {
+                Some(e) => {
                     *ignored.entry("malformed").or_default() += 1;
-                    unreadable(ctx, &p, &e).await;
+                    unreadable(ctx, &p, e).await;
                 }
             },
             PodClass::Ignored(reason) => *ignored.entry(reason).or_default() += 1,
             PodClass::NotPending => {
-                let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                let Some(node) = p.node.as_ref().filter(|_| !p.finished) else {
                     continue;
                 };
-                if matches!(
-                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                    Some("Succeeded") | Some("Failed")
-                ) {
-                    continue;
-                }
-                if let Some(&claim) = doomed.get(&node).filter(|_| reschedulable(&p)) {
-                    match convert::pod(&p) {
-                        Ok(mut sp) => {
-                            if let Some(labels) = ctx
-                                .state
-                                .node(&node)
-                                .and_then(|n| n.metadata.labels.clone())
-                            {
-                                sp.set_home(&labels);
-                            }
-                            displaced_pods.push((sp, claim))
-                        }
-                        Err(_) => ctx.metrics.malformed("Pod"),
+                if let Some(&claim) = doomed.get(node).filter(|_| p.reschedulable()) {
+                    if p.unreadable.is_some() {
+                        ctx.metrics.malformed("Pod");
+                        continue;
                     }
+                    let mut sp = p.scheduler_pod();
+                    if let Some(n) = ctx.state.node(node) {
+                        sp.set_home(n.labels());
+                    }
+                    displaced_pods.push((sp, claim));
                     continue;
                 }
-                if let Ok(b) = convert::bound_pod(&p) {
-                    by_node.entry(node).or_default().push(b);
+                if p.unreadable.is_none() {
+                    by_node
+                        .entry(node.clone())
+                        .or_default()
+                        .push(crate::scheduler::BoundPod::shared(p.shape.clone()));
                 }
             }
         }
@@ -413,11 +406,11 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
 }
 
 /// Tells a pending pod's owner, by an event on it, that the agent cannot read it.
-async fn unreadable(ctx: &Context, p: &K8sPod, e: &str) {
-    tracing::warn!(pod = %format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()), error = %e, "pending pod cannot be read");
+async fn unreadable(ctx: &Context, p: &PodRecord, e: &str) {
+    tracing::warn!(pod = %format!("{}/{}", p.namespace(), p.name()), error = %e, "pending pod cannot be read");
     ctx.events
         .publish(
-            &crate::controllers::events::reference(p),
+            &p.reference(),
             crate::controllers::events::Type::Warning,
             "FailedScheduling",
             &format!("joiner-agent cannot read this pod: {e}"),

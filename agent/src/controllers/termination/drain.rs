@@ -20,7 +20,7 @@ use crate::controllers::context::Context;
 use crate::controllers::do_not_disrupt::pod_has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
-use crate::controllers::state::{goes_with_node, reschedulable};
+use crate::controllers::state::PodRecord;
 
 pub enum Outcome {
     Drained,
@@ -87,21 +87,18 @@ pub async fn drain(
         .into_iter()
         // Pods to evict, and pods already leaving (waited for); DaemonSet and static pods
         // go with the node, finished ones need nothing.
-        .filter(|p| {
-            reschedulable(p) || (p.metadata.deletion_timestamp.is_some() && !goes_with_node(p))
-        })
+        .filter(|p| p.reschedulable() || (p.deleting && !p.goes_with_node))
         .collect();
-    let abandoned = |p: &Pod| forceful && p.metadata.deletion_timestamp.is_some();
+    let abandoned = |p: &PodRecord| forceful && p.deleting;
     if pods.iter().all(|p| abandoned(p)) {
         return Outcome::Drained;
     }
     let mut wait = Duration::from_secs(30);
     let mut blocked_dnd = 0;
     for p in &pods {
-        let ns = p.namespace().unwrap_or_default();
-        let name = p.name_any();
-        let api: Api<Pod> = Api::namespaced(ctx.eviction_client.clone(), &ns);
-        if p.metadata.deletion_timestamp.is_some() {
+        let name = p.name();
+        let api: Api<Pod> = Api::namespaced(ctx.eviction_client.clone(), p.namespace());
+        if p.deleting {
             // A forceful drain does not wait on a dead kubelet to confirm: the pod goes
             // with the node (pod garbage collection removes it once the Node is gone).
             if !forceful {
@@ -110,7 +107,7 @@ pub async fn drain(
             continue;
         }
         if grace_over {
-            match api.delete(&name, &DeleteParams::default()).await {
+            match api.delete(name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(e) => ctx.metrics.kube_error("pods delete", &e),
@@ -142,18 +139,15 @@ pub async fn drain(
 
 /// Asks the Eviction API to evict one pod (when its backoff allows); returns how soon to
 /// look again for it, None when it is gone.
-async fn evict(ctx: &Context, claim: &NodeClaim, node: &Node, p: &Pod) -> Option<Duration> {
-    let uid = p.uid().unwrap_or_default();
-    if !backoff_ready(&uid) {
+async fn evict(ctx: &Context, claim: &NodeClaim, node: &Node, p: &PodRecord) -> Option<Duration> {
+    let uid = &p.uid;
+    if !backoff_ready(uid) {
         return Some(Duration::from_secs(1));
     }
-    let api: Api<Pod> = Api::namespaced(
-        ctx.eviction_client.clone(),
-        &p.namespace().unwrap_or_default(),
-    );
-    match api.evict(&p.name_any(), &EvictParams::default()).await {
+    let api: Api<Pod> = Api::namespaced(ctx.eviction_client.clone(), p.namespace());
+    match api.evict(p.name(), &EvictParams::default()).await {
         Ok(_) => {
-            backoff_clear(&uid);
+            backoff_clear(uid);
             ctx.metrics
                 .evictions
                 .get_or_create(&l(&[("result", "evicted")]))
@@ -161,7 +155,7 @@ async fn evict(ctx: &Context, claim: &NodeClaim, node: &Node, p: &Pod) -> Option
             Some(Duration::from_secs(1))
         }
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            backoff_clear(&uid);
+            backoff_clear(uid);
             None
         }
         Err(kube::Error::Api(s)) if s.code == 429 => {
@@ -169,10 +163,10 @@ async fn evict(ctx: &Context, claim: &NodeClaim, node: &Node, p: &Pod) -> Option
                 .evictions
                 .get_or_create(&l(&[("result", "blocked")]))
                 .inc();
-            let d = backoff_fail(&uid);
+            let d = backoff_fail(uid);
             ctx.events
                 .publish(
-                    &events::reference(p),
+                    &p.reference(),
                     Type::Warning,
                     "EvictionBlocked",
                     &format!("evicting the pod to terminate node {} (NodeClaim {}) is refused: {}; retrying with backoff", node.name_any(), claim.name_any(), s.message),
@@ -182,7 +176,7 @@ async fn evict(ctx: &Context, claim: &NodeClaim, node: &Node, p: &Pod) -> Option
         }
         Err(e) => {
             ctx.metrics.kube_error("pods/eviction create", &e);
-            Some(backoff_fail(&uid))
+            Some(backoff_fail(uid))
         }
     }
 }
