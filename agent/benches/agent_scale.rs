@@ -13,18 +13,23 @@
 //!    has changed since the last full pass;
 //! 3. **one round of `JOINER_BENCH_ROUND_PODS` pending pods** (default 10,000) in the full
 //!    cluster: its pods and milliseconds;
+//! 4. **a Spot storm**: `JOINER_BENCH_STORM` Spot interruption warnings (default 1,000),
+//!    one per node, sent at once to the agent's interruption queue (SQS on the AWS
+//!    emulator): time to every warned node gone and every evicted pod bound again, the
+//!    replacements launched, the agent's RSS and CPU;
 //!
 //! and the agent's RSS settled with every object held, per object.
 //!
-//! Nothing plays the kubelets and kube-scheduler but this bench, in their simplest form: a
-//! Node the agent creates is marked Ready, and pending pods are bound first-fit to Ready
-//! Nodes with room (every pod asks the same), or marked Unschedulable as kube-scheduler
-//! marks them, which is what the agent provisions for. Not measured here: a Spot storm (the
-//! KWOK cloud has no interruption queue; `interruption` measures the queue's consumer).
+//! Nothing plays the kubelets, kube-scheduler and the ReplicaSet controller but this bench,
+//! in their simplest form: a Node the agent creates is marked Ready, pending pods are bound
+//! first-fit to Ready Nodes with room (every pod asks the same) or marked Unschedulable as
+//! kube-scheduler marks them, which is what the agent provisions for, and during the storm
+//! each evicted pod is created again under a new name, pending.
 //!
 //! `cargo bench --workspace --bench agent_scale`; `JOINER_BENCH_NODES=1000` for a short run.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,11 +88,17 @@ enum Seen {
     PodGone(String),
 }
 
+/// The nodes the storm warned that are not gone yet.
+type Warned = Arc<std::sync::Mutex<HashSet<String>>>;
+
 /// Counts the run waits on.
 #[derive(Debug, Clone, Copy, Default)]
 struct Progress {
+    /// Pods bound now (a bound pod deleted no longer counts).
     bound: usize,
     ready_nodes: usize,
+    /// Nodes of the storm's list deleted.
+    warned_gone: usize,
 }
 
 fn cpu_milli(q: &str) -> i64 {
@@ -160,11 +171,12 @@ fn play_kubelets(client: Client, tx: mpsc::UnboundedSender<Seen>) {
     });
 }
 
-/// Pods of the namespace that wait for a node, as this bench's scheduler sees them.
-fn watch_pods(client: Client, tx: mpsc::UnboundedSender<Seen>) {
+/// Pods of the namespace that wait for a node, as this bench's scheduler sees them; while
+/// `recreate` is on, a bound pod deleted is created again, pending, as its ReplicaSet would.
+fn watch_pods(client: Client, tx: mpsc::UnboundedSender<Seen>, recreate: Arc<AtomicBool>) {
     let pods: Api<Pod> = Api::namespaced(client, NS);
     tokio::spawn(async move {
-        let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+        let mut events = std::pin::pin!(watcher(pods.clone(), watcher::Config::default()));
         while let Some(ev) = events.next().await {
             match ev {
                 Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => {
@@ -175,6 +187,16 @@ fn watch_pods(client: Client, tx: mpsc::UnboundedSender<Seen>) {
                 }
                 Ok(watcher::Event::Delete(p)) => {
                     let _ = tx.send(Seen::PodGone(p.name_any()));
+                    let was_bound = p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+                    if was_bound && recreate.load(Ordering::Relaxed) {
+                        let pods = pods.clone();
+                        tokio::spawn(async move {
+                            let name = format!("{}-r", p.name_any());
+                            let _ = pods
+                                .create(&PostParams::default(), &pod(&name, "storm"))
+                                .await;
+                        });
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => eprintln!("agent-scale: Pod watch: {e}"),
@@ -190,6 +212,7 @@ fn play_scheduler(
     client: Client,
     mut rx: mpsc::UnboundedReceiver<Seen>,
     progress: watch::Sender<Progress>,
+    warned: Warned,
 ) {
     let pods: Api<Pod> = Api::namespaced(client, NS);
     let gate = Arc::new(Semaphore::new(IN_FLIGHT));
@@ -200,6 +223,7 @@ fn play_scheduler(
         let mut waiting: VecDeque<String> = VecDeque::new();
         let mut known: HashSet<String> = HashSet::new();
         let mut marked: HashSet<String> = HashSet::new();
+        let mut bound: HashSet<String> = HashSet::new();
         while let Some(seen) = rx.recv().await {
             let mut arrived = None;
             match seen {
@@ -216,7 +240,11 @@ fn play_scheduler(
                 Seen::NodeGone(name) => {
                     if free.remove(&name).is_some() {
                         open.remove(&name);
-                        progress.send_modify(|p| p.ready_nodes -= 1);
+                        let warned = warned.lock().unwrap().remove(&name);
+                        progress.send_modify(|p| {
+                            p.ready_nodes -= 1;
+                            p.warned_gone += usize::from(warned);
+                        });
                     }
                 }
                 Seen::PodPending(name) => {
@@ -228,6 +256,9 @@ fn play_scheduler(
                 Seen::PodGone(name) => {
                     known.remove(&name);
                     marked.remove(&name);
+                    if bound.remove(&name) {
+                        progress.send_modify(|p| p.bound -= 1);
+                    }
                 }
             }
             while let (Some(node), Some(pod)) = (open.first().cloned(), waiting.front().cloned()) {
@@ -240,6 +271,7 @@ fn play_scheduler(
                 if *room < POD_CPU_MILLI {
                     open.remove(&node);
                 }
+                bound.insert(pod.clone());
                 progress.send_modify(|p| p.bound += 1);
                 let (pods, permit) = (pods.clone(), gate.clone().acquire_owned().await.unwrap());
                 tokio::spawn(async move {
@@ -291,8 +323,8 @@ async fn bind(pods: &Api<Pod>, pod: &str, node: &str) {
     }
 }
 
-/// `count` pods of 1500m/1Gi named `prefix-N`, owned by a ReplicaSet (which nothing runs:
-/// kube-sim's controllers are off) so that they are a workload's pods, as in a real
+/// `count` pods of 1500m/1Gi named `prefix-N`, owned by a ReplicaSet (which kube-sim does
+/// not run: its controllers are off) so that they are a workload's pods, as in a real
 /// cluster.
 async fn create_pods(client: &Client, prefix: &str, count: usize) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
@@ -300,21 +332,29 @@ async fn create_pods(client: &Client, prefix: &str, count: usize) {
         .for_each_concurrent(32, |i| {
             let pods = pods.clone();
             async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("{prefix}-{i}"), "labels": {"app": prefix},
-                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                            "name": format!("{prefix}-rs"), "uid": format!("{prefix}-rs-uid"),
-                            "controller": true}]},
-                    "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]},
-                }))
-                .unwrap();
-                if let Err(e) = pods.create(&PostParams::default(), &pod).await {
-                    eprintln!("agent-scale: create {prefix}-{i}: {e}");
+                let name = format!("{prefix}-{i}");
+                if let Err(e) = pods
+                    .create(&PostParams::default(), &pod(&name, prefix))
+                    .await
+                {
+                    eprintln!("agent-scale: create {name}: {e}");
                 }
             }
         })
         .await;
+}
+
+/// A pod of 1500m/1Gi of the workload `app`, owned by its ReplicaSet.
+fn pod(name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": app},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": format!("{app}-rs"), "uid": format!("{app}-rs-uid"),
+                "controller": true}]},
+        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]},
+    }))
+    .unwrap()
 }
 
 /// A field of one of the agent's JSON log lines (top level, or under `fields`).
@@ -362,6 +402,7 @@ async fn run(sim: &kube_sim::KubeSim, out: &std::path::Path) {
     let nodes: usize = env_or("JOINER_BENCH_NODES", 10_000);
     let per_node: usize = env_or("JOINER_BENCH_PODS_PER_NODE", 10);
     let round_pods: usize = env_or("JOINER_BENCH_ROUND_PODS", 10_000);
+    let storm: usize = env_or("JOINER_BENCH_STORM", 1_000);
     let quiet = Duration::from_secs(env_or("JOINER_SCALE_QUIET", 45));
     let limit = Duration::from_secs(env_or("JOINER_SCALE_LIMIT", 3600));
     let pods = nodes * per_node;
@@ -404,16 +445,23 @@ async fn run(sim: &kube_sim::KubeSim, out: &std::path::Path) {
 
     let (tx, rx) = mpsc::unbounded_channel();
     let (progress_tx, mut progress) = watch::channel(Progress::default());
+    let recreate = Arc::new(AtomicBool::new(false));
     play_kubelets(client.clone(), tx.clone());
-    watch_pods(client.clone(), tx);
-    play_scheduler(client.clone(), rx, progress_tx);
+    watch_pods(client.clone(), tx, recreate.clone());
+    let warned = Warned::default();
+    play_scheduler(client.clone(), rx, progress_tx, warned.clone());
 
+    let queue = Queue::start().await;
     let mut ctrl = Controller::joiner_at(
         sim.kubeconfig_path(),
         out,
         &[
             "--log-level",
             "info,joiner_agent::controllers::disruption=debug",
+            "--queue-url",
+            &queue.url,
+            "--aws-endpoint",
+            &queue.moto.endpoint(),
         ],
     );
     let pid = ctrl.pid();
@@ -513,8 +561,9 @@ async fn run(sim: &kube_sim::KubeSim, out: &std::path::Path) {
     let before = rounds_after(&ctrl.log, 0).len();
     let t3 = Instant::now();
     create_pods(&client, "round", round_pods).await;
+    // Less the pod deleted above.
     let _ = wait_progress(&mut progress, "the round's pods bound", limit, |p| {
-        p.bound >= pods + round_pods
+        p.bound + 1 >= pods + round_pods
     })
     .await;
     let t4 = Instant::now();
@@ -531,6 +580,17 @@ async fn run(sim: &kube_sim::KubeSim, out: &std::path::Path) {
         t4.duration_since(t3).as_secs_f64(),
         round.peak_rss_mb
     );
+
+    // 4. A Spot storm.
+    if storm > 0 {
+        let storm = Storm {
+            count: storm,
+            queue: &queue,
+            warned: &warned,
+            recreate: &recreate,
+        };
+        spot_storm(&client, storm, &ctrl, &sampler, &mut progress, limit).await;
+    }
     println!(
         "kube-sim and this bench's stand-ins (one process): RSS {:.0} MB",
         rss_mb(std::process::id())
@@ -541,6 +601,168 @@ async fn run(sim: &kube_sim::KubeSim, out: &std::path::Path) {
             ctrl.log.display()
         );
     }
+}
+
+/// The agent's interruption queue: SQS on the AWS emulator, the agent reaching it with the
+/// emulator's credentials.
+struct Queue {
+    moto: joiner_test_support::MotoServer,
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl Queue {
+    async fn start() -> Queue {
+        let moto = joiner_test_support::MotoServer::start();
+        // The agent inherits them (it runs no EC2 here: its cloud is KWOK).
+        for (k, v) in moto.env() {
+            std::env::set_var(k, v);
+        }
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
+        let cfg = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(http)
+            .endpoint_url(moto.endpoint())
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new(
+                "testing", "testing", None, None, "bench",
+            ))
+            .load()
+            .await;
+        let sqs = aws_sdk_sqs::Client::new(&cfg);
+        let url = sqs
+            .create_queue()
+            .queue_name("agent-scale-interruptions")
+            .send()
+            .await
+            .expect("CreateQueue")
+            .queue_url
+            .expect("queue URL");
+        Queue { moto, sqs, url }
+    }
+
+    /// EventBridge's Spot interruption warning for one instance, as the queue receives it.
+    fn warning(instance_id: &str) -> String {
+        json!({"version": "0", "id": format!("storm-{instance_id}"), "source": "aws.ec2",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "time": jiff::Timestamp::now().to_string(), "region": "us-east-1",
+            "resources": [format!("arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}")],
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
+        .to_string()
+    }
+
+    /// Sends one warning per instance, ten to a batch, eight batches at a time.
+    async fn send_warnings(&self, instances: &[String]) {
+        futures::stream::iter(instances.chunks(10))
+            .for_each_concurrent(8, |chunk| async move {
+                let mut batch = self.sqs.send_message_batch().queue_url(&self.url);
+                for (i, id) in chunk.iter().enumerate() {
+                    batch = batch.entries(
+                        aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                            .id(i.to_string())
+                            .message_body(Queue::warning(id))
+                            .build()
+                            .expect("batch entry"),
+                    );
+                }
+                if let Err(e) = batch.send().await {
+                    eprintln!("agent-scale: SendMessageBatch: {e}");
+                }
+            })
+            .await;
+    }
+}
+
+/// What the storm warns and what it tells the stand-ins.
+struct Storm<'a> {
+    count: usize,
+    queue: &'a Queue,
+    warned: &'a Warned,
+    recreate: &'a AtomicBool,
+}
+
+/// Warns `count` nodes at once (the first by name), with every evicted pod created again;
+/// prints how long until the agent handled every warning, the warned nodes are gone and
+/// every pod is bound again.
+async fn spot_storm(
+    client: &Client,
+    storm: Storm<'_>,
+    ctrl: &Controller,
+    sampler: &Sampler,
+    progress: &mut watch::Receiver<Progress>,
+    limit: Duration,
+) {
+    let Storm {
+        count,
+        queue,
+        warned,
+        recreate,
+    } = storm;
+    let mut nodes: Vec<(String, String)> = Api::<Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list Nodes")
+        .items
+        .into_iter()
+        .filter_map(|n| {
+            let pid = n.spec.as_ref()?.provider_id.clone()?;
+            // The KWOK cloud's provider IDs end in the instance's ID, as EC2's do.
+            let id = pid.rsplit('/').next()?.to_string();
+            Some((n.name_any(), id))
+        })
+        .collect();
+    nodes.sort();
+    nodes.truncate(count);
+    let count = nodes.len();
+    warned
+        .lock()
+        .unwrap()
+        .extend(nodes.iter().map(|(n, _)| n.clone()));
+    let before = *progress.borrow();
+    let claims_before = log_lines(&ctrl.log, "created NodeClaim").len();
+    recreate.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    let wall0 = jiff::Timestamp::now();
+    let ids: Vec<String> = nodes.into_iter().map(|(_, id)| id).collect();
+    queue.send_warnings(&ids).await;
+    let sent = t0.elapsed();
+    let gone = wait_progress(progress, "the warned nodes gone", limit, |p| {
+        p.warned_gone >= before.warned_gone + count
+    })
+    .await;
+    let rebound = wait_progress(progress, "every evicted pod bound again", limit, |p| {
+        p.bound >= before.bound && p.warned_gone >= before.warned_gone + count
+    })
+    .await;
+    let t1 = Instant::now();
+    // When the agent had acted on the last warning (its log's clock is the wall clock).
+    let handled = log_lines(&ctrl.log, "interruption handled");
+    let last_handled = handled
+        .iter()
+        .filter_map(|l| l["timestamp"].as_str()?.parse::<jiff::Timestamp>().ok())
+        .max()
+        .map(|t| format!("{:.1} s", wall0.duration_until(t).as_secs_f64()))
+        .unwrap_or_else(|| "NOT".into());
+    recreate.store(false, Ordering::Relaxed);
+    let usage = sampler.usage(t0, t1);
+    let replacements = log_lines(&ctrl.log, "created NodeClaim").len() - claims_before;
+    let since = |t: Option<Instant>| {
+        t.map(|t| format!("{:.1} s", t.duration_since(t0).as_secs_f64()))
+            .unwrap_or_else(|| "NOT".into())
+    };
+    println!(
+        "a Spot storm: {count} warnings sent in {:.1} s; {} handled, the last after {last_handled}; every warned node gone after {}, every evicted pod bound again after {}; {replacements} NodeClaims created; agent peak RSS {:.0} MB, {:.1} CPU-s, {:.2} cores",
+        sent.as_secs_f64(),
+        handled.len(),
+        since(gone),
+        since(rebound),
+        usage.peak_rss_mb,
+        usage.cpu_seconds,
+        usage.avg_cores
+    );
 }
 
 /// The agent's `scheduling round` lines after the first `skip`.

@@ -133,17 +133,25 @@ fn kube_error(operation: &str, e: kube::Error) -> CloudError {
     }
 }
 
-/// The Node's name for a claim: one per claim, so a retried launch finds the Node it made.
+/// The Node's name for a claim, which is also its instance's ID: one per claim, so a retried
+/// launch finds the Node it made, and shaped as an EC2 instance ID (`i-` and 17 hex digits,
+/// as EC2's resource-name hostnames are), so that an interruption message naming it passes
+/// the agent's checks as a real one does.
 pub fn node_name(nodeclaim: &str) -> String {
-    format!("kwok-{nodeclaim}")
+    format!("i-0{:016x}", fnv(nodeclaim))
+}
+
+/// FNV-1a: stable from run to run and release to release, unlike std's hasher.
+fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A zone among `zones` for a claim, spread by its name: Karpenter's KWOK provider samples
 /// one of the cheapest offerings at random; this does the same without a random source.
 fn pick_zone<'a>(nodeclaim: &str, zones: &'a [String]) -> Option<&'a String> {
-    let h = nodeclaim.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let h = fnv(nodeclaim);
     zones.get((h % zones.len().max(1) as u64) as usize)
 }
 
@@ -504,7 +512,7 @@ mod tests {
     #[test]
     fn only_this_clusters_labelled_nodes_are_instances() {
         let mut meta = kube::api::ObjectMeta {
-            name: Some("kwok-default-abc12".into()),
+            name: Some(node_name("default-abc12")),
             ..Default::default()
         };
         assert!(to_instance(&meta).is_none());
@@ -521,7 +529,16 @@ mod tests {
             .collect(),
         );
         let i = to_instance(&meta).unwrap();
-        assert_eq!(i.provider_id, "kwok://kwok-default-abc12");
+        assert_eq!(
+            i.provider_id,
+            format!("kwok://{}", node_name("default-abc12"))
+        );
+        let hex = i.instance_id.strip_prefix("i-").unwrap();
+        assert!(
+            hex.len() == 17 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "an EC2-shaped instance ID: {}",
+            i.instance_id
+        );
         assert_eq!(i.capacity_type, CapacityType::Spot);
         assert_eq!(i.state, "running");
         assert_eq!(i.tags[TAG_NODECLAIM], "default-abc12");
