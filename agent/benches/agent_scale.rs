@@ -618,20 +618,7 @@ impl Queue {
         for (k, v) in moto.env() {
             std::env::set_var(k, v);
         }
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-            ))
-            .build_https();
-        let cfg = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(http)
-            .endpoint_url(moto.endpoint())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_credential_types::Credentials::new(
-                "testing", "testing", None, None, "bench",
-            ))
-            .load()
-            .await;
+        let cfg = joiner_agent_world::sdk_config(&moto.endpoint()).await;
         let sqs = aws_sdk_sqs::Client::new(&cfg);
         let url = sqs
             .create_queue()
@@ -668,8 +655,15 @@ impl Queue {
                             .expect("batch entry"),
                     );
                 }
-                if let Err(e) = batch.send().await {
-                    eprintln!("agent-scale: SendMessageBatch: {e}");
+                match batch.send().await {
+                    Ok(r) if !r.failed().is_empty() => eprintln!(
+                        "agent-scale: SendMessageBatch: {} of {} refused: {:?}",
+                        r.failed().len(),
+                        chunk.len(),
+                        r.failed()
+                    ),
+                    Ok(_) => {}
+                    Err(e) => eprintln!("agent-scale: SendMessageBatch: {e}"),
                 }
             })
             .await;
@@ -707,6 +701,8 @@ async fn spot_storm(
         .expect("list Nodes")
         .items
         .into_iter()
+        // Not nodes already going (consolidation): they may be gone before the list is.
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
         .filter_map(|n| {
             let pid = n.spec.as_ref()?.provider_id.clone()?;
             // The KWOK cloud's provider IDs end in the instance's ID, as EC2's do.
@@ -729,6 +725,8 @@ async fn spot_storm(
     let ids: Vec<String> = nodes.into_iter().map(|(_, id)| id).collect();
     queue.send_warnings(&ids).await;
     let sent = t0.elapsed();
+    // A warning is acted on within seconds; ten minutes means one was lost.
+    let limit = limit.min(Duration::from_secs(600));
     let gone = wait_progress(progress, "the warned nodes gone", limit, |p| {
         p.warned_gone >= before.warned_gone + count
     })
@@ -754,10 +752,11 @@ async fn spot_storm(
             .unwrap_or_else(|| "NOT".into())
     };
     println!(
-        "a Spot storm: {count} warnings sent in {:.1} s; {} handled, the last after {last_handled}; every warned node gone after {}, every evicted pod bound again after {}; {replacements} NodeClaims created; agent peak RSS {:.0} MB, {:.1} CPU-s, {:.2} cores",
+        "a Spot storm: {count} warnings sent in {:.1} s; {} handled, the last after {last_handled}; every warned node gone after {} ({} of {count} gone), every evicted pod bound again after {}; {replacements} NodeClaims created; agent peak RSS {:.0} MB, {:.1} CPU-s, {:.2} cores",
         sent.as_secs_f64(),
         handled.len(),
         since(gone),
+        progress.borrow().warned_gone - before.warned_gone,
         since(rebound),
         usage.peak_rss_mb,
         usage.cpu_seconds,
