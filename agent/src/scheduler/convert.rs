@@ -16,7 +16,7 @@ use crate::resources::Resources;
 use crate::taints::{Effect, Taint, Toleration};
 
 use super::input::{
-    BoundPod, LabelSelector, NewNodeClaim, NodeInclusionPolicy, Pod, PodAffinityTerm,
+    LabelSelector, NewNodeClaim, NodeInclusionPolicy, Pod, PodAffinityTerm,
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
@@ -342,17 +342,6 @@ fn pod_anti_affinity(pa: &core::PodAntiAffinity, out: &mut Pod) -> Result<(), St
         "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
     )?;
     Ok(())
-}
-
-/// A pod already on a node, for capacity and topology counting.
-pub fn bound_pod(p: &core::Pod) -> Result<BoundPod, String> {
-    let full = pod(p)?;
-    Ok(BoundPod::from_pod(&full))
-}
-
-/// Labels of a pod, for callers that only need them.
-pub fn labels_of(p: &core::Pod) -> BTreeMap<String, String> {
-    p.metadata.labels.clone().unwrap_or_default()
 }
 
 /// Back from the plan to the API: the NodeClaim the provisioner writes for a planned claim.
