@@ -35,7 +35,9 @@ use joiner_agent::disruption::decide::{decide, Candidate, Config, Policy, PoolPo
 use joiner_agent::disruption::{Budgets, Reason};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
-use joiner_agent::scheduler::{self, schedule, BoundPod, Input, NodePoolInput, Pod, Target};
+use joiner_agent::scheduler::{
+    self, schedule, BoundPod, Input, MovablePod, NodePoolInput, Pod, Target,
+};
 use joiner_workloads::node_pool;
 
 const MI: i64 = 1 << 20;
@@ -336,7 +338,11 @@ impl<'a> Cluster<'a> {
                 .zip(self.view())
                 .map(|(n, v)| Candidate {
                     node: v,
-                    pods: n.pods.iter().map(|(_, p)| p.clone()).collect(),
+                    pods: n
+                        .pods
+                        .iter()
+                        .map(|(_, p)| MovablePod::from_pod(p))
+                        .collect(),
                     nodeclaim: n.name.clone(),
                     nodepool: "default".into(),
                     instance_type: n.instance_type.clone(),

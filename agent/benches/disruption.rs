@@ -19,7 +19,7 @@ use joiner_agent::disruption::quiet;
 use joiner_agent::disruption::Budgets;
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
-use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
+use joiner_agent::scheduler::{self, BoundPod, Input, MovablePod, Pod};
 use joiner_workloads::{karpenter_catalog, node_pool, Rng, BENCH_ZONES};
 
 const MI: i64 = 1 << 20;
@@ -83,7 +83,7 @@ fn world(cat: &Catalog, n: usize, now: i64) -> World {
                 pods: pods.iter().map(BoundPod::from_pod).collect(),
                 unschedulable: false,
             },
-            pods,
+            pods: pods.iter().map(MovablePod::from_pod).collect(),
             nodeclaim: format!("claim-{i}"),
             nodepool: "default".into(),
             instance_type: it.name.clone(),

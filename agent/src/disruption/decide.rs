@@ -41,7 +41,9 @@ use super::budgets::{Budgets, Reason};
 use crate::catalog::{CapacityType, Catalog};
 use crate::resources::Resources;
 use crate::scheduler::headroom::{self, Headroom};
-use crate::scheduler::{self, BoundPod, InFlightClaim, Input, NewNodeClaim, Pod, Target};
+use crate::scheduler::{
+    self, BoundPod, InFlightClaim, Input, MovablePod, NewNodeClaim, Pod, Target,
+};
 
 /// Tunables of the decision.
 #[derive(Debug, Clone)]
@@ -148,7 +150,7 @@ pub struct Candidate {
     /// (DaemonSet pods included, for the capacity they use).
     pub node: scheduler::Node,
     /// The pods that would have to move (no DaemonSet, mirror or finished pods).
-    pub pods: Vec<Pod>,
+    pub pods: Vec<MovablePod>,
     pub nodeclaim: String,
     pub nodepool: String,
     pub instance_type: String,
@@ -392,7 +394,7 @@ impl<'a> Sim<'a> {
             .iter()
             .flat_map(|c| {
                 c.pods.iter().map(|p| {
-                    let mut p = p.clone();
+                    let mut p = p.to_pod();
                     p.set_home(&c.node.labels);
                     p
                 })

@@ -159,4 +159,31 @@ mod tests {
         q.record(&world, 7, true);
         assert!(!q.holds(7, 1_001), "a pass that decided stands for nothing");
     }
+
+    #[test]
+    fn the_fingerprint_sees_every_field_of_a_pod_that_would_move() {
+        use crate::scheduler::{MovablePod, Pod};
+        let world = |p: &Pod| World {
+            candidates: vec![crate::disruption::decide::Candidate {
+                pods: vec![MovablePod::from_pod(p)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let cat = Catalog::default();
+        let pod = Pod::new("default", "p", 500, 1 << 30);
+        let mut selective = pod.clone();
+        selective
+            .node_selector
+            .insert("disk".to_string(), "ssd".to_string());
+        assert_eq!(
+            fingerprint(&world(&pod), &cat),
+            fingerprint(&world(&pod.clone()), &cat)
+        );
+        assert_ne!(
+            fingerprint(&world(&pod), &cat),
+            fingerprint(&world(&selective), &cat),
+            "a node selector is not in a bound pod's Debug, but a trial reads it"
+        );
+    }
 }

@@ -209,6 +209,48 @@ impl std::fmt::Debug for BoundPod {
     }
 }
 
+/// A bound pod that would need a place elsewhere if its node went: its name beside its
+/// workload's shared view. A disruption pass holds one for every movable pod of the cluster
+/// and re-plans only the few a trial moves, so it copies the view only then.
+#[derive(Clone, PartialEq)]
+pub struct MovablePod {
+    pub name: String,
+    pub view: BoundPod,
+}
+
+impl MovablePod {
+    /// From a whole pod (its view copied once), as tests and benches build them.
+    pub fn from_pod(p: &Pod) -> MovablePod {
+        MovablePod {
+            name: p.name.clone(),
+            view: BoundPod::from_pod(p),
+        }
+    }
+
+    /// The pod, named, as a round plans it.
+    pub fn to_pod(&self) -> Pod {
+        Pod {
+            name: self.name.clone(),
+            ..(*self.view.0).clone()
+        }
+    }
+
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.view.namespace, self.name)
+    }
+}
+
+/// All of the view, unlike [`BoundPod`]'s: a trial re-plans the pod, so the disruption
+/// pass's fingerprint must see every field the plan reads.
+impl std::fmt::Debug for MovablePod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MovablePod")
+            .field("name", &self.name)
+            .field("view", &*self.view.0)
+            .finish()
+    }
+}
+
 /// A registered node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Node {

@@ -10,7 +10,7 @@ use joiner_agent::disruption::decide::{decide, Candidate, Config, Policy, PoolPo
 use joiner_agent::disruption::{quiet, Budgets, Reason};
 use joiner_agent::labels;
 use joiner_agent::requirements::{Requirement, Requirements};
-use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
+use joiner_agent::scheduler::{self, BoundPod, Input, MovablePod, Pod};
 use joiner_workloads::{karpenter_catalog, node_pool};
 use proptest::prelude::*;
 
@@ -78,7 +78,7 @@ fn node(cat: &Catalog, name: &str, i: usize, ct: CapacityType, pods: Vec<Pod>) -
             pods: pods.iter().map(BoundPod::from_pod).collect(),
             unschedulable: false,
         },
-        pods,
+        pods: pods.iter().map(MovablePod::from_pod).collect(),
         nodeclaim: format!("claim-{name}"),
         nodepool: "default".into(),
         instance_type: it.name.clone(),
@@ -989,7 +989,9 @@ fn a_quiet_world_is_rechecked_when_consolidate_after_ends() {
         "the clock is not part of it"
     );
     let mut busier = again.clone();
-    busier.candidates[0].pods.push(pod("p", 100, 100));
+    busier.candidates[0]
+        .pods
+        .push(MovablePod::from_pod(&pod("p", 100, 100)));
     assert_ne!(
         quiet::fingerprint(&w, &cat),
         quiet::fingerprint(&busier, &cat)

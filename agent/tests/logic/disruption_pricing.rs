@@ -12,7 +12,7 @@ use joiner_agent::disruption::decide::{decide, Candidate, Config, Policy, PoolPo
 use joiner_agent::disruption::Budgets;
 use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
-use joiner_agent::scheduler::{self, BoundPod, Input, Pod};
+use joiner_agent::scheduler::{self, BoundPod, Input, MovablePod, Pod};
 use joiner_workloads::{karpenter_catalog, node_pool};
 
 const NOW: i64 = 1_795_392_000 + 12 * 3600;
@@ -27,7 +27,7 @@ fn node(cat: &Catalog, itype: &str) -> Candidate {
     l.insert(labels::CAPACITY_TYPE.into(), "on-demand".into());
     l.insert(labels::HOSTNAME.into(), "n".into());
     l.insert(labels::KARPENTER_NODEPOOL.into(), "default".into());
-    let pods = vec![Pod::new("default", "p", 500, 512 << 20)];
+    let pods = [Pod::new("default", "p", 500, 512 << 20)];
     Candidate {
         node: scheduler::Node {
             name: "n".into(),
@@ -36,7 +36,7 @@ fn node(cat: &Catalog, itype: &str) -> Candidate {
             pods: pods.iter().map(BoundPod::from_pod).collect(),
             ..Default::default()
         },
-        pods,
+        pods: pods.iter().map(MovablePod::from_pod).collect(),
         nodeclaim: "claim-n".into(),
         nodepool: "default".into(),
         instance_type: itype.into(),

@@ -329,10 +329,10 @@ fn agent_pass(
             .map(|p| serde_json::from_value(p.clone()).unwrap())
             .collect();
         let all: Vec<scheduler::Pod> = on_node.iter().map(|p| convert::pod(p).unwrap()).collect();
-        let movable: Vec<scheduler::Pod> = on_node
+        let movable: Vec<scheduler::MovablePod> = on_node
             .iter()
             .filter(|p| convert::reschedulable(p))
-            .map(|p| convert::pod(p).unwrap())
+            .map(|p| scheduler::MovablePod::from_pod(&convert::pod(p).unwrap()))
             .collect();
         let it = cat.get(&itype).unwrap();
         let mut sched_labels = full.clone();

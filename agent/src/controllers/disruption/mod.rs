@@ -281,10 +281,10 @@ impl Disruption {
         } = on;
         let node_name = node.name_any();
         let movable: Vec<&Arc<PodRecord>> = on_node.iter().filter(|p| p.reschedulable()).collect();
-        let pods: Vec<scheduler::Pod> = movable
+        let pods: Vec<scheduler::MovablePod> = movable
             .iter()
             .filter(|p| p.unreadable.is_none())
-            .map(|p| p.scheduler_pod())
+            .map(|p| p.movable())
             .collect();
         let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
         let last_pod_change = self.last_pod_change(&node_name, &movable, created, now);

@@ -130,6 +130,14 @@ impl PodRecord {
         }
     }
 
+    /// The pod as a disruption candidate holds it: named, its view shared.
+    pub fn movable(&self) -> scheduler::MovablePod {
+        scheduler::MovablePod {
+            name: self.name.clone(),
+            view: scheduler::BoundPod::shared(self.shape.clone()),
+        }
+    }
+
     /// Whether the pod needs a place elsewhere when its node goes (the rule of
     /// [`crate::scheduler::convert::reschedulable`], on the record).
     pub fn reschedulable(&self) -> bool {
@@ -409,6 +417,11 @@ mod tests {
         );
         assert_eq!(on[1].scheduler_pod().name, "b", "each named as it is");
         assert_eq!(on[3].labels()["app"], "web");
+        // A disruption candidate's pods point at the same view, and come back whole.
+        let (a, b) = (on[0].movable(), on[1].movable());
+        assert!(std::ptr::eq(&*a.view, &*b.view));
+        assert_eq!(b.to_pod(), on[1].scheduler_pod());
+        assert_eq!(b.key(), "default/b");
     }
 
     #[test]
