@@ -93,8 +93,10 @@ pub struct Offering {
     pub zone: String,
     pub capacity_type: CapacityType,
     pub price: f64,
-    /// The capacity reservation behind a `Reserved` offering.
-    pub reservation: Option<reservations::ReservedOffering>,
+    /// The capacity reservation behind a `Reserved` offering. Boxed: a catalogue holds
+    /// tens of thousands of offerings and almost none is reserved, so inline the field
+    /// would more than double every offering's size.
+    pub reservation: Option<Box<reservations::ReservedOffering>>,
 }
 
 impl Offering {

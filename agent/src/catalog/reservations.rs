@@ -207,14 +207,14 @@ pub fn add(
                     zone: r.zone.clone(),
                     capacity_type: CapacityType::Reserved,
                     price: reserved_price(od),
-                    reservation: Some(ReservedOffering {
+                    reservation: Some(Box::new(ReservedOffering {
                         id: r.id.clone(),
                         kind: r.kind,
                         interruptible: r.interruptible,
                         available: r.available,
                         node_class: node_class.to_string(),
                         end_date: r.end_date,
-                    }),
+                    })),
                 });
             }
             it.offerings

@@ -140,9 +140,12 @@ pub async fn run<T>(
                 continue;
             }
         };
-        let accept = |obj: DynamicObject,
+        let accept = |mut obj: DynamicObject,
                       items: &mut HashMap<String, Arc<T>>,
                       bad: &mut HashMap<String, String>| {
+            // No loop reads them, and they would be kept for every NodeClaim of the
+            // cluster (a few kB each on a real API server).
+            obj.metadata.managed_fields = None;
             let name = obj.metadata.name.clone().unwrap_or_default();
             match convert::<T>(&obj) {
                 Ok(t) => {
