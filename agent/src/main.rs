@@ -110,6 +110,7 @@ fn main() {
         Some(Command::Crds) => print_crds(),
         Some(Command::PrometheusRule { namespace }) => print_prometheus_rule(&namespace),
         Some(Command::Run(config)) => {
+            operator::memory::one_arena();
             operator::logging::init(config.log_format, &config.log_level);
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

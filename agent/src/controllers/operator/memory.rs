@@ -37,3 +37,20 @@ pub fn trim() {
 /// Other allocators return memory on their own terms.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn trim() {}
+
+/// Keeps the whole heap in one glibc arena. glibc gives each thread that allocates an arena
+/// of its own, and what one arena frees the others cannot reuse, so the agent's few threads
+/// (the runtime's two workers and the main thread) held about 3 MB more at rest than one
+/// arena does (`agent_e2e`, 1,100 pods: 21.3 against 18.0 MB anonymous after the
+/// scale-out). Two workers contend little for one arena's lock. Call before any thread is
+/// started.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn one_arena() {
+    // SAFETY: mallopt only sets an allocator parameter; called before other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn one_arena() {}
