@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 use crate::eviction::{budget, pod_is_ready};
 use crate::quantity;
 use crate::resources::ResourceType;
-use crate::selectors::{label_selector_matches, Requirement};
+pub use crate::scheduler::{reconcile_scheduler, Explain};
+use crate::selectors::Requirement;
 use crate::store::{
     name_of, namespace_of, now_rfc3339, random_suffix, DeleteOptions, Store, Write,
 };
@@ -28,6 +29,9 @@ pub struct ControllerSet {
     pub kubelet: bool,
     pub garbage_collector: bool,
     pub disruption: bool,
+    /// Log with every new Unschedulable verdict whether the pod's workload would have fit in
+    /// another order ([`crate::scheduler`]): a search per verdict, for tests that ask.
+    pub explain_unschedulable: bool,
 }
 
 impl Default for ControllerSet {
@@ -39,6 +43,7 @@ impl Default for ControllerSet {
             kubelet: true,
             garbage_collector: true,
             disruption: true,
+            explain_unschedulable: false,
         }
     }
 }
@@ -52,6 +57,7 @@ impl ControllerSet {
             kubelet: false,
             garbage_collector: false,
             disruption: false,
+            explain_unschedulable: false,
         }
     }
 }
@@ -117,14 +123,14 @@ pub fn node_is_ready(node: &Value) -> bool {
     condition_status(node, "Ready") == Some("True")
 }
 
-fn is_terminal(pod: &Value) -> bool {
+pub(crate) fn is_terminal(pod: &Value) -> bool {
     matches!(
         pod["status"]["phase"].as_str(),
         Some("Succeeded") | Some("Failed")
     )
 }
 
-fn is_deleting(obj: &Value) -> bool {
+pub(crate) fn is_deleting(obj: &Value) -> bool {
     obj["metadata"].get("deletionTimestamp").is_some()
 }
 
@@ -167,15 +173,15 @@ pub fn spawn_loop(
     });
 }
 
-struct Types {
-    pods: Arc<ResourceType>,
-    nodes: Arc<ResourceType>,
+pub(crate) struct Types {
+    pub(crate) pods: Arc<ResourceType>,
+    pub(crate) nodes: Arc<ResourceType>,
     deployments: Arc<ResourceType>,
     daemonsets: Arc<ResourceType>,
     pdbs: Arc<ResourceType>,
 }
 
-fn types(store: &Store) -> Types {
+pub(crate) fn types(store: &Store) -> Types {
     Types {
         pods: store.find_type("", "v1", "pods").expect("pods"),
         nodes: store.find_type("", "v1", "nodes").expect("nodes"),
@@ -486,7 +492,7 @@ fn tolerates(tolerations: &[Value], taint: &Value) -> bool {
 }
 
 /// The first taint of the node (NoSchedule / NoExecute) the pod does not tolerate.
-fn untolerated_taint(pod: &Value, node: &Value, daemon: bool) -> Option<Value> {
+pub(crate) fn untolerated_taint(pod: &Value, node: &Value, daemon: bool) -> Option<Value> {
     let mut tolerations = pod["spec"]["tolerations"]
         .as_array()
         .cloned()
@@ -556,7 +562,7 @@ fn node_selector_term_matches(term: &Value, node: &Value) -> bool {
 }
 
 /// nodeSelector and required node affinity.
-fn node_selector_ok(pod: &Value, node: &Value) -> bool {
+pub(crate) fn node_selector_ok(pod: &Value, node: &Value) -> bool {
     let labels = &node["metadata"]["labels"];
     let sel_ok = pod["spec"]["nodeSelector"]
         .as_object()
@@ -567,243 +573,6 @@ fn node_selector_ok(pod: &Value, node: &Value) -> bool {
         .as_array()
         .is_none_or(|ts| ts.is_empty() || ts.iter().any(|t| node_selector_term_matches(t, node)));
     sel_ok && aff_ok
-}
-
-/// Binds pending pods to Ready, schedulable nodes, or marks them Unschedulable.
-pub fn reconcile_scheduler(store: &Store) {
-    let t = types(store);
-    let (pods, _) = store.list(&t.pods, None);
-    let mut pending: Vec<&Arc<Value>> = pods
-        .iter()
-        .filter(|p| {
-            p["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
-                && !is_deleting(p)
-                && !is_terminal(p)
-                && p["spec"]["schedulerName"]
-                    .as_str()
-                    .unwrap_or("default-scheduler")
-                    == "default-scheduler"
-        })
-        .collect();
-    if pending.is_empty() {
-        return;
-    }
-    pending.sort_by_key(|p| {
-        (
-            p["metadata"]["creationTimestamp"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-            name_of(p).to_string(),
-        )
-    });
-    let (nodes, _) = store.list(&t.nodes, None);
-    let node_index: HashMap<&str, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (name_of(n), i))
-        .collect();
-    // Requested resources per node and the bound pods (for topology spread).
-    let mut used: Vec<BTreeMap<String, f64>> = vec![BTreeMap::new(); nodes.len()];
-    let mut bound: Vec<(usize, Value)> = Vec::new();
-    for p in &pods {
-        let Some(i) = p["spec"]["nodeName"]
-            .as_str()
-            .and_then(|n| node_index.get(n))
-        else {
-            continue;
-        };
-        if is_terminal(p) || is_deleting(p) {
-            continue;
-        }
-        for (k, v) in pod_requests(p) {
-            *used[*i].entry(k).or_default() += v;
-        }
-        bound.push((*i, json!({"metadata": {"namespace": p["metadata"]["namespace"], "labels": p["metadata"]["labels"]}})));
-    }
-    for pod in pending {
-        let req = pod_requests(pod);
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-        let mut best: Option<(usize, f64)> = None;
-        let spread = spread_constraints(pod);
-        for (i, node) in nodes.iter().enumerate() {
-            let reason = if !node_is_ready(node) {
-                Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }".to_string())
-            } else if node["spec"]["unschedulable"] == true {
-                Some("node(s) were unschedulable".to_string())
-            } else if let Some(taint) = untolerated_taint(pod, node, false) {
-                Some(format!(
-                    "node(s) had untolerated taint {{{}: {}}}",
-                    taint["key"].as_str().unwrap_or(""),
-                    taint["value"].as_str().unwrap_or("")
-                ))
-            } else if !node_selector_ok(pod, node) {
-                Some("node(s) didn't match Pod's node affinity/selector".to_string())
-            } else if let Some(r) = insufficient(&req, &used[i], node) {
-                Some(r)
-            } else if !spread.is_empty() && !spread_ok(pod, &spread, node, &nodes, &bound) {
-                Some("node(s) didn't match pod topology spread constraints".to_string())
-            } else {
-                None
-            };
-            match reason {
-                Some(r) => *reasons.entry(r).or_default() += 1,
-                None => {
-                    let cap = allocatable(node, "cpu").unwrap_or(0.0).max(1e-9);
-                    let score = used[i].get("cpu").copied().unwrap_or(0.0) / cap;
-                    if best.is_none_or(|(_, s)| score < s) {
-                        best = Some((i, score));
-                    }
-                }
-            }
-        }
-        let name = name_of(pod);
-        let ns = namespace_of(pod);
-        match best {
-            Some((i, _)) => {
-                let node_name = name_of(&nodes[i]).to_string();
-                let res = store.modify(&t.pods, Some(ns), name, Write::Internal, |cur| {
-                    if !cur["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
-                        return Ok(cur.clone());
-                    }
-                    let mut p = cur.clone();
-                    p["spec"]["nodeName"] = json!(node_name);
-                    set_condition(&mut p, "PodScheduled", "True", "", "");
-                    Ok(p)
-                });
-                if res.is_ok() {
-                    for (k, v) in req {
-                        *used[i].entry(k).or_default() += v;
-                    }
-                    bound.push((i, json!({"metadata": {"namespace": pod["metadata"]["namespace"], "labels": pod["metadata"]["labels"]}})));
-                }
-            }
-            None => {
-                let message = if nodes.is_empty() {
-                    "no nodes available to schedule pods".to_string()
-                } else {
-                    let parts: Vec<String> =
-                        reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-                    format!(
-                        "0/{} nodes are available: {}. preemption: 0/{} nodes are available: {} Preemption is not helpful for scheduling.",
-                        nodes.len(),
-                        parts.join(", "),
-                        nodes.len(),
-                        nodes.len()
-                    )
-                };
-                let _ = store.modify(&t.pods, Some(ns), name, Write::Internal, |cur| {
-                    let mut p = cur.clone();
-                    let already = cur["status"]["conditions"].as_array().is_some_and(|cs| {
-                        cs.iter().any(|c| {
-                            c["type"] == "PodScheduled"
-                                && c["status"] == "False"
-                                && c["message"] == message.as_str()
-                        })
-                    });
-                    if !already {
-                        set_condition(&mut p, "PodScheduled", "False", "Unschedulable", &message);
-                    }
-                    Ok(p)
-                });
-            }
-        }
-    }
-}
-
-fn allocatable(node: &Value, res: &str) -> Option<f64> {
-    let a = &node["status"]["allocatable"][res];
-    let a = if a.is_null() {
-        &node["status"]["capacity"][res]
-    } else {
-        a
-    };
-    quantity::from_json(a)
-}
-
-fn insufficient(
-    req: &BTreeMap<String, f64>,
-    used: &BTreeMap<String, f64>,
-    node: &Value,
-) -> Option<String> {
-    for (k, v) in req {
-        if *v <= 0.0 {
-            continue;
-        }
-        let cap = match allocatable(node, k) {
-            Some(c) => c,
-            None if k == "pods" => 110.0,
-            None => 0.0,
-        };
-        if used.get(k).copied().unwrap_or(0.0) + v > cap + 1e-9 {
-            return Some(if k == "pods" {
-                "Too many pods".to_string()
-            } else {
-                format!("Insufficient {k}")
-            });
-        }
-    }
-    None
-}
-
-fn spread_constraints(pod: &Value) -> Vec<Value> {
-    pod["spec"]["topologySpreadConstraints"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .filter(|c| {
-                    c["whenUnsatisfiable"].as_str().unwrap_or("DoNotSchedule") == "DoNotSchedule"
-                })
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// DoNotSchedule topology spread: placing the pod on `node` keeps every constraint's skew
-/// (its domain's count plus one, minus the smallest domain's count) within maxSkew.
-fn spread_ok(
-    pod: &Value,
-    constraints: &[Value],
-    node: &Value,
-    nodes: &[Arc<Value>],
-    bound: &[(usize, Value)],
-) -> bool {
-    let ns = &pod["metadata"]["namespace"];
-    constraints.iter().all(|c| {
-        let key = c["topologyKey"].as_str().unwrap_or("");
-        let Some(domain) = node["metadata"]["labels"][key].as_str() else {
-            return false;
-        };
-        let max_skew = c["maxSkew"].as_i64().unwrap_or(1);
-        let mut counts: HashMap<&str, i64> = HashMap::new();
-        for n in nodes.iter() {
-            if let Some(d) = n["metadata"]["labels"][key].as_str() {
-                if node_selector_ok(pod, n) {
-                    counts.entry(d).or_insert(0);
-                }
-            }
-        }
-        for (i, p) in bound {
-            if p["metadata"]["namespace"] != *ns {
-                continue;
-            }
-            if !label_selector_matches(&c["labelSelector"], &p["metadata"]["labels"])
-                .unwrap_or(false)
-            {
-                continue;
-            }
-            if let Some(d) = nodes[*i]["metadata"]["labels"][key].as_str() {
-                if let Some(e) = counts.get_mut(d) {
-                    *e += 1;
-                }
-            }
-        }
-        let min = counts.values().copied().min().unwrap_or(0);
-        let self_match = label_selector_matches(&c["labelSelector"], &pod["metadata"]["labels"])
-            .unwrap_or(false) as i64;
-        counts.get(domain).copied().unwrap_or(0) + self_match - min <= max_skew
-    })
 }
 
 /// Bound pods on Ready nodes run; pods on NotReady nodes lose readiness; pods bound to
@@ -971,12 +740,17 @@ pub fn start(
         );
     }
     if set.scheduler {
+        let explain = if set.explain_unschedulable {
+            Explain::On
+        } else {
+            Explain::Off
+        };
         spawn_loop(
             store.clone(),
             "scheduler",
             tick,
             shutdown.clone(),
-            reconcile_scheduler,
+            move |s| reconcile_scheduler(s, explain),
         );
     }
     if set.kubelet {

@@ -27,6 +27,7 @@ pub mod proto;
 pub mod quantity;
 pub mod resources;
 pub mod runner;
+pub mod scheduler;
 pub mod selectors;
 pub mod server;
 pub mod status;

@@ -41,6 +41,10 @@ struct Args {
     /// with the cluster's `coredns` add-on.
     #[arg(long)]
     eks_addons: bool,
+    /// Log with every new Unschedulable verdict whether the pod and the unbound pods its
+    /// topology spreads count would have fit in another order (a search per verdict).
+    #[arg(long)]
+    explain_unschedulable: bool,
     /// TokenReview webhook (http://) for EKS bearer tokens (k8s-aws-v1.), e.g. the local
     /// world's <emulator>/joiner-local/eks/<region>/<cluster>/authenticate. Without it,
     /// EKS tokens get 401.
@@ -74,7 +78,10 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let mut controllers = kube_sim::ControllerSet::default();
+    let mut controllers = kube_sim::ControllerSet {
+        explain_unschedulable: args.explain_unschedulable,
+        ..Default::default()
+    };
     for d in &args.disable {
         match d.as_str() {
             "deployments" => controllers.deployments = false,

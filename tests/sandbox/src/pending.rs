@@ -1,15 +1,22 @@
 //! How long pods waited, followed through every event of one pod watch (snapshots every
-//! 250 ms could miss a pod pending for less), split in two:
+//! 250 ms could miss a pod pending for less), split three ways:
 //! - **waited for capacity**: unbound while kube-scheduler's latest verdict on the pod is
 //!   `PodScheduled=False`, reason `Unschedulable` (it tried every node and none could take
-//!   it): what the agent exists to prevent;
+//!   it), and the pod could not have been bound in any order: what the agent exists to
+//!   prevent;
+//! - **waited for its turn**: the same verdict, on a pod that, with the unbound pods its
+//!   topology spreads count, could all have been bound to the nodes as they stood had
+//!   kube-scheduler taken them in another order. kube-scheduler counts only bound pods, so
+//!   a required spread whose domains are short at once (a storm drains nodes in two zones)
+//!   admits their pods only alternately and refuses one for an attempt. kube-sim judges
+//!   this at the verdict, on the state it judged by, and logs it ([`turn_only`]);
 //! - **waited for the scheduler**: unbound without that verdict: a pod a ReplicaSet just
 //!   recreated is Pending until kube-scheduler binds it even when room exists.
 //!
 //! The messages of the Unschedulable verdicts are kept, so a run that waited for capacity
 //! says why (which filter refused which nodes).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -26,32 +33,41 @@ enum Waiting {
     Capacity,
 }
 
-/// One kind of wait: since when each pod is in it, and the seconds of waits that ended.
+/// One kind of wait: since when each pod is in it, and the seconds of each pod's waits that
+/// ended.
 #[derive(Default)]
 struct Tally {
     since: HashMap<String, Instant>,
-    pods: BTreeSet<String>,
-    done_secs: f64,
+    done: HashMap<String, f64>,
 }
 
 impl Tally {
     fn set(&mut self, uid: &str, on: bool) {
         if on {
-            self.pods.insert(uid.to_string());
             self.since
                 .entry(uid.to_string())
                 .or_insert_with(Instant::now);
+            self.done.entry(uid.to_string()).or_default();
         } else if let Some(t) = self.since.remove(uid) {
-            self.done_secs += t.elapsed().as_secs_f64();
+            *self.done.entry(uid.to_string()).or_default() += t.elapsed().as_secs_f64();
         }
     }
 
-    fn figure(&self) -> Waited {
-        let ongoing: f64 = self.since.values().map(|t| t.elapsed().as_secs_f64()).sum();
-        Waited {
-            pods: self.pods.len(),
-            pod_secs: self.done_secs + ongoing,
+    /// The pods `keep` selects, with their seconds (waits still going counted up to now).
+    fn figure(&self, keep: impl Fn(&str) -> bool) -> Waited {
+        let mut w = Waited::default();
+        for (uid, secs) in &self.done {
+            if !keep(uid) {
+                continue;
+            }
+            let ongoing = self
+                .since
+                .get(uid)
+                .map_or(0.0, |t| t.elapsed().as_secs_f64());
+            w.pods += 1;
+            w.pod_secs += secs + ongoing;
         }
+        w
     }
 }
 
@@ -75,12 +91,40 @@ pub struct Waited {
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
     pub capacity: Waited,
+    pub turn: Waited,
     pub scheduler: Waited,
-    /// kube-scheduler's messages for the capacity waits, most frequent first.
+    /// kube-scheduler's messages for the capacity waits and the turns, most frequent first.
     pub reasons: Vec<(String, usize)>,
     /// The watch had to list again: events in between may be missing, so the figures are
     /// lower bounds.
     pub relisted: bool,
+}
+
+/// The pods kube-sim's log shows refused only for their turn: every verdict on them was
+/// explained `fits_in_some_order=true` (`kube_sim::scheduler::VERDICT_LOG`). A pod with any
+/// other answer, or none, waited for capacity.
+pub fn turn_only(kube_sim_log: &str) -> HashSet<String> {
+    let mut answers: HashMap<String, bool> = HashMap::new();
+    for line in kube_sim_log.lines() {
+        let Some((_, rest)) = line.split_once("unschedulable verdict explained: ") else {
+            continue;
+        };
+        let field = |name: &str| {
+            rest.split_whitespace()
+                .find_map(|t| t.strip_prefix(name))
+                .map(str::to_string)
+        };
+        let (Some(uid), Some(fits)) = (field("uid="), field("fits_in_some_order=")) else {
+            continue;
+        };
+        let all = answers.entry(uid).or_insert(true);
+        *all &= fits == "true";
+    }
+    answers
+        .into_iter()
+        .filter(|(_, all)| *all)
+        .map(|(uid, _)| uid)
+        .collect()
 }
 
 /// A running watch of the pods in a namespace.
@@ -181,15 +225,17 @@ impl PendingWatch {
         PendingWatch { state, task }
     }
 
-    /// The waits so far (those still going counted up to now).
-    pub fn figures(&self) -> Figures {
+    /// The waits so far (those still going counted up to now); `turn_only`: the pods whose
+    /// verdicts were all refusals for their turn ([`turn_only`]).
+    pub fn figures(&self, turn_only: &HashSet<String>) -> Figures {
         let st = self.state.lock().unwrap();
         let mut reasons: Vec<(String, usize)> =
             st.reasons.iter().map(|(m, n)| (m.clone(), *n)).collect();
         reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Figures {
-            capacity: st.capacity.figure(),
-            scheduler: st.scheduler.figure(),
+            capacity: st.capacity.figure(|uid| !turn_only.contains(uid)),
+            turn: st.capacity.figure(|uid| turn_only.contains(uid)),
+            scheduler: st.scheduler.figure(|_| true),
             reasons,
             relisted: st.relisted,
         }
@@ -199,5 +245,36 @@ impl PendingWatch {
 impl Drop for PendingWatch {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_is_refused_only_for_its_turn_when_every_verdict_on_it_says_so() {
+        let log = "\
+2026-11-29T11:00:06Z  INFO kube_sim::scheduler: unschedulable verdict explained: uid=a pod=web/a fits_in_some_order=true
+2026-11-29T11:00:06Z  INFO kube_sim::scheduler: unschedulable verdict explained: uid=b pod=web/b fits_in_some_order=true
+2026-11-29T11:00:07Z  INFO kube_sim::scheduler: unschedulable verdict explained: uid=b pod=web/b fits_in_some_order=false
+2026-11-29T11:00:07Z  INFO kube_sim::scheduler: unschedulable verdict explained: uid=c pod=web/c fits_in_some_order=unknown
+2026-11-29T11:00:07Z  INFO kube_sim::aws: instance i-1: nodeadm refused the user data
+";
+        let turn = turn_only(log);
+        assert_eq!(turn, HashSet::from(["a".to_string()]));
+    }
+
+    #[test]
+    fn capacity_and_turn_waits_are_counted_apart() {
+        let mut t = Tally::default();
+        t.set("a", true);
+        t.set("b", true);
+        t.set("a", false);
+        let turn = HashSet::from(["a".to_string()]);
+        let capacity = t.figure(|uid| !turn.contains(uid));
+        let turns = t.figure(|uid| turn.contains(uid));
+        assert_eq!((capacity.pods, turns.pods), (1, 1));
+        assert!(capacity.pod_secs >= 0.0 && turns.pod_secs >= 0.0);
     }
 }

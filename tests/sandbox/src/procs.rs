@@ -218,12 +218,17 @@ pub fn start_kube_sim(o: &KubeSimOptions, log: &Path) -> Result<Proc> {
         .args(["--aws-endpoint", &o.aws_endpoint])
         .args(["--boot-delay", o.boot_delay])
         .args(["--eks-token-webhook", &o.eks_token_webhook])
+        // Every Unschedulable verdict says in the log whether the pod only waited for its
+        // turn: the storm's capacity figure leaves those out (crate::pending).
+        .arg("--explain-unschedulable")
         // EKS's own CoreDNS, switched to Fargate by the kube-system profile's add-on.
         .arg("--eks-addons");
     for (name, path) in &o.images {
         cmd.arg("--image").arg(format!("{name}={}", path.display()));
     }
     cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
+    // Each bind too, so that a storm's capacity wait can be traced pod by pod.
+    cmd.env("RUST_LOG", "kube_sim=info,kube_sim::scheduler=debug");
     let mut p = spawn("kube-sim", cmd, log)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -1011,19 +1011,30 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
     .await?;
     let secs = start.elapsed().as_secs_f64();
     w.figures.storm_recovered_secs = Some(secs);
-    let waits = pending.figures();
+    let kube_sim_log = std::fs::read_to_string(w.work.join("kube-sim.log")).unwrap_or_default();
+    let waits = pending.figures(&crate::pending::turn_only(&kube_sim_log));
     step(
         w,
         &format!(
-            "2/5 every pod Running again {secs:.1} s after the warnings; waited for capacity: {} pod(s), {:.1} pod-seconds; for the scheduler: {} pod(s), {:.1} pod-seconds",
-            waits.capacity.pods, waits.capacity.pod_secs, waits.scheduler.pods, waits.scheduler.pod_secs
+            "2/5 every pod Running again {secs:.1} s after the warnings; waited for capacity: {} pod(s), {:.1} pod-seconds; for their turn: {} pod(s), {:.1} pod-seconds; for the scheduler: {} pod(s), {:.1} pod-seconds",
+            waits.capacity.pods, waits.capacity.pod_secs, waits.turn.pods, waits.turn.pod_secs, waits.scheduler.pods, waits.scheduler.pod_secs
         ),
     );
-    if waits.capacity.pods > 0 {
+    if waits.capacity.pods + waits.turn.pods > 0 {
         for (m, n) in &waits.reasons {
             step(w, &format!("2/5 kube-scheduler ({n}×): {m}"));
         }
         save_agent_log(w, client, "storm-agent.log").await;
+        let kept = out_dir(w).join("storm-kube-sim.log");
+        if std::fs::write(&kept, &kube_sim_log).is_ok() {
+            step(
+                w,
+                &format!(
+                    "2/5 kube-sim's log (its binds and verdicts): {}",
+                    kept.display()
+                ),
+            );
+        }
     }
     w.figures.storm_waits = Some(waits);
     Ok(())

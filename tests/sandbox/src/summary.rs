@@ -193,6 +193,11 @@ impl Figures {
                 waited(&self.storm_waits, |f| f.capacity),
             ),
             (
+                "storm: pod-seconds refused for their turn, room there in another order (pods)"
+                    .into(),
+                waited(&self.storm_waits, |f| f.turn),
+            ),
+            (
                 "storm: pod-seconds waiting for the scheduler (pods)".into(),
                 waited(&self.storm_waits, |f| f.scheduler),
             ),
