@@ -1,7 +1,8 @@
 //! The scheduling core: pending pods and cluster state in, placements and new NodeClaims
 //! out. Pure: no I/O, no clock, no randomness; the same input gives the same plan.
 //!
-//! Entry point: [`schedule`]`(&Catalog, &Input) -> Plan`.
+//! Entry point: [`schedule`]`(&Catalog, &Input) -> Plan`; provisioning's rounds call
+//! [`schedule_with_spare_room`], which adds room for displaced pods of several domains.
 //!
 //! Like Karpenter, pods are taken in order of CPU then memory request (descending) and each
 //! tries existing nodes, then in-flight NodeClaims, then NodeClaims planned in this round,
@@ -35,6 +36,7 @@ mod pools;
 mod preferences;
 mod reserved;
 mod sizing;
+mod spare;
 mod topology;
 pub mod zone_ids;
 
@@ -42,6 +44,7 @@ pub use crate::resources::NODES;
 use std::collections::{BTreeMap, HashMap};
 
 pub use input::*;
+pub use spare::schedule_with_spare_room;
 
 use crate::catalog::Catalog;
 use crate::labels;

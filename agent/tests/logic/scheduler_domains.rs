@@ -13,9 +13,9 @@ use joiner_agent::labels;
 use joiner_agent::requirements::{Operator, Requirement, Requirements};
 use joiner_agent::resources::Resources;
 use joiner_agent::scheduler::{
-    schedule, BoundPod, Input, LabelSelector, Node, NodeInclusionPolicy, NodePoolInput, Plan, Pod,
-    PodAffinityTerm, PreferenceBudget, PreferenceMode, Target, TopologySpreadConstraint,
-    WhenUnsatisfiable,
+    schedule, schedule_with_spare_room, BoundPod, Input, LabelSelector, Node, NodeInclusionPolicy,
+    NodePoolInput, Plan, Pod, PodAffinityTerm, PreferenceBudget, PreferenceMode, Target,
+    TopologySpreadConstraint, WhenUnsatisfiable,
 };
 use joiner_agent::taints::{Effect, Taint};
 use joiner_workloads::node_pool;
@@ -810,5 +810,86 @@ fn displaced_pods_are_planned_back_into_the_domains_they_leave() {
     assert_eq!(
         away.new_claims.iter().map(|c| c.pods.len()).sum::<usize>(),
         2
+    );
+}
+
+/// Pods of a storm leaving two domains of a two-key spread: each domain gets its pods' room
+/// and one pod more (kube-scheduler may give one domain's room to the other's pods while
+/// both are short), and the spare is in no claim's pod list.
+#[test]
+fn pods_leaving_several_domains_get_one_spare_pod_of_room_in_each() {
+    let zones: Vec<String> = catalog().zones().into_iter().take(3).collect();
+    let mut pool = general("p");
+    pool.requirements
+        .add(SPREAD_KEY, req("", Operator::In, &["1", "2", "3"]));
+    let homes = [(zones[0].clone(), "2"), (zones[1].clone(), "1")];
+    let displaced = |homes: &[(String, &str)]| {
+        let mut ps = pods(5 * homes.len(), "storm", 250, 512 * MI);
+        for (i, p) in ps.iter_mut().enumerate() {
+            for key in [labels::ZONE, SPREAD_KEY] {
+                p.topology_spread
+                    .push(spread(key, "storm", WhenUnsatisfiable::DoNotSchedule));
+            }
+            let (zone, split) = &homes[i / 5];
+            p.set_home(&BTreeMap::from([
+                (labels::ZONE.to_string(), zone.clone()),
+                (SPREAD_KEY.to_string(), split.to_string()),
+            ]));
+        }
+        Input {
+            pods: ps,
+            node_pools: vec![pool.clone()],
+            ..Default::default()
+        }
+    };
+    let input = displaced(&homes);
+    let spared = schedule_with_spare_room(catalog(), &input);
+    checker::check(catalog(), &input, &spared).unwrap_or_else(|e| panic!("checker: {e}"));
+    assert!(
+        spared.unschedulable.is_empty(),
+        "{:?}",
+        spared.unschedulable
+    );
+    let mut planned: Vec<usize> = spared
+        .new_claims
+        .iter()
+        .flat_map(|c| c.pods.clone())
+        .collect();
+    planned.sort();
+    assert_eq!(
+        planned,
+        (0..10).collect::<Vec<_>>(),
+        "every pod once, no spare"
+    );
+    for (zone, split) in &homes {
+        let home: Vec<_> = spared
+            .new_claims
+            .iter()
+            .filter(|c| {
+                c.zones == vec![zone.clone()]
+                    && c.requirements
+                        .get(SPREAD_KEY)
+                        .and_then(|r| r.single_value())
+                        == Some(*split)
+            })
+            .collect();
+        let room: i64 = home.iter().map(|c| c.requests.memory_bytes).sum();
+        let pods: i64 = home
+            .iter()
+            .flat_map(|c| &c.pods)
+            .map(|&i| input.pods[i].requests.memory_bytes)
+            .sum();
+        assert_eq!(pods, 5 * 512 * MI, "{zone}/{split}: its five pods");
+        assert_eq!(
+            room - pods,
+            512 * MI,
+            "{zone}/{split}: one spare pod's room"
+        );
+    }
+    // One domain short: nothing spare, the plan is the scheduler's own.
+    let one = displaced(&homes[..1]);
+    assert_eq!(
+        schedule_with_spare_room(catalog(), &one),
+        schedule(catalog(), &one)
     );
 }

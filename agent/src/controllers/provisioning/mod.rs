@@ -34,7 +34,7 @@ use crate::controllers::scheduling_input::{self, Round};
 use crate::controllers::state::Change;
 use crate::controllers::{disrupted, nodeclaims};
 use crate::scheduler::headroom;
-use crate::scheduler::{schedule, NewNodeClaim, Target};
+use crate::scheduler::{schedule_with_spare_room, NewNodeClaim, Target};
 
 use batcher::{Batcher, Trigger};
 
@@ -129,7 +129,7 @@ pub async fn round(
     let started = Instant::now();
     let mut r = scheduling_input::build(ctx).await;
     let static_pools = capacity::split_static(&mut r);
-    let plan = schedule(&r.catalog, &r.input);
+    let plan = schedule_with_spare_room(&r.catalog, &r.input);
     ctx.metrics
         .scheduling_duration
         .observe(started.elapsed().as_secs_f64());
