@@ -197,7 +197,7 @@ pub(crate) fn types(store: &Store) -> Types {
     }
 }
 
-fn template_hash(template: &Value) -> String {
+pub(crate) fn template_hash(template: &Value) -> String {
     use sha2::{Digest, Sha256};
     let h = Sha256::digest(template.to_string().as_bytes());
     hex::encode(&h[..5])
@@ -230,6 +230,37 @@ fn pod_from_template(
         "controller": true, "blockOwnerDeletion": true,
     }]);
     pod
+}
+
+/// The pods each Deployment is about to create: `spec.replicas` less its live pods of the
+/// current template in `pods`, as unbound pods of that template. What the scheduler's
+/// explanation counts among a workload's pods still to place.
+pub(crate) fn missing_replicas(store: &Store, pods: &[Arc<Value>]) -> Vec<Value> {
+    let t = types(store);
+    let (deps, _) = store.list(&t.deployments, None);
+    let mut out = Vec::new();
+    for d in deps.iter().filter(|d| !is_deleting(d)) {
+        let uid = d["metadata"]["uid"].as_str().unwrap_or("");
+        let template = &d["spec"]["template"];
+        let hash = template_hash(template);
+        let want = d["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
+        let live = pods
+            .iter()
+            .filter(|p| owned_by(p, uid) && !is_deleting(p) && !is_terminal(p))
+            .filter(|p| p["metadata"]["labels"]["pod-template-hash"] == hash.as_str())
+            .count();
+        for k in live..want {
+            let name = format!("{}-{hash}-coming-{k}", name_of(d));
+            out.push(pod_from_template(
+                d,
+                "Deployment",
+                template,
+                name,
+                &[("pod-template-hash", hash.clone())],
+            ));
+        }
+    }
+    out
 }
 
 /// Keeps `spec.replicas` pods per Deployment (directly owned: no ReplicaSets), and its status.

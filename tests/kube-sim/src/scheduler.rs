@@ -9,8 +9,9 @@
 //! order: two zones short at once, with `maxSkew: 1`, admit their pods only alternately. The
 //! verdict is the real one either way. With [`Explain::On`], every new verdict is also
 //! logged with `fits_in_some_order`: whether the pod and the unbound pods its spreads count
-//! could all be bound to the nodes as they stood, in some order. Tests use it to tell a pod
-//! waiting for room from one waiting for its turn.
+//! (those its Deployment is about to create too: a drain's evictions are recreated one by
+//! one) could all be bound to the nodes as they stood, in some order. Tests use it to tell a
+//! pod waiting for room from one waiting for its turn.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -18,8 +19,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::controllers::{
-    is_deleting, is_terminal, node_is_ready, node_selector_ok, pod_requests, set_condition, types,
-    untolerated_taint,
+    is_deleting, is_terminal, missing_replicas, node_is_ready, node_selector_ok, pod_requests,
+    set_condition, types, untolerated_taint,
 };
 use crate::quantity;
 use crate::selectors::label_selector_matches;
@@ -93,6 +94,8 @@ pub fn reconcile_scheduler(store: &Store, explain: Explain) {
     // Pods bound earlier in this pass: no longer waiting, whatever the listed copy says.
     let mut bound_now: HashSet<(&str, &str)> = HashSet::new();
     let mut explained: HashMap<String, (usize, Option<bool>)> = HashMap::new();
+    // The pods Deployments are about to create, read once a verdict needs explaining.
+    let mut coming: Option<Vec<Value>> = None;
     for pod in pending.iter().copied() {
         let req = pod_requests(pod);
         let constraints = spread_constraints(pod);
@@ -138,10 +141,13 @@ pub fn reconcile_scheduler(store: &Store, explain: Explain) {
                     let fits = match explained.get(&key) {
                         Some((at, fits)) if *at == bound_now.len() => *fits,
                         _ => {
+                            let coming =
+                                coming.get_or_insert_with(|| missing_replicas(store, &pods));
                             let waiting: Vec<&Value> = pending
                                 .iter()
                                 .filter(|p| !bound_now.contains(&(namespace_of(p), name_of(p))))
                                 .map(|p| p.as_ref())
+                                .chain(coming.iter())
                                 .collect();
                             let fits = cluster.fits_in_some_order(pod, &waiting);
                             explained.insert(key, (bound_now.len(), fits));
@@ -665,5 +671,41 @@ mod tests {
         // Its turn: the next pass binds it to zone a.
         reconcile_scheduler(&store, Explain::On);
         assert_eq!(get("big")["spec"]["nodeName"], "a");
+    }
+
+    #[test]
+    fn a_deployment_short_of_replicas_counts_the_pods_it_is_about_to_create() {
+        let store = Store::new(100);
+        let t = types(&store);
+        let template = pod("template", "512Mi", None);
+        let deployments = store.find_type("apps", "v1", "deployments").unwrap();
+        let d = store
+            .create(
+                &deployments,
+                Some("default"),
+                json!({
+                    "metadata": {"name": "web", "namespace": "default"},
+                    "spec": {
+                        "replicas": 3,
+                        "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}}, "spec": template["spec"]},
+                    },
+                }),
+            )
+            .unwrap();
+        let hash = crate::controllers::template_hash(&d["spec"]["template"]);
+        let mut live = pod("live", "512Mi", Some("a"));
+        live["metadata"]["labels"]["pod-template-hash"] = json!(hash);
+        live["metadata"]["ownerReferences"] =
+            json!([{"kind": "Deployment", "name": "web", "uid": d["metadata"]["uid"]}]);
+        store.create(&t.pods, Some("default"), live).unwrap();
+        let (pods, _) = store.list(&t.pods, None);
+        let coming = missing_replicas(&store, &pods);
+        assert_eq!(coming.len(), 2);
+        for p in &coming {
+            assert_eq!(p["metadata"]["labels"]["app"], "web");
+            assert_eq!(p["metadata"]["namespace"], "default");
+            assert!(p["spec"]["nodeName"].is_null());
+        }
     }
 }
