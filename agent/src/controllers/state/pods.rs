@@ -122,12 +122,9 @@ impl PodRecord {
         &self.shape.labels
     }
 
-    /// The pod as the scheduler reads it, named.
+    /// The pod as the scheduler reads it, named (its view copied: a round owns its pods).
     pub fn scheduler_pod(&self) -> scheduler::Pod {
-        scheduler::Pod {
-            name: self.name.clone(),
-            ..(*self.shape).clone()
-        }
+        self.movable().to_pod()
     }
 
     /// The pod as a disruption candidate holds it: named, its view shared.
