@@ -44,7 +44,7 @@ pub use crate::resources::NODES;
 use std::collections::{BTreeMap, HashMap};
 
 pub use input::*;
-pub use spare::schedule_with_spare_room;
+pub use spare::{schedule_with_spare_room, spare_rooms};
 
 use crate::catalog::Catalog;
 use crate::labels;

@@ -33,6 +33,12 @@ pub fn schedule_with_spare_room(catalog: &Catalog, input: &Input) -> Plan {
     without_spares(schedule(catalog, &with), real)
 }
 
+/// How many spare pods' room [`schedule_with_spare_room`] adds for these pods (for the
+/// round's log).
+pub fn spare_rooms(pods: &[Pod]) -> usize {
+    spares(pods).len()
+}
+
 /// One spare per home when the displaced pods have more than one: the largest pod of that
 /// home (memory, then CPU), renamed into the placeholder namespace so no spread or
 /// affinity counts it, and pinned to the home so it is never planned elsewhere.

@@ -1,5 +1,6 @@
-//! Provisioning: pending pods are batched ([`batcher`]), then one `schedule()` call plans
-//! the round from the cluster state ([`scheduling_input`]); planned NodeClaims are created
+//! Provisioning: pending pods are batched ([`batcher`]), then one scheduler call plans the
+//! round from the cluster state ([`scheduling_input`]): `schedule_with_spare_room`, which
+//! adds a spare pod's room where displaced pods leave several domains; planned NodeClaims are created
 //! ([`nodeclaims`], the one place they are) and the lifecycle loop launches them. Pods no NodePool can take get a
 //! `FailedScheduling` Event with the scheduler's reason per NodePool.
 //!
@@ -34,7 +35,7 @@ use crate::controllers::scheduling_input::{self, Round};
 use crate::controllers::state::Change;
 use crate::controllers::{disrupted, nodeclaims};
 use crate::scheduler::headroom;
-use crate::scheduler::{schedule_with_spare_room, NewNodeClaim, Target};
+use crate::scheduler::{schedule_with_spare_room, spare_rooms, NewNodeClaim, Target};
 
 use batcher::{Batcher, Trigger};
 
@@ -159,6 +160,7 @@ pub async fn round(
         displaced = r.displaced.len(),
         on_existing = plan.placements.len(),
         new_claims = plan.new_claims.len(),
+        spare_rooms = spare_rooms(&r.input.pods),
         unschedulable = plan.unschedulable.len(),
         took_ms = started.elapsed().as_millis() as u64,
         "scheduling round"
