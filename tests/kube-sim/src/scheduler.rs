@@ -65,30 +65,10 @@ struct Spread<'a> {
 pub fn reconcile_scheduler(store: &Store, explain: Explain) {
     let t = types(store);
     let (pods, _) = store.list(&t.pods, None);
-    let mut pending: Vec<&Arc<Value>> = pods
-        .iter()
-        .filter(|p| {
-            p["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
-                && !is_deleting(p)
-                && !is_terminal(p)
-                && p["spec"]["schedulerName"]
-                    .as_str()
-                    .unwrap_or("default-scheduler")
-                    == "default-scheduler"
-        })
-        .collect();
+    let pending = queue(&pods);
     if pending.is_empty() {
         return;
     }
-    pending.sort_by_key(|p| {
-        (
-            p["metadata"]["creationTimestamp"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-            name_of(p).to_string(),
-        )
-    });
     let (nodes, _) = store.list(&t.nodes, None);
     let mut cluster = Cluster::new(&nodes, &pods);
     // Pods bound earlier in this pass: no longer waiting, whatever the listed copy says.
@@ -166,6 +146,32 @@ pub fn reconcile_scheduler(store: &Store, explain: Explain) {
             }
         }
     }
+}
+
+/// The default scheduler's unbound pods, oldest first (then by name).
+fn queue(pods: &[Arc<Value>]) -> Vec<&Arc<Value>> {
+    let mut pending: Vec<&Arc<Value>> = pods
+        .iter()
+        .filter(|p| {
+            p["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
+                && !is_deleting(p)
+                && !is_terminal(p)
+                && p["spec"]["schedulerName"]
+                    .as_str()
+                    .unwrap_or("default-scheduler")
+                    == "default-scheduler"
+        })
+        .collect();
+    pending.sort_by_key(|p| {
+        (
+            p["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            name_of(p).to_string(),
+        )
+    });
+    pending
 }
 
 /// kube-scheduler's message: how many nodes each filter refused.
