@@ -9,7 +9,8 @@
 //! So such a round also plans one spare pod's room in each domain pods leave: a copy of
 //! the largest pod leaving it, pinned there. The spare sizes the claims it lands on and
 //! then leaves the plan; a claim that would hold only spares is not made, so the spare
-//! costs at most a larger instance type, never a node of its own.
+//! costs at most a larger instance type, never a node of its own (a domain whose spare
+//! would need one goes without).
 
 use std::collections::BTreeMap;
 
