@@ -435,26 +435,45 @@ async fn a_pod_whose_planned_room_was_taken_is_planned_again_in_the_next_batch()
 
 const STARTUP_TAINT: &str = "example.com/cni-not-ready";
 
-/// What a CNI's agent does once the node's network is up.
+/// What a CNI's agent does once the node's network is up: a read-modify-write of the taint
+/// list, guarded by the resourceVersion it read, retried on a conflict. The list is replaced
+/// whole, so an unguarded write computed from an older view of the Node (say, the one that
+/// first showed it) would put back `joiner.dev/unregistered:NoExecute` if the agent had
+/// registered the node in between, and nothing would ever schedule there again.
 async fn remove_startup_taint(w: &World, node: &Node) {
     let nodes: Api<Node> = Api::all(w.client.clone());
-    let taints: Vec<serde_json::Value> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|t| t.key != STARTUP_TAINT)
-        .map(|t| serde_json::to_value(t).unwrap())
-        .collect();
-    nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"taints": taints}})),
-        )
-        .await
-        .expect("remove the startup taint");
+    loop {
+        let current = nodes.get(&node.name_any()).await.expect("read the node");
+        let all = current
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        if !all.iter().any(|t| t.key == STARTUP_TAINT) {
+            return;
+        }
+        let taints: Vec<serde_json::Value> = all
+            .into_iter()
+            .filter(|t| t.key != STARTUP_TAINT)
+            .map(|t| serde_json::to_value(t).unwrap())
+            .collect();
+        let guarded = serde_json::json!({
+            "metadata": {"resourceVersion": current.resource_version()},
+            "spec": {"taints": taints},
+        });
+        match nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(guarded),
+            )
+            .await
+        {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("remove the startup taint: {e}"),
+        }
+    }
 }
 
 /// What runs only on the real control plane (kube-apiserver, kube-scheduler, KWOK): `#[ignore]`d
