@@ -17,6 +17,7 @@ pub mod node_class;
 pub mod node_overlay;
 pub mod node_pool;
 pub mod schema;
+pub mod tags;
 pub mod validate;
 
 use schemars::JsonSchema;

@@ -666,8 +666,9 @@ fn class_node_rules(s: &mut Spec) {
                  && k != {} && k != 'eks:eks-cluster-name')",
                 cel(labels::KARPENTER_NODEPOOL)
             ),
-            "tags kubernetes.io/cluster/*, joiner.dev/*, karpenter.sh/nodepool and \
-             eks:eks-cluster-name are set by the agent and may not be set here",
+            "tags kubernetes.io/cluster/*, joiner.dev/* and eks:eks-cluster-name are set by \
+             the agent, and karpenter.sh/nodepool marks Karpenter's own instances: none may be \
+             set here",
             None,
         )
         .rule(

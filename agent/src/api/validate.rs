@@ -599,12 +599,8 @@ fn metadata_options(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
 fn class_tags(e: &mut Errors, spec: &NodeClassSpec, path: &str) {
     for k in spec.tags.keys() {
         let p = format!("{path}.tags[{k:?}]");
-        if k.starts_with("kubernetes.io/cluster/")
-            || k == labels::KARPENTER_NODEPOOL
-            || k.starts_with("joiner.dev/")
-            || k == "eks:eks-cluster-name"
-        {
-            e.push(&p, "tag is set by the agent and may not be set here");
+        if let Some(why) = super::tags::reserved(k) {
+            e.push(&p, why.message());
         }
         if k.is_empty() || k.len() > 128 {
             e.push(&p, "tag keys must be 1 to 128 characters");

@@ -38,7 +38,7 @@ use super::ec2::Ec2Cloud;
 use super::launch_template::{TemplateKey, TemplateRef};
 use super::records::{RawCatalog, ResolvedAmis};
 use super::{
-    fleet_error_scope, CloudError, FleetErrorScope, Instance, LaunchRequest, Launched, TAG_CLUSTER,
+    fleet_error_scope, CloudError, FleetErrorScope, Instance, LaunchRequest, Launched,
     TAG_NODECLAIM, TAG_NODEPOOL,
 };
 use crate::catalog::reservations::ReservationKind;
@@ -730,7 +730,10 @@ impl Ec2Cloud {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        tags.insert(TAG_CLUSTER, &self.options.cluster_name);
+        let owner = crate::api::tags::ownership(&self.options.cluster_name);
+        for (k, v) in &owner {
+            tags.insert(k, v);
+        }
         tags.insert(TAG_NODEPOOL, &request.nodepool);
         tags.insert(TAG_NODECLAIM, &request.nodeclaim);
         let name = format!("{}/{}", self.options.cluster_name, request.nodeclaim);

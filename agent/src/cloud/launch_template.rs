@@ -482,9 +482,12 @@ impl Ec2Cloud {
         // through CreateFleet; the agent's policy only lets it create tagged ones, so the
         // template tags them (the Spot request only in a Spot template: see the module docs).
         let launched = |kind: ResourceType| {
-            LaunchTemplateTagSpecificationRequest::builder()
-                .resource_type(kind)
-                .tags(tag(TAG_CLUSTER, &self.options.cluster_name))
+            crate::api::tags::ownership(&self.options.cluster_name)
+                .iter()
+                .fold(
+                    LaunchTemplateTagSpecificationRequest::builder().resource_type(kind),
+                    |b, (k, v)| b.tags(tag(k, v)),
+                )
                 .tags(tag(TAG_NODECLASS, inputs.node_class))
                 .build()
         };

@@ -36,8 +36,9 @@ use crate::catalog::{CapacityType, Catalog};
 use crate::scheduler::{Candidate, UnavailableOfferings};
 use crate::taints::Taint;
 
-/// Tag keys on every instance, launch template and volume the agent creates.
-pub const TAG_CLUSTER: &str = "joiner.dev/cluster";
+/// Tag keys on every instance, launch template and volume the agent creates (with the
+/// ownership tags of [`crate::api::tags::ownership`]).
+pub const TAG_CLUSTER: &str = crate::api::tags::CLUSTER;
 pub const TAG_NODEPOOL: &str = "joiner.dev/nodepool";
 pub const TAG_NODECLAIM: &str = "joiner.dev/nodeclaim";
 pub const TAG_NODECLASS: &str = "joiner.dev/nodeclass";

@@ -288,6 +288,22 @@ async fn template_tag_kinds(w: &World, template_id: &str) -> BTreeSet<String> {
 }
 
 /// Instances in the emulator carrying the NodeClaim tag, whatever their state.
+/// The tag keys a recorded CreateFleet request sets on one resource type.
+fn requested_tag_keys(f: &fault_proxy::RecordedRequest, kind: &str) -> Vec<String> {
+    let params = f.params_with_prefix("TagSpecification.");
+    let index = params
+        .iter()
+        .find(|(k, v)| k.ends_with(".ResourceType") && *v == kind)
+        .map(|(k, _)| k.trim_end_matches(".ResourceType").to_string())
+        .unwrap_or_else(|| panic!("no {kind} tag specification"));
+    let prefix = format!("{index}.Tag.");
+    params
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix) && k.ends_with(".Key"))
+        .map(|(_, v)| v.to_string())
+        .collect()
+}
+
 async fn tagged(w: &World, claim: &str) -> Vec<aws_sdk_ec2::types::Instance> {
     let out = w
         .ec2
@@ -490,6 +506,19 @@ async fn launch_tags_the_instance_and_uses_a_hardened_template() {
     assert_eq!(tags.get("joiner.dev/nodepool"), Some(&"general"));
     assert_eq!(tags.get("joiner.dev/nodeclaim"), Some(&"general-abc12"));
     assert_eq!(tags.get("team"), Some(&"platform"), "NodeClass tags too");
+    // What Kubernetes' AWS integrations read: without the cluster tag the cloud provider
+    // never makes the node a load balancer backend.
+    assert_eq!(
+        tags.get(format!("kubernetes.io/cluster/{CLUSTER}").as_str()),
+        Some(&"owned")
+    );
+    assert_eq!(tags.get("eks:eks-cluster-name"), Some(&CLUSTER));
+    assert!(
+        !tags.contains_key("karpenter.sh/nodepool"),
+        "a Karpenter beside joiner would take the instance for its own"
+    );
+    // The volumes' tags are checked in the request below: the emulator does not apply a
+    // fleet's volume tag specification to the volumes it creates.
 
     // The request: instant fleet, Spot with price-capacity-optimized, one instance,
     // overrides over the candidates × both zones, a client token, volume tags.
@@ -521,6 +550,18 @@ async fn launch_tags_the_instance_and_uses_a_hardened_template() {
         resource_types,
         BTreeSet::from(["instance", "volume", "fleet"])
     );
+    // Every tag key the NodeClass validation refuses as "set by the agent" is one the launch
+    // request sets, on the instance and on its volumes.
+    for kind in ["instance", "volume"] {
+        let keys = requested_tag_keys(f, kind);
+        for pattern in joiner_agent::api::tags::SET_BY_AGENT {
+            assert!(
+                keys.iter()
+                    .any(|k| joiner_agent::api::tags::matches(pattern, k)),
+                "the {kind} tags of the launch request set no {pattern}: {keys:?}"
+            );
+        }
+    }
 
     // The launch template, read back.
     let lts = w
@@ -581,6 +622,16 @@ async fn launch_tags_the_instance_and_uses_a_hardened_template() {
         .iter()
         .find(|t| t.resource_type().map(|r| r.as_str()) == Some("network-interface"))
         .expect("network interfaces are tagged through the template");
+    for pattern in joiner_agent::api::tags::SET_BY_AGENT {
+        assert!(
+            eni_tags
+                .tags()
+                .iter()
+                .filter_map(|t| t.key())
+                .any(|k| joiner_agent::api::tags::matches(pattern, k)),
+            "network interfaces are not tagged {pattern}"
+        );
+    }
     assert!(eni_tags
         .tags()
         .iter()

@@ -3,6 +3,7 @@
 
 use super::hcl::{identifier, Block, Expr};
 use super::{inline, scalar, str_at, string_map, text, text_map, Options};
+use joiner_agent::api::tags;
 use serde_yaml::Value;
 
 pub fn is_node_class(doc: &Value) -> bool {
@@ -241,26 +242,22 @@ fn tags_attr(b: &mut Block, tags: Option<&Value>, opts: &Options) {
     }
 }
 
-/// Tags joiner sets itself on what it launches, refused in a class's `tags`.
-fn agent_owned_tag(k: &str) -> bool {
-    k.starts_with("kubernetes.io/cluster/")
-        || k.starts_with("joiner.dev/")
-        || k == "karpenter.sh/nodepool"
-        || k == "eks:eks-cluster-name"
-}
-
 /// The fields every generation spells the same way.
 fn common(b: &mut Block, spec: &Value, opts: &Options) {
     if let Some(u) = str_at(spec, &["userData"]) {
         b.attr("user_data", text(u, opts));
     }
+    // Tags a joiner NodeClass refuses: the agent's own (it writes them on every instance),
+    // and Karpenter's ownership tag.
     let (owned, tags): (Vec<_>, Vec<_>) = string_map(spec.get("tags"))
         .into_iter()
-        .partition(|(k, _)| agent_owned_tag(k));
+        .partition(|(k, _)| tags::reserved(k).is_some());
     for (k, _) in &owned {
-        b.comment(&format!(
-            "not converted: tag {k} is set by the agent on every instance."
-        ));
+        let why = match tags::reserved(k) {
+            Some(tags::Reserved::Karpenters) => "marks Karpenter's own instances",
+            _ => "is set by the agent on every instance",
+        };
+        b.comment(&format!("not converted: tag {k} {why}."));
     }
     if !tags.is_empty() {
         b.attr("tags", text_map(&tags, opts));
