@@ -140,7 +140,7 @@ variable "expire_after" {
 }
 
 variable "termination_grace_period" {
-  description = "How long a draining node may wait for its pods (PDBs, do-not-disrupt) before it is terminated anyway. Null: no cap."
+  description = "How long a node may take to drain, from its NodeClaim's deletion: then the pods PDBs or do-not-disrupt still hold are deleted and the node is terminated anyway. Null: no cap."
   type        = string
   default     = null
 }

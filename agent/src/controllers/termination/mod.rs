@@ -4,10 +4,15 @@
 //!
 //! Do-not-disrupt (`karpenter.sh/do-not-disrupt`, `joiner.dev/do-not-disrupt`): on a
 //! Node it blocks a *voluntary* termination from starting; on a pod it keeps that pod from
-//! being evicted by a voluntary termination. Both give way when the NodePool's
-//! `terminationGracePeriod` (copied onto the claim) has passed since the deletion was
-//! requested, and neither blocks an involuntary one (interruption, registration timeout,
-//! instance gone), where the capacity is going away anyway.
+//! being evicted by a voluntary termination. Neither blocks an involuntary one
+//! (interruption, registration timeout, instance gone), where the capacity is going away
+//! anyway.
+//!
+//! The NodePool's `terminationGracePeriod` (copied onto the claim) caps all of it, as in
+//! Karpenter: from the claim's deletion plus that period (the drain's deadline), the node's
+//! do-not-disrupt no longer holds it, and pods are deleted rather than evicted, each early
+//! enough that its own grace ends by the deadline, whatever PodDisruptionBudgets and
+//! do-not-disrupt say; then the instance is terminated and the Node and claim go.
 
 pub mod drain;
 
@@ -38,11 +43,17 @@ fn deleting_for(claim: &NodeClaim) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn grace_period(claim: &NodeClaim) -> Option<Duration> {
+/// When the claim's node must be empty: its deletion plus its `terminationGracePeriod`
+/// (Karpenter's node termination time). None: no grace period set (or not deleted yet),
+/// so nothing caps the wait on PodDisruptionBudgets and do-not-disrupt.
+fn drain_deadline(claim: &NodeClaim) -> Option<jiff::Timestamp> {
+    let deleted = claim.metadata.deletion_timestamp.as_ref()?.0;
     let g = claim.spec.termination_grace_period.as_deref()?;
-    crate::api::duration::parse_seconds(g)
+    let secs = crate::api::duration::parse_seconds(g).ok()?;
+    let secs = i64::try_from(secs).ok()?;
+    deleted
+        .checked_add(jiff::SignedDuration::from_secs(secs))
         .ok()
-        .map(Duration::from_secs)
 }
 
 async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
@@ -151,7 +162,8 @@ async fn take_down(
 }
 
 /// Empties the claim's node before its instance goes: waits out a do-not-disrupt (for a
-/// voluntary reason, within the grace period) and the replacements, then drains.
+/// voluntary reason, until the first pod's deletion falls due) and the replacements, then
+/// drains.
 /// `Err`: when to look again.
 async fn empty_node(
     ctx: &Context,
@@ -160,10 +172,19 @@ async fn empty_node(
     reason: TerminationReason,
 ) -> Result<(), Duration> {
     let forceful = reason.is_forceful();
-    let grace_over =
-        forceful || grace_period(claim).is_some_and(|g| deleting_for(claim) >= g.as_secs_f64());
+    let now = jiff::Timestamp::now();
+    // A forceful termination's deadline is now: nothing on the node is waited for.
+    let deadline = if forceful {
+        Some(now)
+    } else {
+        drain_deadline(claim)
+    };
+    let grace_over = deadline.is_some_and(|d| now >= d);
     let respect_dnd = reason.is_voluntary() && !grace_over;
-    if respect_dnd && has_do_not_disrupt(&node.metadata) {
+    // How soon the first pod's deletion falls due (zero: now).
+    let due_in = deletion_due_in(ctx, node, deadline, now);
+    let due = due_in == Some(Duration::ZERO);
+    if respect_dnd && !due && has_do_not_disrupt(&node.metadata) {
         ctx.events
             .publish(
                 &events::reference(claim),
@@ -172,19 +193,42 @@ async fn empty_node(
                 &format!("node {} is annotated do-not-disrupt; termination waits until the annotation is removed or the terminationGracePeriod passes", node.name_any()),
             )
             .await;
-        return Err(Duration::from_secs(5));
+        return Err(due_in.map_or(Duration::from_secs(5), |d| d.min(Duration::from_secs(5))));
     }
     // Replacement before drain: a disrupted node keeps serving until its pods have
-    // somewhere to go, or until waiting longer would cut into their grace.
+    // somewhere to go, or until waiting longer would cut into their grace (the disruption's
+    // deadline, or the grace period's, for the first pod whose deletion falls due).
     let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
-    if !cordoned && !grace_over {
+    if !cordoned && !due {
         let go = disrupted::replacement_wait(ctx, claim, node)?;
         announce_drain(ctx, claim, node, go).await;
     }
-    match drain::drain(ctx, claim, node, respect_dnd, grace_over, forceful).await {
+    let terms = drain::Terms {
+        respect_dnd,
+        deadline,
+        forceful,
+    };
+    match drain::drain(ctx, claim, node, &terms).await {
         drain::Outcome::Drained => Ok(()),
         drain::Outcome::Waiting(d) => Err(d),
     }
+}
+
+/// How soon the first of the node's pods must be deleted to end by the deadline (zero:
+/// now); None without a deadline or pods.
+fn deletion_due_in(
+    ctx: &Context,
+    node: &Node,
+    deadline: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> Option<Duration> {
+    deadline?;
+    ctx.state
+        .pods_on(&node.name_any())
+        .iter()
+        .filter(|p| p.reschedulable())
+        .map(|p| drain::due_in(p.grace_seconds, deadline, now))
+        .min()
 }
 
 /// Terminates the claim's instance, if it has one. `Err`: when to try again.

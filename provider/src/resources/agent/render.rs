@@ -85,12 +85,17 @@ fn meta(name: &str, namespace: Option<&str>) -> Json {
 /// these rules, and checks what they refuse.
 fn cluster_rules(m: &AgentModel) -> Json {
     let mut rules = json!([
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        // delete: a drain's deadline (the NodePool's terminationGracePeriod) has come, and the
+        // pods PodDisruptionBudgets or do-not-disrupt still hold are deleted, as Karpenter does.
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
+        // Volume topology: where a pod's claims let it run.
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
@@ -441,5 +446,38 @@ mod tests {
             .unwrap()
             .2;
         assert!(sa["metadata"].get("annotations").is_none());
+    }
+
+    /// Pods: read, and deleted only once a drain's deadline has come; never created,
+    /// changed or bound by the agent, and no other subresource than eviction.
+    #[test]
+    fn pods_are_read_evicted_and_deleted_and_nothing_more() {
+        let rules = cluster_rules(&AgentModel::default());
+        let verbs = |resource: &str| -> Vec<String> {
+            rules
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["apiGroups"] == json!([""]))
+                .filter(|r| {
+                    r["resources"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&json!(resource))
+                })
+                .flat_map(|r| r["verbs"].as_array().unwrap().clone())
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(verbs("pods"), ["get", "list", "watch", "delete"]);
+        assert_eq!(verbs("pods/eviction"), ["create"]);
+        let pod_subresources: Vec<&Json> = rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["resources"].as_array().unwrap())
+            .filter(|r| r.as_str().is_some_and(|r| r.starts_with("pods/")))
+            .collect();
+        assert_eq!(pod_subresources, [&json!("pods/eviction")]);
     }
 }

@@ -1,6 +1,7 @@
 //! The agent under exactly the permissions `joiner_agent` gives it, on a real Kubernetes
-//! control plane (kube-apiserver with `--authorization-mode=Node,RBAC`; kube-sim does not
-//! enforce RBAC, and the agent's own tests hand it an admin credential).
+//! control plane (kube-apiserver with `--authorization-mode=Node,RBAC`), through the real
+//! Terraform (kube-sim enforces RBAC too, and the agent's world tests run it under the same
+//! rendered roles: `agent/tests/world/rbac.rs`).
 //!
 //! The real Terraform applies `joiner_agent`, an interruption queue and its rules, a
 //! `joiner_node_class` and a `joiner_node_pool` through the provider's `kubernetes {}` block,
@@ -9,10 +10,12 @@
 //! process with only a TokenRequest token of that ServiceAccount, and does its whole job:
 //! pending pods → NodeClaims → CreateFleet in moto → Nodes (the EC2 → Node bridge, KWOK as
 //! kubelet) → pods Running; a Spot interruption through EventBridge and SQS → replacement,
-//! cordon, eviction; scale to zero → consolidation deletes the nodes and terminates the
-//! instances; `terraform destroy` of the pool and class → the agent releases the class's
-//! finalizer. Its log must not hold a single refusal, and the same token must be refused
-//! what the agent has no business doing.
+//! cordon, eviction; a node whose pods a PodDisruptionBudget holds, deleted on a pool with a
+//! short `termination_grace_period` → the drain ends at that deadline (pods deleted, instance
+//! terminated, Node and NodeClaim gone); scale to zero → consolidation deletes the nodes and
+//! terminates the instances; `terraform destroy` of the pools and class → the agent releases
+//! the class's finalizer. Its log must not hold a single refusal, and the same token must be
+//! refused what the agent has no business doing.
 //!
 //! Why the agent's pods are "Running" although no agent runs in them: KWOK plays the
 //! kubelet of the Nodes it manages and runs no process. A KWOK Node labelled as Fargate
@@ -43,6 +46,11 @@ const NAMESPACE: &str = "joiner";
 const SERVICE_ACCOUNT: &str = "joiner-agent";
 const APP: &str = "rbac-demo";
 const REPLICAS: usize = 6;
+/// The workload a PodDisruptionBudget holds, on the pool with a short grace period.
+const HELD_APP: &str = "rbac-held";
+const HELD_REPLICAS: usize = 2;
+/// The `guarded` pool's `termination_grace_period`, in seconds.
+const GRACE: i64 = 20;
 /// The stand-in for the Fargate capacity the agent's own pods run on.
 const SYSTEM_NODE: &str = "fargate-ip-10-0-200-1.ec2.internal";
 
@@ -142,6 +150,36 @@ resource "joiner_node_pool" "general" {{
     }}
   }}
 }}
+
+# Its nodes' drains end {GRACE} s after their deletion, whatever PDBs say.
+resource "joiner_node_pool" "guarded" {{
+  cluster_name             = "{CLUSTER}"
+  name                     = "guarded"
+  node_class               = joiner_node_class.default.name
+  termination_grace_period = "{GRACE}s"
+  requirement {{
+    key      = "kubernetes.io/arch"
+    operator = "In"
+    values   = ["amd64"]
+  }}
+  requirement {{
+    key      = "karpenter.sh/capacity-type"
+    operator = "In"
+    values   = ["on-demand"]
+  }}
+  requirement {{
+    key      = "karpenter.k8s.aws/instance-category"
+    operator = "In"
+    values   = ["c", "m", "r"]
+  }}
+  disruption {{
+    consolidation_policy = "WhenEmpty"
+    consolidate_after    = "1s"
+    budget {{
+      nodes = "100%"
+    }}
+  }}
+}}
 "#,
         ca = ca_pem.trim_end(),
     )
@@ -172,16 +210,21 @@ fn system_node() -> Value {
 
 /// A Deployment whose pods only the NodePool's nodes can host.
 fn workload(replicas: usize) -> Value {
+    workload_on(APP, "general", replicas)
+}
+
+/// A Deployment `app` whose pods only `pool`'s nodes can host, with no grace of their own.
+fn workload_on(app: &str, pool: &str, replicas: usize) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": APP, "namespace": "default"},
+        "metadata": {"name": app, "namespace": "default"},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": {"app": APP}},
+            "selector": {"matchLabels": {"app": app}},
             "template": {
-                "metadata": {"labels": {"app": APP}},
+                "metadata": {"labels": {"app": app}},
                 "spec": {
-                    "nodeSelector": {"karpenter.sh/nodepool": "general"},
+                    "nodeSelector": {"karpenter.sh/nodepool": pool},
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{
                         "name": "c", "image": "registry.k8s.io/pause:3.10",
@@ -469,6 +512,17 @@ async fn refused_by_rbac(agent: &kube::Client) -> Vec<String> {
     expect_403(
         "create a Pod",
         pods.create(&PostParams::default(), &pod).await.map(drop),
+    );
+    // Pods are deleted at a drain's deadline, never changed.
+    expect_403(
+        "change a Pod",
+        pods.patch(
+            "not-the-agents",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .map(drop),
     );
     let roles = api(
         agent,
@@ -1013,24 +1067,28 @@ mod real_control_plane {
             warned.elapsed().as_secs_f64()
         ));
 
+        drain_ends_at_the_grace_period(&rt, &admin, &aws, &mut agent, &t);
+
         // Scale to zero: emptiness consolidation removes every node and instance.
-        rt.block_on(async {
-            api(
-                &admin,
-                "apps",
-                "v1",
-                "Deployment",
-                "deployments",
-                Some("default"),
-            )
-            .patch(
-                APP,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": 0}})),
-            )
-            .await
-            .expect("scale the workload to zero")
-        });
+        for app in [APP, HELD_APP] {
+            rt.block_on(async {
+                api(
+                    &admin,
+                    "apps",
+                    "v1",
+                    "Deployment",
+                    "deployments",
+                    Some("default"),
+                )
+                .patch(
+                    app,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": 0}})),
+                )
+                .await
+                .expect("scale the workload to zero")
+            });
+        }
         let emptied = Instant::now();
         wait_for(
             "claims, nodes and instances gone",
@@ -1056,10 +1114,11 @@ mod real_control_plane {
             "-input=false",
             "-auto-approve",
             "-target=joiner_node_pool.general",
+            "-target=joiner_node_pool.guarded",
             "-target=joiner_node_class.default",
         ]);
         assert!(r.success(), "targeted destroy failed:\n{r}");
-        t("terraform destroy of the pool and class (finalizer released by the agent)");
+        t("terraform destroy of the pools and class (finalizer released by the agent)");
 
         // Least privilege: the same token is refused what the agent must never do.
         rt.block_on(create(
@@ -1156,5 +1215,216 @@ mod real_control_plane {
             started.elapsed().as_secs_f64(),
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
+    }
+
+    /// A node whose pods a PodDisruptionBudget holds (minAvailable = replicas), deleted on
+    /// the `guarded` pool: before the grace period the Eviction API refuses and nothing
+    /// leaves; from its end the agent deletes the pods (`pods: delete`, which a ClusterRole
+    /// without it answers with 403, leaving the node cordoned and billed forever), then the
+    /// instance is terminated and the Node and NodeClaim go.
+    fn drain_ends_at_the_grace_period(
+        rt: &tokio::runtime::Runtime,
+        admin: &kube::Client,
+        aws: &Aws,
+        agent: &mut AgentProcess,
+        t: &dyn Fn(&str),
+    ) {
+        let held = held_workload_running(rt, admin, agent);
+        let claims_api = api(admin, "joiner.dev", "v1", "NodeClaim", "nodeclaims", None);
+        rt.block_on(claims_api.delete(&held.claim, &DeleteParams::default()))
+            .expect("delete the NodeClaim");
+        let deleted: jiff::Timestamp = rt.block_on(get(&claims_api, &held.claim))["metadata"]
+            ["deletionTimestamp"]
+            .as_str()
+            .expect("held by its finalizer")
+            .parse()
+            .expect("RFC 3339");
+        let deadline = deleted + jiff::SignedDuration::from_secs(GRACE);
+        t(&format!(
+            "NodeClaim {} deleted: {} {HELD_APP} pod(s) on {}, drain deadline {deadline}",
+            held.claim,
+            held.pods.len(),
+            held.node
+        ));
+        assert_held_before(rt, admin, agent, &held, deadline);
+        t("eviction refused by the PDB before the deadline");
+
+        // From the deadline: deleted, then the instance, Node and NodeClaim go.
+        let pods_api = api(admin, "", "v1", "Pod", "pods", Some("default"));
+        wait_for(
+            "the held pods deleted at the deadline",
+            Duration::from_secs(GRACE as u64 + 60),
+            || {
+                agent.check_alive();
+                let now = rt.block_on(list(&pods_api, &format!("app={HELD_APP}")));
+                held.pods
+                    .iter()
+                    .all(|(_, uid)| !now.iter().any(|p| p["metadata"]["uid"] == uid.as_str()))
+                    .then_some(())
+            },
+        );
+        let gone_at = jiff::Timestamp::now();
+        assert!(
+            gone_at >= deadline,
+            "pods deleted at {gone_at}, before the deadline {deadline}"
+        );
+        wait_for(
+            "the instance terminated, the Node and the NodeClaim gone",
+            Duration::from_secs(60),
+            || {
+                agent.check_alive();
+                let live = live_instances(aws).contains(&held.instance);
+                let node_left = rt.block_on(get_opt(&nodes(admin), &held.node)).is_some();
+                let claim_left = rt.block_on(get_opt(&claims_api, &held.claim)).is_some();
+                (!live && !node_left && !claim_left).then_some(())
+            },
+        );
+        t(&format!(
+            "drain ended at the grace period: pods deleted {:.1}s after the deadline, {} terminated, Node and NodeClaim gone",
+            deadline.duration_until(gone_at).as_secs_f64(),
+            held.instance
+        ));
+        wait_held_running(rt, admin, agent);
+    }
+
+    /// The node the drain test disrupts: its name, NodeClaim, instance, and the held pods
+    /// on it as (name, uid).
+    struct HeldNode {
+        node: String,
+        claim: String,
+        instance: String,
+        pods: Vec<(String, String)>,
+    }
+
+    /// The held workload and its PodDisruptionBudget, Running; the first pod's node.
+    fn held_workload_running(
+        rt: &tokio::runtime::Runtime,
+        admin: &kube::Client,
+        agent: &mut AgentProcess,
+    ) -> HeldNode {
+        let deployments = api(
+            admin,
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            Some("default"),
+        );
+        rt.block_on(create(
+            &deployments,
+            workload_on(HELD_APP, "guarded", HELD_REPLICAS),
+        ));
+        let pdbs = api(
+            admin,
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            Some("default"),
+        );
+        rt.block_on(create(
+            &pdbs,
+            json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": HELD_APP, "namespace": "default"},
+                "spec": {"minAvailable": HELD_REPLICAS, "selector": {"matchLabels": {"app": HELD_APP}}},
+            }),
+        ));
+        let running = wait_held_running(rt, admin, agent);
+        let node_name = running[0]["spec"]["nodeName"].as_str().unwrap().to_string();
+        let node = rt.block_on(get(&nodes(admin), &node_name));
+        HeldNode {
+            claim: node["metadata"]["labels"]["joiner.dev/nodeclaim"]
+                .as_str()
+                .expect("the Node names its NodeClaim")
+                .to_string(),
+            instance: node["spec"]["providerID"]
+                .as_str()
+                .and_then(|p| p.rsplit('/').next())
+                .expect("providerID aws:///<zone>/<instance>")
+                .to_string(),
+            pods: running
+                .iter()
+                .filter(|p| p["spec"]["nodeName"] == node_name.as_str())
+                .map(|p| {
+                    let m = &p["metadata"];
+                    (
+                        m["name"].as_str().unwrap().into(),
+                        m["uid"].as_str().unwrap().into(),
+                    )
+                })
+                .collect(),
+            node: node_name,
+        }
+    }
+
+    /// Waits for every replica of the held workload Running; the pods.
+    fn wait_held_running(
+        rt: &tokio::runtime::Runtime,
+        admin: &kube::Client,
+        agent: &mut AgentProcess,
+    ) -> Vec<Value> {
+        let pods_api = api(admin, "", "v1", "Pod", "pods", Some("default"));
+        wait_for(
+            &format!("{HELD_REPLICAS} {HELD_APP} pods Running on guarded nodes"),
+            Duration::from_secs(120),
+            || {
+                agent.check_alive();
+                let pods = rt.block_on(list(&pods_api, &format!("app={HELD_APP}")));
+                (pods.len() == HELD_REPLICAS
+                    && pods.iter().all(|p| p["status"]["phase"] == "Running"))
+                .then_some(pods)
+            },
+        )
+    }
+
+    /// Before the deadline: the drain has started (an `EvictionBlocked` Event on a held
+    /// pod) and the PDB holds it: every held pod still there, not terminating.
+    fn assert_held_before(
+        rt: &tokio::runtime::Runtime,
+        admin: &kube::Client,
+        agent: &mut AgentProcess,
+        held: &HeldNode,
+        deadline: jiff::Timestamp,
+    ) {
+        let events_api = api(admin, "", "v1", "Event", "events", Some("default"));
+        wait_for(
+            "an EvictionBlocked Event on a held pod",
+            Duration::from_secs(GRACE as u64),
+            || {
+                agent.check_alive();
+                let events = rt.block_on(list(&events_api, ""));
+                events
+                    .iter()
+                    .any(|e| {
+                        e["reason"] == "EvictionBlocked"
+                            && held
+                                .pods
+                                .iter()
+                                .any(|(n, _)| e["involvedObject"]["name"] == n.as_str())
+                    })
+                    .then_some(())
+            },
+        );
+        let pods_api = api(admin, "", "v1", "Pod", "pods", Some("default"));
+        let still: Vec<(String, bool)> = rt
+            .block_on(list(&pods_api, &format!("app={HELD_APP}")))
+            .iter()
+            .map(|p| {
+                let m = &p["metadata"];
+                let uid = m["uid"].as_str().unwrap_or_default().to_string();
+                (uid, m["deletionTimestamp"].is_null())
+            })
+            .collect();
+        assert!(
+            jiff::Timestamp::now() < deadline,
+            "the refusal was seen before the deadline {deadline}"
+        );
+        for (name, uid) in &held.pods {
+            assert!(
+                still.contains(&(uid.clone(), true)),
+                "{name} still there and not terminating before the deadline: {still:?}"
+            );
+        }
     }
 }

@@ -1,0 +1,233 @@
+//! Drains that end: a node whose pods a PodDisruptionBudget holds is drained by its
+//! NodePool's `terminationGracePeriod`, as Karpenter's terminator does. Before the deadline
+//! the Eviction API refuses and nothing leaves; from it the pods are deleted, then the
+//! instance is terminated in the emulator and the Node and NodeClaim go.
+//!
+//! The agent runs under the rendered roles, which kube-sim enforces, so this also proves the
+//! permission the deletions need; the e2e `agent_rbac` test runs the same scenario under
+//! the rendered ClusterRole on the real control plane.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use joiner_agent::api::NodeClaim;
+use joiner_agent_world::{wait_for, Agent, Opts, World};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
+use serde_json::json;
+
+const GRACE: i64 = 20;
+const APP: &str = "held";
+
+/// One on-demand 2-vCPU node type family for the pool, with a short grace period and no
+/// consolidation (only the test disrupts).
+fn pool() -> serde_json::Value {
+    json!({
+        "template": {"spec": {
+            "nodeClassRef": {"group": "joiner.dev", "kind": "NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+                {"key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": ["2"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            ],
+            "terminationGracePeriod": format!("{GRACE}s"),
+        }},
+        "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never",
+                       "budgets": [{"nodes": "100%"}]},
+    })
+}
+
+/// The `held` pods by uid: (name, node, terminating).
+async fn held_pods(w: &World) -> BTreeMap<String, (String, String, bool)> {
+    w.pods(APP)
+        .await
+        .iter()
+        .map(|p: &Pod| {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            (
+                p.uid().unwrap_or_default(),
+                (p.name_any(), node, p.metadata.deletion_timestamp.is_some()),
+            )
+        })
+        .collect()
+}
+
+/// A pool with the short grace period, two pods a PodDisruptionBudget holds
+/// (minAvailable 2) Running on it, and the agent that launched their capacity.
+async fn held_workload(w: &World) -> Agent {
+    w.node_class("default").await;
+    w.node_pool("guarded", pool()).await;
+    // Pods with no grace of their own: each is due for deletion at the deadline itself.
+    w.deployment_with(
+        APP,
+        2,
+        "250m",
+        "256Mi",
+        json!({}),
+        json!({"terminationGracePeriodSeconds": 0}),
+    )
+    .await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(w.client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": APP},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": APP}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let agent = w.agent(&[]).await;
+    wait_for("2 held pods Running", Duration::from_secs(90), || async {
+        (w.running(APP).await == 2).then_some(())
+    })
+    .await;
+    agent
+}
+
+/// Before the deadline: an `EvictionBlocked` Event on a held pod (the drain started, the
+/// PDB refused), every held pod of `node` still there and not terminating, and evictions
+/// counted as blocked.
+async fn assert_held_before(
+    w: &World,
+    agent: &Agent,
+    pods: &BTreeMap<String, (String, String, bool)>,
+    node: &str,
+    deadline: jiff::Timestamp,
+) {
+    wait_for(
+        "an EvictionBlocked Event on a held pod",
+        Duration::from_secs(GRACE as u64),
+        || async {
+            for p in w.pods(APP).await {
+                let events = w.events_for("default", &p.name_any()).await;
+                if events.iter().any(|e| e.starts_with("EvictionBlocked")) {
+                    return Some(());
+                }
+            }
+            None
+        },
+    )
+    .await;
+    let held = held_pods(w).await;
+    assert!(
+        jiff::Timestamp::now() < deadline,
+        "the refusal came before the deadline"
+    );
+    for uid in pods
+        .iter()
+        .filter(|(_, (_, n, _))| n == node)
+        .map(|(uid, _)| uid)
+    {
+        assert_eq!(
+            held.get(uid),
+            Some(&(pods[uid].0.clone(), node.to_string(), false)),
+            "pod {uid} still on {node} and not terminating before the deadline: {held:?}"
+        );
+    }
+    let metrics = w.metrics(agent.metrics).await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("joiner_evictions_total{") && l.contains("blocked")),
+        "evictions counted as blocked:\n{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_holds_the_drain_until_the_termination_grace_period_then_the_node_goes() {
+    let w = World::start(Opts::default()).await;
+    let agent = held_workload(&w).await;
+
+    // The node of the first pod, its claim, its instance, and the pods on it.
+    let pods = held_pods(&w).await;
+    let node = pods.values().next().unwrap().1.clone();
+    let on_node: Vec<String> = pods
+        .iter()
+        .filter(|(_, (_, n, _))| *n == node)
+        .map(|(uid, _)| uid.clone())
+        .collect();
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let claim = w
+        .claims()
+        .await
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+        .expect("the node's NodeClaim");
+    let instance = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|p| p.rsplit('/').next())
+        .expect("providerID aws:///<zone>/<instance>")
+        .to_string();
+    claims
+        .delete(&claim.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = claims
+        .get(&claim.name_any())
+        .await
+        .expect("held by its finalizer")
+        .metadata
+        .deletion_timestamp
+        .expect("deleting")
+        .0;
+    let deadline = deleted + jiff::SignedDuration::from_secs(GRACE);
+
+    // Before the deadline: the drain has started and the PDB refuses it.
+    assert_held_before(&w, &agent, &pods, &node, deadline).await;
+
+    // From the deadline: the held pods are deleted, then the instance, Node and claim go.
+    wait_for(
+        "the held pods deleted",
+        Duration::from_secs(GRACE as u64 + 30),
+        || async {
+            let now = held_pods(&w).await;
+            on_node
+                .iter()
+                .all(|uid| !now.contains_key(uid))
+                .then_some(())
+        },
+    )
+    .await;
+    let gone_at = jiff::Timestamp::now();
+    assert!(
+        gone_at >= deadline,
+        "pods deleted at {gone_at}, before the deadline {deadline}"
+    );
+    wait_for(
+        "the instance terminated, the Node and NodeClaim gone",
+        Duration::from_secs(30),
+        || async {
+            let live = w.live_instances().await.iter().any(|i| i.0 == instance);
+            let node_left = w.nodes().await.iter().any(|n| n.name_any() == node);
+            let claim_left = claims.get_opt(&claim.name_any()).await.ok().flatten();
+            (!live && !node_left && claim_left.is_none()).then_some(())
+        },
+    )
+    .await;
+    // Each said why on the pod, as Karpenter's `Disrupted` Event does.
+    for uid in &on_node {
+        let name = &pods[uid].0;
+        let events = w.events_for("default", name).await;
+        assert!(
+            events
+                .iter()
+                .any(|e| e.starts_with("Disrupted") && e.contains("terminationGracePeriod")),
+            "pod {name}: {events:?}"
+        );
+    }
+    // The workload comes back on new capacity.
+    wait_for(
+        "2 held pods Running again",
+        Duration::from_secs(90),
+        || async { (w.running(APP).await == 2).then_some(()) },
+    )
+    .await;
+    drop(agent);
+}
