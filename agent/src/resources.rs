@@ -86,18 +86,14 @@ impl Resources {
         r
     }
 
-    /// True when `self` (a request) fits into `capacity`. Ephemeral storage is only checked
-    /// when the capacity declares some, because instance types without local storage get
-    /// their root volume from the NodeClass, which the catalogue does not size.
+    /// True when `self` (a request) fits into `capacity`. Every counted resource is
+    /// checked, ephemeral storage too: a capacity of 0 holds nothing, as in kube-scheduler's
+    /// NodeResourcesFit (`pkg/scheduler/framework/plugins/noderesources/fit.go`).
     pub fn fits_in(&self, capacity: &Resources) -> bool {
         if self.cpu_milli > capacity.cpu_milli
             || self.memory_bytes > capacity.memory_bytes
             || self.pods > capacity.pods
-        {
-            return false;
-        }
-        if capacity.ephemeral_storage_bytes > 0
-            && self.ephemeral_storage_bytes > capacity.ephemeral_storage_bytes
+            || self.ephemeral_storage_bytes > capacity.ephemeral_storage_bytes
         {
             return false;
         }
@@ -116,6 +112,12 @@ impl Resources {
         }
         if self.pods > capacity.pods {
             return Some(format!("pods {}", self.pods));
+        }
+        if self.ephemeral_storage_bytes > capacity.ephemeral_storage_bytes {
+            return Some(format!(
+                "ephemeral-storage {}",
+                fmt_bytes(self.ephemeral_storage_bytes)
+            ));
         }
         for (k, v) in &self.extended {
             if *v > 0 && capacity.extended.get(k).is_none_or(|c| v > c) {
@@ -295,5 +297,27 @@ mod tests {
         assert_eq!(r.first_excess(&cap).unwrap(), "nvidia.com/gpu 1");
         let big = Resources::pod(3000, 1);
         assert_eq!(big.first_excess(&cap).unwrap(), "cpu 3");
+    }
+
+    #[test]
+    fn no_ephemeral_storage_holds_no_ephemeral_request() {
+        let mut cap = Resources {
+            cpu_milli: 2000,
+            memory_bytes: 4 << 30,
+            pods: 10,
+            ..Default::default()
+        };
+        let mut r = Resources::pod(100, 1 << 20);
+        r.ephemeral_storage_bytes = 30 << 30;
+        assert!(!r.fits_in(&cap), "0 is no room, not unlimited room");
+        assert_eq!(r.first_excess(&cap).unwrap(), "ephemeral-storage 30Gi");
+        cap.ephemeral_storage_bytes = 17 << 30;
+        assert!(!r.fits_in(&cap));
+        cap.ephemeral_storage_bytes = 30 << 30;
+        assert!(r.fits_in(&cap));
+        assert!(Resources::pod(100, 1 << 20).fits_in(&Resources {
+            ephemeral_storage_bytes: 0,
+            ..cap
+        }));
     }
 }

@@ -11,6 +11,12 @@
 locals {
   discovery = coalesce(var.discovery_tag, var.name)
 
+  # Bottlerocket boots from a small OS volume (/dev/xvda) and keeps the kubelet's and
+  # containerd's data on a second one (/dev/xvdb); AL2023 has one root volume for both.
+  # node_volume_size sizes the volume the kubelet's data is on, which becomes the nodes'
+  # ephemeral-storage. regexall rather than startswith, which Terraform 1.0 lacks.
+  bottlerocket = length(regexall("^bottlerocket", var.node_ami_alias)) > 0
+
   # The cluster this module made, or the existing one it adds joiner to (create_cluster =
   # false), attribute by attribute: concat()[0] rather than a conditional, because
   # Terraform 1.0 checks both branches' indexes and one of the two lists is always empty.
@@ -273,8 +279,19 @@ resource "joiner_node_class" "default" {
     http_put_response_hop_limit = 1
   }
 
+  # Bottlerocket's OS volume, 4 GiB as Karpenter sizes it.
+  dynamic "block_device_mapping" {
+    for_each = local.bottlerocket ? ["/dev/xvda"] : []
+    content {
+      device_name = block_device_mapping.value
+      volume_size = "4Gi"
+      volume_type = "gp3"
+      encrypted   = true
+    }
+  }
+  # The kubelet's and containerd's disk: AL2023's root volume, Bottlerocket's data volume.
   block_device_mapping {
-    device_name = "/dev/xvda"
+    device_name = local.bottlerocket ? "/dev/xvdb" : "/dev/xvda"
     root_volume = true
     volume_size = var.node_volume_size
     volume_type = "gp3"

@@ -142,7 +142,7 @@ variable "agent_env" {
 }
 
 variable "node_volume_size" {
-  description = "Root volume size of the nodes (gp3, encrypted)."
+  description = "Size of the volume holding the nodes' kubelet and container data, which is their ephemeral-storage (gp3, encrypted): AL2023's root volume, Bottlerocket's data volume /dev/xvdb (its OS volume /dev/xvda stays 4Gi)."
   type        = string
   default     = "20Gi"
 }

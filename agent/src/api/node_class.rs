@@ -36,6 +36,10 @@ pub struct NodeClassSpec {
     pub user_data: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub block_device_mappings: Vec<BlockDeviceMapping>,
+    /// What to do with the instance store of types that have one. Unset, it is left
+    /// unmounted and the kubelet uses the EBS volume. Karpenter's `instanceStorePolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_store_policy: Option<InstanceStorePolicy>,
     #[serde(default)]
     pub metadata_options: MetadataOptions,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -175,6 +179,14 @@ pub struct AmiSelectorTerm {
     pub owner: Option<String>,
 }
 
+/// How the instance store is used.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum InstanceStorePolicy {
+    /// Stripe every instance-store volume into one RAID0 array and put the kubelet's and
+    /// containerd's data on it: the node's ephemeral storage is the instance store.
+    RAID0,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockDeviceMapping {
@@ -287,51 +299,138 @@ pub struct KubeletConfiguration {
 }
 
 impl NodeClassSpec {
-    /// The kubelet settings the catalogue uses for allocatable. Assumes the spec passed
-    /// validation; unparsable quantities fall back to the EKS defaults.
+    /// Whether the nodes boot Bottlerocket: an alias `bottlerocket@...`, or an image name
+    /// term naming it (the agent's AMI resolution reads the same from the image's name).
+    pub fn is_bottlerocket(&self) -> bool {
+        self.ami_selector_terms.iter().any(|t| {
+            t.alias
+                .as_deref()
+                .is_some_and(|a| a.starts_with("bottlerocket"))
+                || t.name
+                    .as_deref()
+                    .is_some_and(|n| n.to_ascii_lowercase().contains("bottlerocket"))
+        })
+    }
+
+    /// The device whose volume holds the kubelet's data when no mapping is marked
+    /// `rootVolume`: AL2023's root volume, Bottlerocket's data volume (Karpenter's
+    /// `EphemeralBlockDevice`, `pkg/providers/amifamily/al2023.go` and `bottlerocket.go`).
+    pub fn ephemeral_block_device(&self) -> &'static str {
+        if self.is_bottlerocket() {
+            "/dev/xvdb"
+        } else {
+            "/dev/xvda"
+        }
+    }
+
+    /// Whether the instance store of types that have one holds the kubelet's data.
+    pub fn instance_store_raid0(&self) -> bool {
+        self.instance_store_policy == Some(InstanceStorePolicy::RAID0)
+    }
+
+    /// The disk the kubelet's data lands on, as Karpenter's `ephemeralStorage`
+    /// (`pkg/providers/instancetype/types.go`) decides it: the instance store with RAID0
+    /// (for types that have one); else the mapping marked `rootVolume`; else the family's
+    /// ephemeral device among the mappings; else the family's default volume (20 GiB).
+    /// Sizes are whole GiB, rounded up, as the launch template asks EC2 for them.
+    pub fn node_disk(&self) -> crate::catalog::NodeDisk {
+        let size = |m: &BlockDeviceMapping| {
+            let q = m.ebs.as_ref()?.volume_size.as_deref()?;
+            let b = crate::resources::parse_bytes(q).ok()?;
+            Some((b + (1 << 30) - 1) >> 30 << 30)
+        };
+        let maps = &self.block_device_mappings;
+        let device = self.ephemeral_block_device();
+        let volume_bytes = maps
+            .iter()
+            .find(|m| m.root_volume)
+            .and_then(size)
+            .or_else(|| maps.iter().find(|m| m.device_name == device).and_then(size))
+            .unwrap_or(crate::catalog::NodeDisk::DEFAULT_VOLUME_BYTES);
+        crate::catalog::NodeDisk {
+            volume_bytes,
+            instance_store_raid0: self.instance_store_raid0(),
+        }
+    }
+
+    /// The kubelet settings the catalogue uses for capacity and allocatable. Assumes the
+    /// spec passed validation; unparsable quantities fall back to the EKS defaults.
     pub fn kubelet_settings(&self) -> crate::catalog::KubeletSettings {
-        use crate::resources::{parse_bytes, parse_cpu_milli};
-        let mut s = crate::catalog::KubeletSettings::default();
-        let Some(k) = &self.kubelet else { return s };
-        s.max_pods = k.max_pods.filter(|m| *m > 0).map(|m| m as u32);
-        s.pods_per_core = k.pods_per_core.filter(|p| *p > 0).map(|p| p as u32);
-        if let Some(c) = k
-            .kube_reserved
-            .get("cpu")
-            .and_then(|q| parse_cpu_milli(q).ok())
-        {
-            s.kube_reserved_cpu_milli = Some(c);
-        }
-        if let Some(m) = k
-            .kube_reserved
-            .get("memory")
-            .and_then(|q| parse_bytes(q).ok())
-        {
-            s.kube_reserved_memory_bytes = Some(m);
-        }
-        if let Some(c) = k
-            .system_reserved
-            .get("cpu")
-            .and_then(|q| parse_cpu_milli(q).ok())
-        {
-            s.system_reserved_cpu_milli = c;
-        }
-        if let Some(m) = k
-            .system_reserved
-            .get("memory")
-            .and_then(|q| parse_bytes(q).ok())
-        {
-            s.system_reserved_memory_bytes = m;
-        }
-        if let Some(m) = k
-            .eviction_hard
-            .get("memory.available")
-            .filter(|q| !q.ends_with('%'))
-            .and_then(|q| parse_bytes(q).ok())
-        {
-            s.eviction_hard_memory_bytes = m;
+        let mut s = crate::catalog::KubeletSettings {
+            disk: self.node_disk(),
+            ..Default::default()
+        };
+        if let Some(k) = &self.kubelet {
+            kubelet_overrides(&mut s, k);
         }
         s
+    }
+}
+
+/// The NodeClass's kubelet reservations and hard eviction thresholds over `s`.
+fn kubelet_overrides(s: &mut crate::catalog::KubeletSettings, k: &KubeletConfiguration) {
+    use crate::catalog::allocatable::Threshold;
+    use crate::resources::{parse_bytes, parse_cpu_milli};
+    s.max_pods = k.max_pods.filter(|m| *m > 0).map(|m| m as u32);
+    s.pods_per_core = k.pods_per_core.filter(|p| *p > 0).map(|p| p as u32);
+    if let Some(c) = k
+        .kube_reserved
+        .get("cpu")
+        .and_then(|q| parse_cpu_milli(q).ok())
+    {
+        s.kube_reserved_cpu_milli = Some(c);
+    }
+    if let Some(m) = k
+        .kube_reserved
+        .get("memory")
+        .and_then(|q| parse_bytes(q).ok())
+    {
+        s.kube_reserved_memory_bytes = Some(m);
+    }
+    if let Some(c) = k
+        .system_reserved
+        .get("cpu")
+        .and_then(|q| parse_cpu_milli(q).ok())
+    {
+        s.system_reserved_cpu_milli = c;
+    }
+    if let Some(m) = k
+        .system_reserved
+        .get("memory")
+        .and_then(|q| parse_bytes(q).ok())
+    {
+        s.system_reserved_memory_bytes = m;
+    }
+    if let Some(m) = k
+        .eviction_hard
+        .get("memory.available")
+        .filter(|q| !q.ends_with('%'))
+        .and_then(|q| parse_bytes(q).ok())
+    {
+        s.eviction_hard_memory_bytes = m;
+    }
+    if let Some(b) = k
+        .kube_reserved
+        .get("ephemeral-storage")
+        .and_then(|q| parse_bytes(q).ok())
+    {
+        s.kube_reserved_ephemeral_bytes = b;
+    }
+    if let Some(b) = k
+        .system_reserved
+        .get("ephemeral-storage")
+        .and_then(|q| parse_bytes(q).ok())
+    {
+        s.system_reserved_ephemeral_bytes = b;
+    }
+    if let Some(q) = k.eviction_hard.get("nodefs.available") {
+        let t = match q.strip_suffix('%') {
+            Some(p) => p.parse().ok().map(Threshold::Percent),
+            None => parse_bytes(q).ok().map(Threshold::Bytes),
+        };
+        if let Some(t) = t {
+            s.eviction_hard_nodefs = t;
+        }
     }
 }
 
@@ -376,4 +475,103 @@ pub struct ResolvedAmi {
     /// Requirements the AMI imposes (architecture, GPU support).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requirements: Vec<super::NodeSelectorRequirementWithMinValues>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GI: i64 = 1 << 30;
+
+    fn volume(device: &str, size: &str, root: bool) -> BlockDeviceMapping {
+        BlockDeviceMapping {
+            device_name: device.into(),
+            ebs: Some(BlockDevice {
+                volume_size: Some(size.into()),
+                ..Default::default()
+            }),
+            root_volume: root,
+        }
+    }
+
+    fn class(alias: &str, mappings: Vec<BlockDeviceMapping>) -> NodeClassSpec {
+        NodeClassSpec {
+            ami_selector_terms: vec![AmiSelectorTerm {
+                alias: Some(alias.into()),
+                ..Default::default()
+            }],
+            block_device_mappings: mappings,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_kubelets_disk_follows_karpenters_order() {
+        // No mappings: the family's default, 20 GiB either way.
+        for alias in ["al2023@latest", "bottlerocket@latest"] {
+            assert_eq!(class(alias, vec![]).node_disk().volume_bytes, 20 * GI);
+        }
+        // The family's ephemeral device: AL2023's root, Bottlerocket's data volume.
+        let both = || {
+            vec![
+                volume("/dev/xvda", "8Gi", false),
+                volume("/dev/xvdb", "60Gi", false),
+            ]
+        };
+        assert_eq!(
+            class("al2023@latest", both()).node_disk().volume_bytes,
+            8 * GI
+        );
+        assert_eq!(
+            class("bottlerocket@latest", both())
+                .node_disk()
+                .volume_bytes,
+            60 * GI
+        );
+        // The mapping marked rootVolume wins over the family's device.
+        let marked = vec![
+            volume("/dev/xvda", "8Gi", false),
+            volume("/dev/xvdc", "100Gi", true),
+        ];
+        assert_eq!(
+            class("al2023@latest", marked).node_disk().volume_bytes,
+            100 * GI
+        );
+        // Mappings without the family's device: the default volume size.
+        let other = vec![volume("/dev/xvdc", "100Gi", false)];
+        assert_eq!(
+            class("bottlerocket@latest", other).node_disk().volume_bytes,
+            20 * GI
+        );
+        // Whole GiB, rounded up, as the launch template asks EC2 for them.
+        let decimal = vec![volume("/dev/xvda", "20G", true)];
+        assert_eq!(
+            class("al2023@latest", decimal).node_disk().volume_bytes,
+            19 * GI
+        );
+    }
+
+    #[test]
+    fn raid0_and_kubelet_settings_reach_the_catalogue() {
+        let mut c = class("al2023@latest", vec![volume("/dev/xvda", "40Gi", true)]);
+        assert!(!c.node_disk().instance_store_raid0);
+        c.instance_store_policy = Some(InstanceStorePolicy::RAID0);
+        assert!(c.node_disk().instance_store_raid0);
+        c.kubelet = Some(KubeletConfiguration {
+            kube_reserved: [("ephemeral-storage".to_string(), "2Gi".to_string())].into(),
+            system_reserved: [("ephemeral-storage".to_string(), "1Gi".to_string())].into(),
+            eviction_hard: [("nodefs.available".to_string(), "5%".to_string())].into(),
+            ..Default::default()
+        });
+        let s = c.kubelet_settings();
+        assert_eq!(s.disk.volume_bytes, 40 * GI);
+        assert_eq!(s.kube_reserved_ephemeral_bytes, 2 * GI);
+        assert_eq!(s.system_reserved_ephemeral_bytes, GI);
+        assert_eq!(
+            crate::catalog::allocatable::ephemeral_allocatable(40 * GI, &s),
+            40 * GI - 2 * GI - GI - 2 * GI
+        );
+        let default = class("al2023@latest", vec![]).kubelet_settings();
+        assert_eq!(default, crate::catalog::KubeletSettings::default());
+    }
 }

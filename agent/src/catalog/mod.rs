@@ -30,7 +30,7 @@ use crate::labels;
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 
-pub use allocatable::KubeletSettings;
+pub use allocatable::{KubeletSettings, NodeDisk};
 pub use instance_types::{Ec2Dump, InstanceTypeRecord, OfferingRecord};
 pub use prices::SpotPrices;
 
@@ -157,9 +157,9 @@ impl InstanceType {
                 record.accelerator_count as i64,
             );
         }
-        if record.local_storage_gb > 0 {
-            capacity.ephemeral_storage_bytes = record.local_storage_gb as i64 * 1_000_000_000;
-        }
+        // The kubelet's disk, not the instance store: that is the kubelet's only when the
+        // NodeClass asks for it to be striped and mounted (`instanceStorePolicy: RAID0`).
+        capacity.ephemeral_storage_bytes = settings.disk.capacity_bytes(record.local_storage_gb);
         let allocatable = allocatable::allocatable(&capacity, record.vcpus, settings);
         offerings.sort_by(|a, b| (a.capacity_type, &a.zone).cmp(&(b.capacity_type, &b.zone)));
         InstanceType {
@@ -200,6 +200,15 @@ impl InstanceType {
         if *settings == KubeletSettings::default() {
             return self.allocatable.clone();
         }
+        allocatable::allocatable(&self.capacity_with(settings), self.record.vcpus, settings)
+    }
+
+    /// Capacity under a NodeClass's settings: its max pods and its disk (ephemeral storage
+    /// is the NodeClass's volume, or the instance store with RAID0).
+    pub fn capacity_with(&self, settings: &KubeletSettings) -> Resources {
+        if *settings == KubeletSettings::default() {
+            return self.capacity.clone();
+        }
         let max_pods = self.record.kubelet_max_pods(settings);
         let mut cap = allocatable::capacity(
             self.record.vcpus,
@@ -208,8 +217,8 @@ impl InstanceType {
             settings,
         );
         cap.extended = self.capacity.extended.clone();
-        cap.ephemeral_storage_bytes = self.capacity.ephemeral_storage_bytes;
-        allocatable::allocatable(&cap, self.record.vcpus, settings)
+        cap.ephemeral_storage_bytes = settings.disk.capacity_bytes(self.record.local_storage_gb);
+        cap
     }
 
     /// The lowest price among offerings that `reqs` allows (zone and capacity type).

@@ -312,6 +312,7 @@ impl Ec2Cloud {
                     taints: &taints,
                     kubelet: Some(&kubelet),
                     custom: nc.spec.user_data.as_deref(),
+                    instance_store_raid0: nc.spec.instance_store_raid0(),
                 },
             );
             let inputs = TemplateInputs {
@@ -613,5 +614,51 @@ mod tests {
         }
         assert_eq!(size_gib("20Gi"), Some(20));
         assert_eq!(size_gib("20G"), Some(19), "20e9 bytes round up to 19 GiB");
+    }
+
+    /// Bottlerocket keeps its OS on a small /dev/xvda and the kubelet's and containerd's
+    /// data on /dev/xvdb (Karpenter's `DefaultBlockDeviceMappings`,
+    /// `pkg/providers/amifamily/bottlerocket.go`); AL2023 has one root volume.
+    #[test]
+    fn bottlerocket_maps_an_os_volume_and_a_data_volume() {
+        let nc = NodeClass::new("default", Default::default());
+        let sizes = |family| -> Vec<(String, Option<i32>, bool)> {
+            block_devices(&nc, family)
+                .iter()
+                .map(|d| {
+                    let ebs = ebs_request(d.ebs.as_ref().unwrap());
+                    (
+                        d.device_name.clone(),
+                        ebs.volume_size(),
+                        ebs.encrypted() == Some(true),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            sizes(AmiFamily::Bottlerocket),
+            [
+                ("/dev/xvda".to_string(), Some(4), true),
+                ("/dev/xvdb".to_string(), Some(20), true)
+            ]
+        );
+        assert_eq!(
+            sizes(AmiFamily::Al2023),
+            [("/dev/xvda".to_string(), Some(20), true)]
+        );
+        // The data volume is the one whose size the scheduler counts as ephemeral storage.
+        let mut br = NodeClass::new("br", Default::default());
+        br.spec.ami_selector_terms = vec![crate::api::node_class::AmiSelectorTerm {
+            alias: Some("bottlerocket@latest".into()),
+            ..Default::default()
+        }];
+        br.spec.block_device_mappings = block_devices(&br, AmiFamily::Bottlerocket);
+        br.spec.block_device_mappings[1].root_volume = false;
+        br.spec.block_device_mappings[1]
+            .ebs
+            .as_mut()
+            .unwrap()
+            .volume_size = Some("60Gi".into());
+        assert_eq!(br.spec.node_disk().volume_bytes, 60 << 30);
     }
 }

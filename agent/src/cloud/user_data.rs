@@ -60,6 +60,9 @@ pub struct NodeBootstrap<'a> {
     pub kubelet: Option<&'a KubeletConfiguration>,
     /// The NodeClass's `userData`.
     pub custom: Option<&'a str>,
+    /// `instanceStorePolicy: RAID0`: the node stripes its instance store and puts the
+    /// kubelet's and containerd's data there.
+    pub instance_store_raid0: bool,
 }
 
 /// MIME boundary of the archive we write; chosen so it cannot appear in base64 or YAML.
@@ -123,6 +126,14 @@ fn al2023(node: &NodeBootstrap<'_>) -> String {
     }
     let mut spec = Map::new();
     spec.insert("cluster".into(), Value::Object(cluster));
+    // nodeadm's `localStorage` (NodeConfig `spec.instance`), as Karpenter's
+    // `bootstrap/nodeadm.go` sets it for RAID0.
+    if node.instance_store_raid0 {
+        spec.insert(
+            "instance".into(),
+            json!({"localStorage": {"strategy": "RAID0"}}),
+        );
+    }
     if !kubelet.is_empty() {
         spec.insert("kubelet".into(), Value::Object(kubelet));
     }
@@ -294,6 +305,25 @@ fn bottlerocket(node: &NodeBootstrap<'_>) -> String {
             }
         }
     }
+    // Bottlerocket formats and mounts the instance store from a bootstrap command, as
+    // Karpenter's `bootstrap/bottlerocket.go` writes it: `ephemeral-storage init` builds the
+    // array, `bind` moves the kubelet's, containerd's and the pods' log directories onto it.
+    if node.instance_store_raid0 {
+        ours.push((
+            "settings.bootstrap-commands.000-mount-instance-storage",
+            vec![
+                (
+                    "commands".into(),
+                    "[[\"apiclient\", \"ephemeral-storage\", \"init\"], [\"apiclient\", \
+                     \"ephemeral-storage\", \"bind\", \"--dirs\", \"/var/lib/containerd\", \
+                     \"/var/lib/kubelet\", \"/var/log/pods\"]]"
+                        .into(),
+                ),
+                ("essential".into(), "true".into()),
+                ("mode".into(), toml_str("always")),
+            ],
+        ));
+    }
     if !node.labels.is_empty() {
         ours.push((
             "settings.kubernetes.node-labels",
@@ -425,6 +455,7 @@ mod tests {
                 taints: &taints,
                 kubelet: Some(&kubelet),
                 custom: None,
+                instance_store_raid0: false,
             },
         );
         let parts = parse_mime(&ud).expect("a MIME archive");
@@ -467,6 +498,7 @@ mod tests {
                 taints: &[],
                 kubelet: None,
                 custom: Some(script),
+                instance_store_raid0: false,
             },
         );
         let parts = parse_mime(&ud).unwrap();
@@ -488,6 +520,7 @@ mod tests {
                 taints: &[],
                 kubelet: None,
                 custom: Some(mime),
+                instance_store_raid0: false,
             },
         );
         let parts = parse_mime(&ud).unwrap();
@@ -517,6 +550,7 @@ mod tests {
                     ..Default::default()
                 }),
                 custom: Some(custom),
+                instance_store_raid0: false,
             },
         );
         assert!(!ud.contains("wrong"), "{ud}");
@@ -559,6 +593,7 @@ mod tests {
                 taints: &[],
                 kubelet: Some(&kubelet),
                 custom: Some("[settings.kubernetes.kube-reserved]\ncpu = \"1\"\n"),
+                instance_store_raid0: false,
             },
         );
         for table in [
@@ -575,5 +610,34 @@ mod tests {
             "{ud}"
         );
         assert!(ud.contains("eviction-max-pod-grace-period = 60"), "{ud}");
+    }
+
+    #[test]
+    fn raid0_mounts_the_instance_store_in_either_family() {
+        let (c, l) = (cluster(), labels());
+        let node = |raid0| NodeBootstrap {
+            cluster: &c,
+            labels: &l,
+            taints: &[],
+            kubelet: None,
+            custom: None,
+            instance_store_raid0: raid0,
+        };
+        let al = render(AmiFamily::Al2023, &node(true));
+        assert!(
+            al.contains("instance:\n    localStorage:\n      strategy: RAID0"),
+            "{al}"
+        );
+        assert!(!render(AmiFamily::Al2023, &node(false)).contains("localStorage"));
+        let br = render(AmiFamily::Bottlerocket, &node(true));
+        for line in [
+            "[settings.bootstrap-commands.000-mount-instance-storage]",
+            "commands = [[\"apiclient\", \"ephemeral-storage\", \"init\"], [\"apiclient\", \"ephemeral-storage\", \"bind\", \"--dirs\", \"/var/lib/containerd\", \"/var/lib/kubelet\", \"/var/log/pods\"]]",
+            "essential = true",
+            "mode = \"always\"",
+        ] {
+            assert!(br.lines().any(|l| l == line), "{line} in {br}");
+        }
+        assert!(!render(AmiFamily::Bottlerocket, &node(false)).contains("bootstrap-commands"));
     }
 }

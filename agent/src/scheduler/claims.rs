@@ -778,6 +778,12 @@ fn describe(r: &Resources) -> String {
         format!("cpu={}", crate::resources::fmt_cpu(r.cpu_milli)),
         format!("memory={}", crate::resources::fmt_bytes(r.memory_bytes)),
     ];
+    if r.ephemeral_storage_bytes > 0 {
+        parts.push(format!(
+            "ephemeral-storage={}",
+            crate::resources::fmt_bytes(r.ephemeral_storage_bytes)
+        ));
+    }
     for (k, v) in &r.extended {
         if *v > 0 {
             parts.push(format!("{k}={v}"));

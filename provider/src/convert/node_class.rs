@@ -94,12 +94,8 @@ pub fn convert(doc: &Value, name: &str, opts: &Options) -> Result<Block, String>
         }
         b.block(tb);
     }
-    for field in ["instanceStorePolicy", "context"] {
-        if spec.get(field).is_some() {
-            b.comment(&format!(
-                "not converted: spec.{field} has no joiner equivalent yet."
-            ));
-        }
+    if spec.get("context").is_some() {
+        b.comment("not converted: spec.context has no joiner equivalent yet.");
     }
     Ok(b)
 }
@@ -134,7 +130,7 @@ pub fn from_alpha_provider(p: &Value, name: &str, opts: &Options) -> Result<Bloc
         }
     }
     common(&mut b, p, opts);
-    for field in ["launchTemplate", "instanceStorePolicy", "context"] {
+    for field in ["launchTemplate", "context"] {
         if p.get(field).is_some() {
             b.comment(&format!(
                 "not converted: {field} has no joiner equivalent (joiner builds the launch template)."
@@ -142,6 +138,21 @@ pub fn from_alpha_provider(p: &Value, name: &str, opts: &Options) -> Result<Bloc
         }
     }
     Ok(b)
+}
+
+/// `instanceStorePolicy`: RAID0 is joiner's `instance_store_policy`; Karpenter knows no other.
+fn instance_store_policy(b: &mut Block, spec: &Value) {
+    match str_at(spec, &["instanceStorePolicy"]) {
+        Some("RAID0") => {
+            b.attr("instance_store_policy", Expr::Str("RAID0".into()));
+        }
+        Some(other) => {
+            b.comment(&format!(
+                "not converted: instanceStorePolicy {other} (joiner knows RAID0 only)."
+            ));
+        }
+        None => {}
+    }
 }
 
 fn start(name: &str) -> Block {
@@ -271,6 +282,7 @@ fn common(b: &mut Block, spec: &Value, opts: &Options) {
     if let Some(v) = spec.get("detailedMonitoring").and_then(Value::as_bool) {
         b.attr("detailed_monitoring", Expr::Bool(v));
     }
+    instance_store_policy(b, spec);
     if let Some(m) = spec.get("metadataOptions") {
         let mut mb = Block::new("metadata_options", &[]);
         // joiner's defaults are left out: the provider reads a default back as unset, so

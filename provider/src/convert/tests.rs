@@ -143,10 +143,8 @@ fn unmodelled_keys_and_fields_are_commented_not_dropped() {
         out.contains("not converted: tag kubernetes.io/cluster/prod"),
         "{out}"
     );
-    assert!(
-        out.contains("not converted: spec.instanceStorePolicy"),
-        "{out}"
-    );
+    assert!(out.contains("instance_store_policy = \"RAID0\""), "{out}");
+    assert!(!out.contains("instanceStorePolicy"), "{out}");
     assert!(out.contains("min_values = 2"), "{out}");
     assert!(
         out.contains("reasons = [\"Underutilized\", \"Drifted\"]"),

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use joiner_agent::api::node_class::{
     AmiSelectorTerm, BlockDevice, BlockDeviceMapping, CapacityReservationSelectorTerm,
-    KubeletConfiguration, MetadataOptions, NodeClassSpec, SecurityGroupSelectorTerm,
-    SubnetSelectorTerm,
+    InstanceStorePolicy, KubeletConfiguration, MetadataOptions, NodeClassSpec,
+    SecurityGroupSelectorTerm, SubnetSelectorTerm,
 };
 
 use super::attr::{model, Planned};
@@ -30,6 +30,7 @@ model! {
             => "security_group_selector_term",
         pub metadata_options: Option<MetadataOptionsModel>,
         pub block_device_mappings: Vec<BlockDeviceModel> => "block_device_mapping",
+        pub instance_store_policy: Option<String>,
         pub kubelet: Option<KubeletModel>,
         pub capacity_reservation_selector_terms: Vec<ReservationTermModel>
             => "capacity_reservation_selector_term",
@@ -171,6 +172,11 @@ impl NodeClassModel {
                     }),
                 })
                 .collect(),
+            instance_store_policy: self
+                .instance_store_policy
+                .as_deref()
+                .filter(|p| *p == "RAID0")
+                .map(|_| InstanceStorePolicy::RAID0),
             metadata_options: MetadataOptions {
                 http_endpoint: m.http_endpoint.unwrap_or(d.http_endpoint),
                 http_protocol_ipv6: m.http_protocol_ipv6.unwrap_or(d.http_protocol_ipv6),
@@ -276,6 +282,7 @@ impl NodeClassModel {
                     }
                 })
                 .collect(),
+            instance_store_policy: s.instance_store_policy.map(|_| "RAID0".to_string()),
             kubelet: s.kubelet.as_ref().map(|k| KubeletModel {
                 max_pods: k.max_pods.map(i64::from),
                 pods_per_core: k.pods_per_core.map(i64::from),

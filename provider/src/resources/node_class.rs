@@ -114,6 +114,18 @@ impl CustomObject for NodeClass {
                     .attribute(Attribute::bool("delete_on_termination").optional())
                     .attribute(Attribute::string("snapshot_id").optional()),
             ))
+            .attribute(
+                Attribute::string("instance_store_policy")
+                    .optional()
+                    .validate(instance_store_policy)
+                    .description(
+                        "`RAID0`: stripe the instance store of types that have one into a RAID0 \
+                         array holding the kubelet's and containerd's data, so that their \
+                         ephemeral storage is the instance store. Unset, the instance store is \
+                         left unmounted and ephemeral storage is the root (AL2023) or data \
+                         (Bottlerocket) volume.",
+                    ),
+            )
             .block(NestedBlock::single(
                 "kubelet",
                 Block::new()
@@ -185,6 +197,16 @@ impl CustomObject for NodeClass {
         let f = &obj["metadata"]["finalizers"];
         let why = "the agent releases them once no NodeClaim uses the class";
         format!("finalizers {f} ({why})")
+    }
+}
+
+/// Karpenter's one instance-store policy.
+fn instance_store_policy(v: &Value) -> Result<(), String> {
+    match v.as_str() {
+        None | Some("RAID0") => Ok(()),
+        Some(s) => Err(format!(
+            "{s:?} is not an instance store policy; allowed: RAID0"
+        )),
     }
 }
 
@@ -264,6 +286,7 @@ mod tests {
                 delete_on_termination: Some(false),
                 snapshot_id: Some("snap-1".into()),
             }],
+            instance_store_policy: Some("RAID0".into()),
             kubelet: Some(KubeletModel {
                 max_pods: Some(110),
                 pods_per_core: Some(10),
@@ -309,6 +332,20 @@ mod tests {
         ] {
             assert!(paths.contains(&want.to_string()), "{want}: {paths:?}");
         }
+    }
+
+    #[test]
+    fn instance_store_policy_is_raid0_or_unset() {
+        let mut m = full();
+        assert_eq!(
+            m.spec().instance_store_policy,
+            Some(joiner_agent::api::node_class::InstanceStorePolicy::RAID0)
+        );
+        let raid = |v: &str| instance_store_policy(&Value::string(v));
+        assert!(raid("RAID0").is_ok());
+        assert!(raid("raid0").unwrap_err().contains("allowed: RAID0"));
+        m.instance_store_policy = None;
+        assert_eq!(m.spec().instance_store_policy, None);
     }
 
     #[test]

@@ -18,7 +18,8 @@ resource "joiner_node_class" "default" {
     tags = { "karpenter.sh/discovery" = "prod" }
   }
   # not converted: tag kubernetes.io/cluster/prod is set by the agent on every instance.
-  tags = { team = "platform" }
+  tags                  = { team = "platform" }
+  instance_store_policy = "RAID0"
   block_device_mapping {
     device_name = "/dev/xvda"
     root_volume = true
@@ -33,7 +34,6 @@ resource "joiner_node_class" "default" {
     system_reserved = { cpu = "100m", memory = "100Mi" }
     eviction_hard   = { "memory.available" = "5%" }
   }
-  # not converted: spec.instanceStorePolicy has no joiner equivalent yet.
 }
 
 resource "joiner_node_pool" "general" {

@@ -21,6 +21,9 @@ the wire shapes of the real service:
   carry the template's IAM instance profile, so a node's role can be known.
 - `fleet_groups`: instances an EC2 Fleet launches are in its launch template's security
   groups (moto 5.2.5 reads a key templates do not have, and drops them).
+- `template_instances`: instances an EC2 Fleet launches from a launch template carry its
+  `aws:ec2launchtemplate:id` and `:version` tags and its EBS volumes (moto 5.2.5 gives
+  fleet instances neither), from which the kubelet bridge sizes a node's disk.
 - `capacity_reservations`: EC2 capacity reservations (ODCRs, capacity blocks, interruptible
   ones; moto 5.2.5 has none), and CreateFleet launches into them with EC2's refusals.
 - `instance_metadata`: the account's instance-metadata defaults (moto 5.2.5 has none), and
@@ -39,4 +42,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "capacity_reservations", "instance_metadata", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "instance_metadata", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]

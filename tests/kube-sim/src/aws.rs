@@ -277,6 +277,8 @@ struct TypeInfo {
     nvidia_gpus: i64,
     /// Inferentia and Trainium devices (NeuronInfo).
     neuron_devices: i64,
+    /// Instance store, decimal GB (InstanceStorageInfo.TotalSizeInGB); 0 without one.
+    instance_store_gb: i64,
 }
 
 /// What the bridge has learnt from EC2 and keeps: instance types by name, images by ID.
@@ -284,6 +286,8 @@ struct TypeInfo {
 struct Facts {
     types: HashMap<String, TypeInfo>,
     images: HashMap<String, Drivers>,
+    /// Launch template versions' EBS volumes: (device, GiB), keyed by (id, version).
+    volumes: HashMap<(String, String), Vec<(String, i64)>>,
 }
 
 /// The accelerator drivers an image carries, read from its name as EKS and Bottlerocket
@@ -397,6 +401,14 @@ pub struct KubeletConfig {
     pub system_reserved_cpu_m: i64,
     pub system_reserved_memory_mi: i64,
     pub eviction_hard_memory_mi: Option<i64>,
+    /// kube-reserved and system-reserved `ephemeral-storage`, bytes.
+    pub kube_reserved_ephemeral: Option<i64>,
+    pub system_reserved_ephemeral: i64,
+    /// The `nodefs.available` hard eviction threshold as written (`10%`, `2Gi`).
+    pub eviction_hard_nodefs: Option<String>,
+    /// The instance store is striped and mounted for the kubelet (nodeadm's
+    /// `localStorage.strategy: RAID0`, Bottlerocket's `apiclient ephemeral-storage init`).
+    pub instance_store_raid0: bool,
 }
 
 /// Reads [`KubeletConfig`] from user data: AL2023 NodeConfig documents (`spec.kubelet.config`,
@@ -466,7 +478,73 @@ fn apply_kubelet_config(k: &mut KubeletConfig, c: &Value) {
         if let Some(v) = mem_mi(&c["evictionHard"]["memory.available"]) {
             k.eviction_hard_memory_mi = Some(v);
         }
+        let bytes = |v: &Value| {
+            v.as_str()
+                .and_then(crate::quantity::parse)
+                .map(|b| b as i64)
+        };
+        if let Some(v) = bytes(&c["kubeReserved"]["ephemeral-storage"]) {
+            k.kube_reserved_ephemeral = Some(v);
+        }
+        if let Some(v) = bytes(&c["systemReserved"]["ephemeral-storage"]) {
+            k.system_reserved_ephemeral = v;
+        }
+        if let Some(v) = c["evictionHard"]["nodefs.available"].as_str() {
+            k.eviction_hard_nodefs = Some(v.to_string());
+        }
     }
+}
+
+/// Where an image keeps the kubelet's data: the root volume `/dev/xvda` (AL2023, AL2), or
+/// Bottlerocket's data volume `/dev/xvdb` (its `/dev/xvda` holds the OS only). Karpenter
+/// names the same devices (`EphemeralBlockDevice` in `pkg/providers/amifamily/al2023.go`
+/// and `bottlerocket.go`).
+pub fn kubelet_device(bottlerocket: bool) -> &'static str {
+    if bottlerocket {
+        "/dev/xvdb"
+    } else {
+        "/dev/xvda"
+    }
+}
+
+/// The size of a volume the launch template does not map: the image's own mapping, 20 GiB
+/// for the EKS-optimized images' root and Bottlerocket's data volume.
+const IMAGE_VOLUME_GIB: i64 = 20;
+
+/// The node's ephemeral-storage capacity in bytes, the size of the filesystem the kubelet's
+/// root directory is on: the instance store's total with RAID0 (when the type has one),
+/// else the volume at `device` among `volumes` (device, GiB), else the image's own.
+pub fn ephemeral_capacity(
+    device: &str,
+    volumes: &[(String, i64)],
+    instance_store_gb: i64,
+    raid0: bool,
+) -> i64 {
+    if raid0 && instance_store_gb > 0 {
+        return instance_store_gb * 1_000_000_000;
+    }
+    volumes
+        .iter()
+        .find(|(d, _)| d == device)
+        .map_or(IMAGE_VOLUME_GIB, |(_, gib)| *gib)
+        << 30
+}
+
+/// Allocatable ephemeral storage: capacity less kube-reserved (1 GiB, the EKS images'
+/// default), system-reserved and the `nodefs.available` hard eviction threshold (the
+/// kubelet's default 10 %). The kubelet takes a percentage of capacity truncated to whole
+/// bytes (`GetThresholdQuantity`, `pkg/kubelet/eviction/api/types.go`) and subtracts the
+/// sum (`GetNodeAllocatableReservation`, `pkg/kubelet/cm/node_container_manager_linux.go`).
+pub fn ephemeral_allocatable(capacity: i64, k: &KubeletConfig) -> i64 {
+    let nodefs = k.eviction_hard_nodefs.as_deref().unwrap_or("10%");
+    let eviction = match nodefs.strip_suffix('%') {
+        Some(p) => p
+            .parse::<f64>()
+            .map_or(0, |p| (capacity as f64 * p / 100.0) as i64),
+        None => crate::quantity::parse(nodefs).map_or(0, |b| b as i64),
+    };
+    let reserved = k.kube_reserved_ephemeral.unwrap_or(1 << 30) + k.system_reserved_ephemeral;
+    (capacity - reserved - eviction).max(0)
 }
 
 /// The keys of `settings.kubernetes` in Bottlerocket's settings model
@@ -687,9 +765,37 @@ pub fn bottlerocket_check(user_data: &str) -> Bottlerocket {
                 "evictionHard": as_map(strings("eviction-hard")?),
             }),
         );
+        kubelet.instance_store_raid0 = mounts_instance_store(&doc);
         Ok(Bottlerocket::Accepted(labels, taints, kubelet))
     })();
     result.unwrap_or_else(Bottlerocket::Refused)
+}
+
+/// Whether Bottlerocket settings run `apiclient ephemeral-storage init` at boot (a
+/// `settings.bootstrap-commands` entry, as Karpenter's `bootstrap/bottlerocket.go` writes
+/// for `instanceStorePolicy: RAID0`): the instance store becomes the kubelet's disk.
+fn mounts_instance_store(doc: &toml_edit::DocumentMut) -> bool {
+    let Some(cmds) = doc
+        .get("settings")
+        .and_then(|s| s.get("bootstrap-commands"))
+        .and_then(toml_edit::Item::as_table_like)
+    else {
+        return false;
+    };
+    cmds.iter().any(|(_, entry)| {
+        entry
+            .get("commands")
+            .and_then(toml_edit::Item::as_array)
+            .is_some_and(|a| {
+                a.iter().any(|c| {
+                    let words: Vec<&str> = c
+                        .as_array()
+                        .map(|w| w.iter().filter_map(|x| x.as_str()).collect())
+                        .unwrap_or_default();
+                    words == ["apiclient", "ephemeral-storage", "init"]
+                })
+            })
+    })
 }
 
 /// What nodeadm makes of an instance's user data.
@@ -777,6 +883,8 @@ pub fn kubelet_from_node_config(
     let mut k = kubelet_config_from_user_data(&flags);
     let config = &kubelet["config"];
     apply_kubelet_config(&mut k, config);
+    k.instance_store_raid0 =
+        merged["spec"]["instance"]["localStorage"]["strategy"].as_str() == Some("RAID0");
     if let Some(ts) = config["registerWithTaints"].as_array() {
         taints.extend(ts.iter().cloned());
     }
@@ -1020,6 +1128,7 @@ async fn poll_once(
                             }
                         })
                         .unwrap_or_default();
+                    let mut bottlerocket = false;
                     let (mut labels, mut taints, kubelet) = match nodeadm_check(&user_data) {
                         Nodeadm::Accepted(merged) => kubelet_from_node_config(&merged),
                         Nodeadm::Refused(why) => {
@@ -1029,6 +1138,7 @@ async fn poll_once(
                         }
                         Nodeadm::NotNodeConfig => match bottlerocket_check(&user_data) {
                             Bottlerocket::Accepted(labels, taints, kubelet) => {
+                                bottlerocket = true;
                                 (labels, taints, kubelet)
                             }
                             Bottlerocket::Refused(why) => {
@@ -1048,11 +1158,18 @@ async fn poll_once(
                     if let Some(t) = tags.get(NODE_TAINTS_TAG) {
                         taints.extend(parse_taints(t));
                     }
+                    let volumes = template_volumes(client, &tags, facts).await?;
+                    let disk = ephemeral_capacity(
+                        kubelet_device(bottlerocket),
+                        &volumes,
+                        info.instance_store_gb,
+                        kubelet.instance_store_raid0,
+                    );
                     let node = node_object(
                         &inst,
                         &id,
                         &itype,
-                        (&info, &kubelet, drivers),
+                        (&info, &kubelet, drivers, disk),
                         &opts.region,
                         labels,
                         taints,
@@ -1092,6 +1209,49 @@ async fn poll_once(
         }
     }
     Ok(())
+}
+
+/// The EBS volumes (device, GiB) of the launch template version the instance was launched
+/// from, which EC2 tags it with (`aws:ec2launchtemplate:id` and `:version`); none for an
+/// instance launched without one.
+async fn template_volumes(
+    client: &aws_sdk_ec2::Client,
+    tags: &HashMap<&str, &str>,
+    facts: &mut Facts,
+) -> anyhow::Result<Vec<(String, i64)>> {
+    let (Some(id), Some(version)) = (
+        tags.get("aws:ec2launchtemplate:id"),
+        tags.get("aws:ec2launchtemplate:version"),
+    ) else {
+        return Ok(Vec::new());
+    };
+    let key = (id.to_string(), version.to_string());
+    if let Some(v) = facts.volumes.get(&key) {
+        return Ok(v.clone());
+    }
+    let out = client
+        .describe_launch_template_versions()
+        .launch_template_id(*id)
+        .versions(*version)
+        .send()
+        .await
+        .with_context(|| format!("EC2 DescribeLaunchTemplateVersions {id} {version}"))?;
+    let volumes: Vec<(String, i64)> = out
+        .launch_template_versions()
+        .first()
+        .and_then(|v| v.launch_template_data())
+        .map(|d| {
+            d.block_device_mappings()
+                .iter()
+                .filter_map(|m| {
+                    let size = m.ebs()?.volume_size()?;
+                    Some((m.device_name()?.to_string(), size as i64))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    facts.volumes.insert(key, volumes.clone());
+    Ok(volumes)
 }
 
 fn mark_ready(node: &mut Value, ready: bool) {
@@ -1193,7 +1353,12 @@ async fn describe_type(client: &aws_sdk_ec2::Client, itype: &str) -> anyhow::Res
                 .sum()
         })
         .unwrap_or(0);
+    let instance_store_gb = t
+        .instance_storage_info()
+        .and_then(|i| i.total_size_in_gb())
+        .unwrap_or(0);
     Ok(TypeInfo {
+        instance_store_gb,
         vcpus,
         memory_mib,
         arch,
@@ -1238,7 +1403,7 @@ fn node_object(
     inst: &aws_sdk_ec2::types::Instance,
     id: &str,
     itype: &str,
-    (info, kubelet, drivers): (&TypeInfo, &KubeletConfig, Drivers),
+    (info, kubelet, drivers, disk): (&TypeInfo, &KubeletConfig, Drivers, i64),
     region: &str,
     extra_labels: Vec<(String, String)>,
     taints: Vec<Value>,
@@ -1287,8 +1452,8 @@ fn node_object(
         "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0", "alpha.kubernetes.io/provided-node-ip": ip}},
         "spec": {"providerID": format!("aws:///{zone}/{id}"), "taints": taints},
         "status": {
-            "capacity": {"cpu": info.vcpus.to_string(), "memory": format!("{}Mi", info.memory_mib), "pods": pods.to_string(), "ephemeral-storage": "20959212Ki"},
-            "allocatable": {"cpu": format!("{cpu_m}m"), "memory": format!("{mem_mi}Mi"), "pods": pods.to_string(), "ephemeral-storage": "18242267924"},
+            "capacity": {"cpu": info.vcpus.to_string(), "memory": format!("{}Mi", info.memory_mib), "pods": pods.to_string(), "ephemeral-storage": disk.to_string()},
+            "allocatable": {"cpu": format!("{cpu_m}m"), "memory": format!("{mem_mi}Mi"), "pods": pods.to_string(), "ephemeral-storage": ephemeral_allocatable(disk, kubelet).to_string()},
             "conditions": [
                 cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                 cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -1358,6 +1523,7 @@ mod tests {
                 max_pods: 29,
                 nvidia_gpus: 0,
                 neuron_devices: 0,
+                instance_store_gb: 0,
             },
             &KubeletConfig::default(),
         );
@@ -1380,6 +1546,7 @@ mod tests {
                 system_reserved_cpu_m: 0,
                 system_reserved_memory_mi: 1024,
                 eviction_hard_memory_mi: Some(200),
+                ..Default::default()
             }
         );
         let m5 = TypeInfo {
@@ -1389,6 +1556,7 @@ mod tests {
             max_pods: 29,
             nvidia_gpus: 0,
             neuron_devices: 0,
+            instance_store_gb: 0,
         };
         assert_eq!(max_pods(&m5, &k), 110);
         assert_eq!(
@@ -1453,6 +1621,7 @@ mod tests {
             max_pods: 29,
             nvidia_gpus: 1,
             neuron_devices: 0,
+            instance_store_gb: 0,
         };
         let nvidia = Drivers {
             nvidia: true,
@@ -1460,6 +1629,69 @@ mod tests {
         };
         assert_eq!(extended_resources(&g4dn, nvidia), [("nvidia.com/gpu", 1)]);
         assert!(extended_resources(&g4dn, Drivers::default()).is_empty());
+    }
+
+    #[test]
+    fn ephemeral_storage_is_the_kubelets_disk() {
+        let gi = 1i64 << 30;
+        let volumes = vec![("/dev/xvda".to_string(), 4), ("/dev/xvdb".to_string(), 40)];
+        // Bottlerocket's kubelet is on the data volume, AL2023's on the root volume.
+        assert_eq!(
+            ephemeral_capacity(kubelet_device(true), &volumes, 0, false),
+            40 * gi
+        );
+        assert_eq!(
+            ephemeral_capacity(kubelet_device(false), &volumes, 0, false),
+            4 * gi
+        );
+        // An unmapped device keeps the image's own size.
+        assert_eq!(ephemeral_capacity("/dev/xvda", &[], 0, false), 20 * gi);
+        // RAID0: the instance store where the type has one; an unmounted store counts not.
+        assert_eq!(
+            ephemeral_capacity("/dev/xvda", &volumes, 474, true),
+            474_000_000_000
+        );
+        assert_eq!(
+            ephemeral_capacity("/dev/xvda", &volumes, 474, false),
+            4 * gi
+        );
+        assert_eq!(ephemeral_capacity("/dev/xvda", &volumes, 0, true), 4 * gi);
+        // 1 GiB kube-reserved and 10 % nodefs.available by default; the user data's
+        // thresholds and reservations replace them.
+        let k = KubeletConfig::default();
+        assert_eq!(ephemeral_allocatable(40 * gi, &k), 40 * gi - gi - 4 * gi);
+        let set = KubeletConfig {
+            kube_reserved_ephemeral: Some(2 * gi),
+            system_reserved_ephemeral: gi,
+            eviction_hard_nodefs: Some("5Gi".into()),
+            ..Default::default()
+        };
+        assert_eq!(ephemeral_allocatable(40 * gi, &set), 32 * gi);
+        assert_eq!(ephemeral_allocatable(gi, &k), 0);
+    }
+
+    #[test]
+    fn raid0_is_read_from_either_familys_user_data() {
+        let nodeadm = json!({"spec": {"instance": {"localStorage": {"strategy": "RAID0"}},
+            "kubelet": {"config": {"kubeReserved": {"ephemeral-storage": "2Gi"},
+                "evictionHard": {"nodefs.available": "15%"}}}}});
+        let (_, _, k) = kubelet_from_node_config(&nodeadm);
+        assert!(k.instance_store_raid0);
+        assert_eq!(k.kube_reserved_ephemeral, Some(2 << 30));
+        assert_eq!(k.eviction_hard_nodefs.as_deref(), Some("15%"));
+        let br = format!(
+            "{BOTTLEROCKET}\n[settings.bootstrap-commands.000-mount-instance-storage]\n\
+             commands = [[\"apiclient\", \"ephemeral-storage\", \"init\"], [\"apiclient\", \"ephemeral-storage\", \"bind\"]]\n\
+             essential = true\nmode = \"always\"\n"
+        );
+        let Bottlerocket::Accepted(_, _, k) = bottlerocket_check(&br) else {
+            panic!("refused: {:?}", bottlerocket_check(&br));
+        };
+        assert!(k.instance_store_raid0);
+        let Bottlerocket::Accepted(_, _, k) = bottlerocket_check(BOTTLEROCKET) else {
+            panic!("refused");
+        };
+        assert!(!k.instance_store_raid0);
     }
 
     /// Bottlerocket user data as the agent renders it for a NodeClass with reservations.
@@ -1491,6 +1723,7 @@ mod tests {
                 system_reserved_cpu_m: 0,
                 system_reserved_memory_mi: 200,
                 eviction_hard_memory_mi: Some(300),
+                ..Default::default()
             }
         );
     }

@@ -362,13 +362,18 @@ async fn record(
                 crate::resources::fmt_bytes(r.memory_bytes),
             );
             m.insert("pods".to_string(), r.pods.to_string());
+            m.insert(
+                "ephemeral-storage".to_string(),
+                crate::resources::fmt_bytes(r.ephemeral_storage_bytes),
+            );
             for (k, v) in &r.extended {
                 m.insert(k.clone(), v.to_string());
             }
             m
         };
-        capacity = fmt(&it.capacity);
-        allocatable = fmt(&it.allocatable_with(&class.spec.kubelet_settings()));
+        let kubelet = class.spec.kubelet_settings();
+        capacity = fmt(&it.capacity_with(&kubelet));
+        allocatable = fmt(&it.allocatable_with(&kubelet));
     }
     new_labels.insert(labels::INSTANCE_TYPE.into(), l.instance_type.clone());
     new_labels.insert(labels::ZONE.into(), l.zone.clone());
