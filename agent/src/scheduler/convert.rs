@@ -75,7 +75,7 @@ fn selector(s: &meta::LabelSelector, path: &str) -> Result<LabelSelector, String
     Ok(out)
 }
 
-fn node_term(t: &core::NodeSelectorTerm, path: &str) -> Result<Requirements, String> {
+pub(crate) fn node_term(t: &core::NodeSelectorTerm, path: &str) -> Result<Requirements, String> {
     let mut r = Requirements::new();
     for (i, e) in t.match_expressions.iter().flatten().enumerate() {
         let op: Operator = e

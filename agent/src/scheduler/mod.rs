@@ -38,6 +38,7 @@ mod reserved;
 mod sizing;
 mod spare;
 mod topology;
+pub mod volumes;
 pub mod zone_ids;
 
 pub use crate::resources::NODES;

@@ -29,6 +29,10 @@ pub struct ControllerSet {
     pub kubelet: bool,
     pub garbage_collector: bool,
     pub disruption: bool,
+    /// StatefulSets' pods and claims ([`crate::statefulsets`]).
+    pub statefulsets: bool,
+    /// The PV controller and provisioner ([`crate::volumes`]).
+    pub volumes: bool,
     /// Log with every new Unschedulable verdict whether the pod's workload would have fit in
     /// another order ([`crate::scheduler`]): a search per verdict, for tests that ask.
     pub explain_unschedulable: bool,
@@ -43,6 +47,8 @@ impl Default for ControllerSet {
             kubelet: true,
             garbage_collector: true,
             disruption: true,
+            statefulsets: true,
+            volumes: true,
             explain_unschedulable: false,
         }
     }
@@ -57,6 +63,8 @@ impl ControllerSet {
             kubelet: false,
             garbage_collector: false,
             disruption: false,
+            statefulsets: false,
+            volumes: false,
             explain_unschedulable: false,
         }
     }
@@ -203,7 +211,7 @@ pub(crate) fn template_hash(template: &Value) -> String {
     hex::encode(&h[..5])
 }
 
-fn pod_from_template(
+pub(crate) fn pod_from_template(
     owner: &Value,
     owner_kind: &str,
     template: &Value,
@@ -544,7 +552,7 @@ pub(crate) fn untolerated_taint(pod: &Value, node: &Value, daemon: bool) -> Opti
         .cloned()
 }
 
-fn node_selector_term_matches(term: &Value, node: &Value) -> bool {
+pub(crate) fn node_selector_term_matches(term: &Value, node: &Value) -> bool {
     let labels = &node["metadata"]["labels"];
     let exprs_ok = term["matchExpressions"].as_array().is_none_or(|es| {
         es.iter().all(|e| {
@@ -791,6 +799,24 @@ pub fn start(
     }
     if set.garbage_collector {
         spawn_loop(store.clone(), "gc", tick, shutdown.clone(), reconcile_gc);
+    }
+    if set.statefulsets {
+        spawn_loop(
+            store.clone(),
+            "statefulsets",
+            tick,
+            shutdown.clone(),
+            crate::statefulsets::reconcile_statefulsets,
+        );
+    }
+    if set.volumes {
+        spawn_loop(
+            store.clone(),
+            "volumes",
+            tick,
+            shutdown.clone(),
+            crate::volumes::reconcile_volumes,
+        );
     }
     if set.disruption {
         spawn_loop(

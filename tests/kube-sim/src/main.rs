@@ -29,7 +29,7 @@ struct Args {
     #[arg(long, default_value = "kube-sim")]
     cluster_name: String,
     /// Simulated controllers to disable (comma-separated): deployments, daemonsets,
-    /// scheduler, kubelet, gc, disruption.
+    /// scheduler, kubelet, gc, disruption, statefulsets, volumes.
     #[arg(long, value_delimiter = ',')]
     disable: Vec<String>,
     /// Run containers of this image as local processes: NAME=PATH, where NAME is the image
@@ -90,7 +90,9 @@ async fn main() -> anyhow::Result<()> {
             "kubelet" => controllers.kubelet = false,
             "gc" => controllers.garbage_collector = false,
             "disruption" => controllers.disruption = false,
-            other => anyhow::bail!("--disable: unknown controller {other:?}; allowed: deployments, daemonsets, scheduler, kubelet, gc, disruption"),
+            "statefulsets" => controllers.statefulsets = false,
+            "volumes" => controllers.volumes = false,
+            other => anyhow::bail!("--disable: unknown controller {other:?}; allowed: deployments, daemonsets, scheduler, kubelet, gc, disruption, statefulsets, volumes"),
         }
     }
     let opts = kube_sim::Options {

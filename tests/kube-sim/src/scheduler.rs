@@ -25,6 +25,7 @@ use crate::controllers::{
 use crate::quantity;
 use crate::selectors::label_selector_matches;
 use crate::store::{name_of, namespace_of, Store, Write};
+use crate::volumes::PodVolumes;
 
 /// Whether new verdicts are explained in the log (a search per verdict: off unless asked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,14 +77,25 @@ pub fn reconcile_scheduler(store: &Store, explain: Explain) {
     let mut explained: HashMap<String, (usize, Option<bool>)> = HashMap::new();
     // The pods Deployments are about to create, read once a verdict needs explaining.
     let mut coming: Option<Vec<Value>> = None;
+    let volumes = crate::volumes::Volumes::load(store);
     for pod in pending.iter().copied() {
         let req = pod_requests(pod);
         let constraints = spread_constraints(pod);
         let spread = cluster.spread(pod, &constraints);
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let mut best: Option<(usize, f64)> = None;
+        let claims = match volumes.for_pod(pod) {
+            PodVolumes::Check(claims) => claims,
+            PodVolumes::Refused(why) => {
+                refuse_before_filters(store, pod, nodes.len(), &why);
+                continue;
+            }
+        };
         for i in 0..nodes.len() {
-            match cluster.refusal(pod, &req, &spread, i) {
+            let refused = cluster.refusal(pod, &req, &spread, i).or_else(|| {
+                crate::volumes::refusal(&claims, &cluster.nodes[i]).map(str::to_string)
+            });
+            match refused {
                 Some(r) => *reasons.entry(r).or_default() += 1,
                 None => {
                     let score = cluster.cpu_share(i);
@@ -98,6 +110,9 @@ pub fn reconcile_scheduler(store: &Store, explain: Explain) {
         match best {
             Some((i, _)) => {
                 let node_name = name_of(&nodes[i]).to_string();
+                if crate::volumes::select_node(store, pod, &claims, &node_name) {
+                    continue;
+                }
                 let res = store.modify(&t.pods, Some(ns), name, Write::Internal, |cur| {
                     if !cur["spec"]["nodeName"].as_str().unwrap_or("").is_empty() {
                         return Ok(cur.clone());
@@ -146,6 +161,30 @@ pub fn reconcile_scheduler(store: &Store, explain: Explain) {
             }
         }
     }
+}
+
+/// A PreFilter's refusal (VolumeBinding's, for a pod whose claims no node can serve yet):
+/// kube-scheduler tries no node, and its message carries the plugin's reason alone.
+fn refuse_before_filters(store: &Store, pod: &Value, nodes: usize, why: &str) {
+    let t = types(store);
+    let message = format!(
+        "0/{nodes} nodes are available: {why}. preemption: 0/{nodes} nodes are available: {nodes} Preemption is not helpful for scheduling."
+    );
+    let _ = store.modify(
+        &t.pods,
+        Some(namespace_of(pod)),
+        name_of(pod),
+        Write::Internal,
+        |cur| {
+            let mut p = cur.clone();
+            if !has_verdict(cur, &message)
+                && cur["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
+            {
+                set_condition(&mut p, "PodScheduled", "False", "Unschedulable", &message);
+            }
+            Ok(p)
+        },
+    );
 }
 
 /// The default scheduler's unbound pods, oldest first (then by name).
@@ -713,5 +752,27 @@ mod tests {
             assert_eq!(p["metadata"]["namespace"], "default");
             assert!(p["spec"]["nodeName"].is_null());
         }
+    }
+
+    /// NodeResourcesFit counts ephemeral-storage like cpu and memory (`fitsRequest`,
+    /// `pkg/scheduler/framework/plugins/noderesources/fit.go`): a request over what the
+    /// node has left is refused, and a node that reports none has none.
+    #[test]
+    fn ephemeral_storage_requests_must_fit_the_nodes_allocatable() {
+        let node = json!({"status": {"allocatable": {
+            "cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "37Gi"}}});
+        let req =
+            |gi: f64| BTreeMap::from([("ephemeral-storage".to_string(), gi * (1u64 << 30) as f64)]);
+        assert_eq!(insufficient(&req(30.0), &BTreeMap::new(), &node), None);
+        let used = req(10.0);
+        assert_eq!(
+            insufficient(&req(30.0), &used, &node).as_deref(),
+            Some("Insufficient ephemeral-storage")
+        );
+        let none = json!({"status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}});
+        assert_eq!(
+            insufficient(&req(1.0), &BTreeMap::new(), &none).as_deref(),
+            Some("Insufficient ephemeral-storage")
+        );
     }
 }

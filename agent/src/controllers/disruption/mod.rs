@@ -281,10 +281,20 @@ impl Disruption {
         } = on;
         let node_name = node.name_any();
         let movable: Vec<&Arc<PodRecord>> = on_node.iter().filter(|p| p.reschedulable()).collect();
+        // Each pod held to where its volumes can be reached, as provisioning reads it; a
+        // pod whose volumes cannot be read keeps its node (it could not be placed).
+        let mut volumes_unread = false;
         let pods: Vec<scheduler::MovablePod> = movable
             .iter()
             .filter(|p| p.unreadable.is_none())
-            .map(|p| p.movable())
+            .filter_map(|p| match p.movable_with(self.ctx.state.volumes.as_ref()) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    tracing::debug!(pod = %format!("{}/{}", p.namespace(), p.name()), error = %e, "pod's volumes cannot be read; its node is not disrupted");
+                    volumes_unread = true;
+                    None
+                }
+            })
             .collect();
         let created = ts(&claim.metadata.creation_timestamp).unwrap_or(now);
         let last_pod_change = self.last_pod_change(&node_name, &movable, created, now);
@@ -330,6 +340,7 @@ impl Disruption {
                 .is_some_and(|s| conditions::is_true(&s.conditions, conditions::INITIALIZED)),
             disrupting,
             do_not_disrupt: has_do_not_disrupt(&node.metadata)
+                || volumes_unread
                 || movable.iter().any(|p| pod_has_do_not_disrupt(p)),
             pdb_blocked: movable.iter().any(|p| pdb_blocks(pdbs, p)),
             eviction_cost: Some(eviction_cost(&movable)),

@@ -58,9 +58,13 @@ impl Batcher {
                     last_seen: Instant::now(),
                 }
             }),
-            Ok(Change::NodePool(_)) | Ok(Change::NodeClass(_)) | Ok(Change::NodeOverlay(_)) => {
-                Some(Trigger::Kick)
-            }
+            // A claim, volume or class that changed may make a pod left out for its
+            // volumes (its claim not seen yet, unbound) plannable; the pod itself may not
+            // change again.
+            Ok(Change::NodePool(_))
+            | Ok(Change::NodeClass(_))
+            | Ok(Change::NodeOverlay(_))
+            | Ok(Change::Volume) => Some(Trigger::Kick),
             Err(RecvError::Lagged(_)) => Some(Trigger::Kick),
             _ => None,
         }

@@ -346,10 +346,16 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
                 held_for_fargate.insert(p.uid.clone());
             }
             PodClass::Provisionable => match &p.unreadable {
-                None => {
-                    input.pods.push(p.scheduler_pod());
-                    pending.push(p.clone());
-                }
+                None => match p.scheduler_pod_with(ctx.state.volumes.as_ref()) {
+                    Ok(sp) => {
+                        input.pods.push(sp);
+                        pending.push(p.clone());
+                    }
+                    Err(e) => {
+                        *ignored.entry("volumes").or_default() += 1;
+                        volumes_not_ready(ctx, &p, &e).await;
+                    }
+                },
                 Some(e) => {
                     *ignored.entry("malformed").or_default() += 1;
                     unreadable(ctx, &p, e).await;
@@ -365,7 +371,15 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
                         ctx.metrics.malformed("Pod");
                         continue;
                     }
-                    let mut sp = p.scheduler_pod();
+                    // Its replacement must reach its volumes; until they can be read it
+                    // waits rather than be planned where they are not.
+                    let mut sp = match p.scheduler_pod_with(ctx.state.volumes.as_ref()) {
+                        Ok(sp) => sp,
+                        Err(e) => {
+                            tracing::warn!(pod = %format!("{}/{}", p.namespace(), p.name()), error = %e, "displaced pod's volumes cannot be read; not planned this round");
+                            continue;
+                        }
+                    };
                     if let Some(n) = ctx.state.node(node) {
                         sp.set_home(n.labels());
                     }
@@ -392,6 +406,7 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
         "scheduler-name",
         "malformed",
         "fargate-profile",
+        "volumes",
     ] {
         ctx.metrics
             .pods_ignored
@@ -414,6 +429,20 @@ async fn unreadable(ctx: &Context, p: &PodRecord, e: &str) {
             crate::controllers::events::Type::Warning,
             "FailedScheduling",
             &format!("joiner-agent cannot read this pod: {e}"),
+        )
+        .await;
+}
+
+/// Tells a pending pod's owner, by an event on it, why its volumes keep it out of the
+/// round (kube-scheduler would refuse it on any node until they are ready).
+async fn volumes_not_ready(ctx: &Context, p: &PodRecord, e: &str) {
+    tracing::info!(pod = %format!("{}/{}", p.namespace(), p.name()), reason = %e, "pending pod's volumes are not ready; left out");
+    ctx.events
+        .publish(
+            &p.reference(),
+            crate::controllers::events::Type::Warning,
+            "FailedScheduling",
+            &format!("joiner-agent leaves this pod out: {e}"),
         )
         .await;
 }
@@ -555,7 +584,7 @@ fn in_flight(
                 Some(prev) => elementwise_min(&prev, &a),
             });
             if cap.is_none() {
-                cap = Some(it.capacity.clone());
+                cap = Some(it.capacity_with(&kubelet));
             }
         }
         let Some(allocatable) = alloc else { continue };

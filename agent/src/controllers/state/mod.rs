@@ -9,6 +9,7 @@
 
 pub mod crd_store;
 pub mod pods;
+pub mod volumes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tokio::sync::broadcast;
 
 pub use crd_store::CrdStore;
 pub use pods::{PodRecord, PodStore};
+pub use volumes::VolumeStore;
 
 use crate::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
 use crate::controllers::operator::metrics::Metrics;
@@ -53,6 +55,8 @@ pub enum Change {
     NodeOverlay(String),
     DaemonSet,
     Pdb,
+    /// A PersistentVolumeClaim, PersistentVolume or StorageClass changed.
+    Volume,
 }
 
 pub struct ClusterState {
@@ -65,6 +69,8 @@ pub struct ClusterState {
     pub node_claims: Arc<CrdStore<NodeClaim>>,
     /// Price and capacity overlays on the catalogue (NodeOverlays).
     pub node_overlays: Arc<CrdStore<NodeOverlay>>,
+    /// Claims, volumes and classes: where volume pods may run.
+    pub volumes: Arc<VolumeStore>,
     changes: broadcast::Sender<Change>,
 }
 
@@ -214,10 +220,12 @@ impl ClusterState {
             node_classes: Arc::default(),
             node_claims: Arc::default(),
             node_overlays: Arc::default(),
+            volumes: Arc::default(),
             changes: changes.clone(),
         });
         let tx = || changes.clone();
         watch_pods(&client, state.pods.clone(), tx());
+        state.volumes.start(&client, &changes);
         watch_into(&client, nodes_w, "node", trim_node, tx(), |n| {
             Change::Node(n.name_any())
         });

@@ -49,6 +49,9 @@ pub struct PodRecord {
     /// Only the annotations a loop reads: do-not-disrupt, the deletion cost, Fargate's
     /// compute type. Most pods have none, and an empty map allocates nothing.
     pub annotations: BTreeMap<String, String>,
+    /// The PersistentVolumeClaims its volumes use, apart from the shared view: a
+    /// StatefulSet's pods differ only by them. Most pods have none (no allocation).
+    pub claims: Box<[String]>,
 }
 
 /// The annotations [`PodRecord`] keeps.
@@ -107,6 +110,7 @@ impl PodRecord {
                 .filter(|(k, _)| kept_annotation(k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            claims: scheduler::volumes::claim_names(p).into_boxed_slice(),
         }
     }
 
@@ -133,6 +137,39 @@ impl PodRecord {
             name: self.name.clone(),
             view: scheduler::BoundPod::shared(self.shape.clone()),
         }
+    }
+
+    /// The pod as the scheduler reads it, held to where its volumes can be reached: the one
+    /// way every path that places a pod (provisioning, the replacement of disrupted nodes,
+    /// consolidation's simulation) reads one. Err: why it cannot be placed yet.
+    pub fn scheduler_pod_with(
+        &self,
+        volumes: &impl scheduler::volumes::VolumeLookup,
+    ) -> Result<scheduler::Pod, String> {
+        let mut pod = self.scheduler_pod();
+        if !self.claims.is_empty() {
+            let alternatives =
+                scheduler::volumes::requirements(self.namespace(), &self.claims, volumes)?;
+            scheduler::volumes::constrain(&mut pod, &alternatives);
+        }
+        Ok(pod)
+    }
+
+    /// [`Self::movable`] held to where its volumes can be reached (a view of its own when
+    /// it has claims). Err: why it cannot be placed yet.
+    pub fn movable_with(
+        &self,
+        volumes: &impl scheduler::volumes::VolumeLookup,
+    ) -> Result<scheduler::MovablePod, String> {
+        if self.claims.is_empty() {
+            return Ok(self.movable());
+        }
+        let mut view = self.scheduler_pod_with(volumes)?;
+        view.name = String::new();
+        Ok(scheduler::MovablePod {
+            name: self.name.clone(),
+            view: scheduler::BoundPod::shared(Arc::new(view)),
+        })
     }
 
     /// Whether the pod needs a place elsewhere when its node goes (the rule of
@@ -446,6 +483,59 @@ mod tests {
         s.apply(Event::Apply(pod("web", Some("n1"))));
         assert_eq!(names(&s, "n1"), ["web"]);
         assert_eq!(s.by_node()["n1"].len(), 1);
+    }
+
+    /// Every path that places a pod reads it through `scheduler_pod_with` or
+    /// `movable_with`: both hold it to its volume's zone, or say why it cannot be placed.
+    #[test]
+    fn a_pods_claims_hold_it_to_its_volumes_zone() {
+        use crate::scheduler::volumes::{ClaimView, VolumeMaps, VolumeView};
+        let mut p = pod("db-0", Some("n1"));
+        p.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(
+            serde_json::json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}),
+        )
+        .unwrap()]);
+        let r = PodRecord::from_pod(&p);
+        assert_eq!(&*r.claims, ["data-db-0".to_string()]);
+        let mut volumes = VolumeMaps::default();
+        assert!(r
+            .scheduler_pod_with(&volumes)
+            .unwrap_err()
+            .contains("default/data-db-0 not found"));
+        let mut zone = crate::requirements::Requirements::new();
+        zone.add(
+            crate::labels::ZONE,
+            crate::requirements::Requirement::one("us-east-1c"),
+        );
+        volumes.claims.insert(
+            "default/data-db-0".into(),
+            Arc::new(ClaimView {
+                volume_name: Some("pv-1".into()),
+                bind_completed: true,
+                ..Default::default()
+            }),
+        );
+        volumes.volumes.insert(
+            "pv-1".into(),
+            Arc::new(Ok(VolumeView {
+                terms: vec![zone.clone()],
+                deleting: false,
+            })),
+        );
+        let placed = r.scheduler_pod_with(&volumes).unwrap();
+        assert_eq!(placed.required_node_affinity, [zone.clone()]);
+        let moved = r.movable_with(&volumes).unwrap();
+        assert_eq!(moved.to_pod(), placed);
+        assert!(
+            !std::ptr::eq(&*moved.view, &*r.shape),
+            "a view of its own, the shared one untouched"
+        );
+        assert!(r.shape.required_node_affinity.is_empty());
+        let plain = PodRecord::from_pod(&pod("web", Some("n1")));
+        assert!(std::ptr::eq(
+            &*plain.movable_with(&volumes).unwrap().view,
+            &*plain.shape
+        ));
     }
 
     #[test]
