@@ -255,13 +255,34 @@ async fn kube_sim_accepts_a_good_token_as_its_access_entry_says() {
 
     // An assumed role: the entry is the role's, the username names the session.
     let deployer = world.assume_deployer("ci-42").await;
-    assert_eq!(
-        list_namespaces(&server, &token(&deployer, "a", SystemTime::now())).await,
-        Ok(())
-    );
+    let t = token(&deployer, "a", SystemTime::now());
+    // Authenticated, then authorized by RBAC: its group holds no rights until bound.
+    assert_eq!(list_namespaces(&server, &t).await, Err(403));
     let who = sim.eks_authentications().pop().unwrap();
     assert_eq!(who.username.as_deref(), Some("deployer:ci-42"), "{who:?}");
     assert_eq!(who.groups, vec!["team-a".to_string()]);
+    bind_group_to_list_namespaces(&sim, "team-a").await;
+    assert_eq!(list_namespaces(&server, &t).await, Ok(()));
+}
+
+/// A ClusterRole that lists Namespaces, bound to `group` (by kube-sim's admin).
+async fn bind_group_to_list_namespaces(sim: &kube_sim::KubeSim, group: &str) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let admin = sim.client().await.unwrap();
+    let pp = kube::api::PostParams::default();
+    let role = serde_json::json!({"metadata": {"name": "list-namespaces"},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]}]});
+    kube::Api::<ClusterRole>::all(admin.clone())
+        .create(&pp, &serde_json::from_value(role).unwrap())
+        .await
+        .unwrap();
+    let binding = serde_json::json!({"metadata": {"name": "list-namespaces"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "list-namespaces"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]});
+    kube::Api::<ClusterRoleBinding>::all(admin)
+        .create(&pp, &serde_json::from_value(binding).unwrap())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@ pub mod checker;
 pub mod claim_log;
 pub mod crd_rules;
 pub mod kwok;
+pub mod rbac;
 
 use std::future::Future;
 use std::process::{Child, Command, Stdio};
@@ -66,6 +67,10 @@ pub struct World {
     /// When this world began starting, after any wait for its turn (see [`WORLDS`]): the
     /// origin of a scenario's elapsed-time prints.
     pub began: Instant,
+    /// On kube-sim: the agent's own kubeconfig, a token of the ServiceAccount `joiner_agent`
+    /// renders, under its rendered roles (see [`rbac`]). A real control plane's agent keeps
+    /// the admin kubeconfig.
+    agent_kubeconfig: Option<rbac::AgentKubeconfig>,
     // Last: released once everything above has stopped.
     _slot: Slot,
 }
@@ -423,6 +428,14 @@ impl World {
         )
         .await
         .expect("namespace joiner");
+        let agent_kubeconfig = match cluster.sim() {
+            Some(_) => {
+                rbac::apply(&client, &rbac::rendered(CLUSTER, None)).await;
+                let token = rbac::token(&client).await;
+                Some(rbac::write_kubeconfig(&server.0, &server.1, &token))
+            }
+            None => None,
+        };
         World {
             _bridge_stop: bridge_stop,
             moto,
@@ -434,6 +447,7 @@ impl World {
             agent_credentials,
             server,
             began,
+            agent_kubeconfig,
             _slot: slot,
         }
     }
@@ -477,6 +491,61 @@ impl World {
         ))
     }
 
+    /// The kubeconfig the agent runs with: its ServiceAccount's on kube-sim.
+    pub fn agent_kubeconfig_path(&self) -> &std::path::Path {
+        match &self.agent_kubeconfig {
+            Some(k) => &k.path,
+            None => self.cluster.kubeconfig_path(),
+        }
+    }
+
+    /// Replaces the agent's ClusterRole with the rendered one minus `verb` on `resource`
+    /// (the refused-permission tests). On kube-sim only: elsewhere the agent is admin.
+    pub async fn remove_agent_rule_verb(&self, resource: &str, verb: &str) {
+        let role = rbac::cluster_role(&rbac::rendered(CLUSTER, None));
+        self.set_agent_cluster_role(rbac::without_verb(role, resource, verb))
+            .await;
+    }
+
+    /// What kube-sim's RBAC refused the agent so far (the 403 messages, oldest first).
+    pub fn agent_refusals(&self) -> Vec<String> {
+        let user = format!(
+            "system:serviceaccount:{}:{}",
+            rbac::NAMESPACE,
+            rbac::SERVICE_ACCOUNT
+        );
+        self.sim()
+            .map(|s| s.refusals())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.user == user)
+            .map(|r| r.message)
+            .collect()
+    }
+
+    /// Puts the agent's ClusterRole back as rendered.
+    pub async fn restore_agent_rules(&self) {
+        self.set_agent_cluster_role(rbac::cluster_role(&rbac::rendered(CLUSTER, None)))
+            .await;
+    }
+
+    async fn set_agent_cluster_role(&self, role: serde_json::Value) {
+        assert!(
+            self.agent_kubeconfig.is_some(),
+            "the agent runs under RBAC on kube-sim only"
+        );
+        let name = role["metadata"]["name"].as_str().unwrap_or_default();
+        let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(self.client.clone());
+        roles
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"rules": role["rules"]})),
+            )
+            .await
+            .expect("patch the agent's ClusterRole");
+    }
+
     /// `run`'s flags for this world, short windows for tests, plus `extra`.
     pub fn args(&self, extra: &[&str]) -> Vec<String> {
         let mut a: Vec<String> = vec![
@@ -486,7 +555,7 @@ impl World {
             "--region".into(),
             "us-east-1".into(),
             "--kubeconfig".into(),
-            self.cluster.kubeconfig_path().display().to_string(),
+            self.agent_kubeconfig_path().display().to_string(),
             "--aws-endpoint".into(),
             self.agent_aws_endpoint(),
             "--cluster-endpoint".into(),
@@ -590,6 +659,16 @@ impl World {
                 controllers::operator::config::LogFormat::Text,
                 &level,
             );
+        }
+        // Adopting from Karpenter's namespace: the roles `joiner_agent` renders for that.
+        if let (Some(_), Some(i)) = (
+            &self.agent_kubeconfig,
+            extra
+                .iter()
+                .position(|a| *a == "--adopt-karpenter-namespace"),
+        ) {
+            let objects = rbac::rendered(CLUSTER, extra.get(i + 1).copied());
+            rbac::apply(&self.client, &objects).await;
         }
         let config = self.config(extra);
         let metrics = config.metrics_addr;
@@ -883,6 +962,20 @@ fn jiff_now() -> String {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
         .map(|t| t.to_string())
         .unwrap_or_default()
+}
+
+/// A scenario's output names what RBAC refused its agent: a missing grant shows here even
+/// when the scenario passes through a retry.
+impl Drop for World {
+    fn drop(&mut self) {
+        let refused = self.agent_refusals();
+        if !refused.is_empty() {
+            eprintln!("RBAC refused the agent {} time(s):", refused.len());
+            for m in refused.iter().collect::<std::collections::BTreeSet<_>>() {
+                eprintln!("  {m}");
+            }
+        }
+    }
 }
 
 pub struct Agent {

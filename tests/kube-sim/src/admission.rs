@@ -56,7 +56,17 @@ pub fn validate(rt: &ResourceType, obj: &Value, _old: Option<&Value>) -> ApiResu
         ));
     } else {
         let label_only = matches!(rt.plural.as_str(), "namespaces" | "services");
-        let ok = if label_only {
+        let rbac_name = (rt.group == "rbac.authorization.k8s.io")
+            .then(|| crate::authz::rbac_name_problems(name));
+        let ok = if let Some(problems) = rbac_name {
+            causes.extend(problems.into_iter().map(|p| {
+                (
+                    "metadata.name".to_string(),
+                    format!("Invalid value: \"{name}\": {p}"),
+                )
+            }));
+            true
+        } else if label_only {
             is_dns_label(name)
         } else {
             is_dns_subdomain(name)
@@ -252,6 +262,41 @@ pub fn default_on_create(rt: &ResourceType, obj: &mut Value) {
                 &["status"],
                 json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
             );
+        }
+        // pkg/apis/apps/v1/defaults.go, pkg/apis/core/v1/defaults.go and
+        // pkg/apis/storage/v1/defaults.go.
+        "apps/statefulsets" => {
+            set_default(obj, &["spec", "replicas"], json!(1));
+            set_default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
+            set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+            set_default(
+                obj,
+                &["spec", "updateStrategy"],
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+            set_default(
+                obj,
+                &["spec", "persistentVolumeClaimRetentionPolicy"],
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
+            set_default(obj, &["status"], json!({"replicas": 0}));
+        }
+        "/persistentvolumeclaims" => {
+            set_default(obj, &["spec", "volumeMode"], json!("Filesystem"));
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        "/persistentvolumes" => {
+            set_default(
+                obj,
+                &["spec", "persistentVolumeReclaimPolicy"],
+                json!("Retain"),
+            );
+            set_default(obj, &["spec", "volumeMode"], json!("Filesystem"));
+            obj["status"] = json!({"phase": "Pending"});
+        }
+        "storage.k8s.io/storageclasses" => {
+            set_default(obj, &["reclaimPolicy"], json!("Delete"));
+            set_default(obj, &["volumeBindingMode"], json!("Immediate"));
         }
         "apiextensions.k8s.io/customresourcedefinitions" => {
             let names = obj["spec"]["names"].clone();

@@ -32,6 +32,10 @@ pub struct AppState {
     pub runner: Arc<crate::runner::Shared>,
     /// Where EKS tokens (`k8s-aws-v1.`) are reviewed; without it they get 401.
     pub eks_webhook: Option<Arc<crate::eks_auth::TokenWebhook>>,
+    /// The tokens TokenRequests issued.
+    pub issued: crate::authn::IssuedTokens,
+    /// The requests RBAC refused.
+    pub refusals: Arc<crate::authz::Refusals>,
 }
 
 type Resp = Response<Body>;
@@ -179,29 +183,21 @@ pub async fn handle(
             .body(Body::from("ok"))
             .expect("response");
     }
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let user = match bearer {
-        Some(t) if t == st.token => "kube-sim-admin",
-        Some(t) if t == st.viewer_token => "kube-sim-viewer",
-        // A pod's service-account token: RBAC is not enforced, so it may do what admin may.
-        Some(t) if st.runner.tokens.user(t).is_some() => "kube-sim-pod",
-        // An EKS token: the webhook says who it is (RBAC is not enforced: recorded only).
-        Some(t) if t.starts_with(crate::eks_auth::TOKEN_PREFIX) => match &st.eks_webhook {
-            Some(w) if w.authenticate(t).await.authenticated => "kube-sim-eks",
-            Some(_) => return error_response(&ApiError::unauthorized()),
-            None => {
-                tracing::warn!("EKS token refused: 401 (no --eks-token-webhook configured)");
-                return error_response(&ApiError::unauthorized());
-            }
-        },
-        _ => return error_response(&ApiError::unauthorized()),
+    let user = match crate::authn::authenticate(&st, &headers).await {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
     };
     let query = Query::parse(uri.query());
-    let result = dispatch(&st, user, &method, &path, &query, &headers, body).await;
+    let info = crate::authz::request::RequestInfo::parse(
+        method.as_str(),
+        &path,
+        query.flag("watch"),
+        query.get("fieldSelector"),
+    );
+    if let Err(e) = crate::authz::authorize(&st.store, &st.refusals, &user, &info) {
+        return error_response(&e);
+    }
+    let result = dispatch(&st, &method, &path, &query, &headers, body).await;
     match result {
         Ok(r) => r,
         Err(e) => {
@@ -213,7 +209,6 @@ pub async fn handle(
 
 async fn dispatch(
     st: &Arc<AppState>,
-    user: &str,
     method: &Method,
     path: &str,
     query: &Query,
@@ -283,22 +278,6 @@ async fn dispatch(
         ["apis", g, v, rest @ ..] => route(&st.store, g, v, rest)?,
         _ => return Err(not_found_path()),
     };
-    let readonly = matches!(*method, Method::GET | Method::HEAD);
-    if user == "kube-sim-viewer" && !readonly {
-        let verb = match *method {
-            Method::POST => "create",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
-            _ => "delete",
-        };
-        return Err(ApiError::forbidden(
-            "kube-sim-viewer",
-            verb,
-            &target.rt.group,
-            &target.rt.plural,
-            target.ns.as_deref(),
-        ));
-    }
     let rt = target.rt.clone();
     let ns = target.ns.as_deref();
     if rt.namespaced && ns.is_none() && target.name.is_some() {
@@ -369,6 +348,11 @@ async fn dispatch(
             let body = decode_body(&body, content_type)?;
             eviction::evict(&st.store, ns.unwrap_or("default"), name, &body)?;
             Ok(json_response(201, &success_status(201, None)))
+        }
+        (Method::POST, Some(name), Some("token")) => {
+            let body = decode_body(&body, content_type)?;
+            let issued = crate::authn::token_request(st, ns.unwrap_or("default"), name, &body)?;
+            Ok(json_response(201, &issued))
         }
         (Method::POST, Some(name), Some("binding")) => {
             let body = decode_body(&body, content_type)?;

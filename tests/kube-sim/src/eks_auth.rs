@@ -6,8 +6,8 @@
 //! Like kube-apiserver's `--authentication-token-webhook-*`, answers are cached for two
 //! minutes (successes and refusals alike; a webhook that cannot be reached is not cached),
 //! and a refused token gets a bare 401 "Unauthorized": the API server never tells the client
-//! why. The reason is logged and kept here, so a test can read who was authenticated (RBAC is
-//! not enforced by kube-sim, so the user and groups are recorded, not applied).
+//! why. The reason is logged and kept here, so a test can read who was authenticated; the user
+//! and groups are then authorized by RBAC like any other ([`crate::authz`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

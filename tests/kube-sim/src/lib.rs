@@ -13,6 +13,8 @@
 pub mod addons;
 pub mod admission;
 pub mod api;
+pub mod authn;
+pub mod authz;
 pub mod aws;
 pub mod controllers;
 pub mod eks_auth;
@@ -30,11 +32,13 @@ pub mod runner;
 pub mod scheduler;
 pub mod selectors;
 pub mod server;
+pub mod statefulsets;
 pub mod status;
 pub mod store;
 pub mod table;
 pub mod target;
 pub mod tls;
+pub mod volumes;
 
 pub use controllers::ControllerSet;
 pub use runner::ImageSource;

@@ -77,6 +77,12 @@ impl ResourceType {
                 ),
                 "eviction" => ("Eviction", "policy", "v1", json!(["create"])),
                 "binding" => ("Binding", "", "v1", json!(["create"])),
+                "token" => (
+                    "TokenRequest",
+                    "authentication.k8s.io",
+                    "v1",
+                    json!(["create"]),
+                ),
                 _ => (
                     self.kind.as_str(),
                     self.group.as_str(),
@@ -91,7 +97,7 @@ impl ResourceType {
                 "kind": kind,
                 "verbs": verbs,
             });
-            if sub == "scale" || sub == "eviction" {
+            if matches!(sub.as_str(), "scale" | "eviction" | "token") {
                 e["group"] = json!(group);
                 e["version"] = json!(version);
             }
@@ -159,7 +165,7 @@ pub fn builtin_types() -> Vec<ResourceType> {
             "serviceaccount",
             true,
             &["sa"],
-            &[],
+            &["token"],
         ),
         B("", "events", "Event", "event", true, &["ev"], &[]),
         B(
@@ -179,6 +185,42 @@ pub fn builtin_types() -> Vec<ResourceType> {
             true,
             &["ds"],
             &["status"],
+        ),
+        B(
+            "apps",
+            "statefulsets",
+            "StatefulSet",
+            "statefulset",
+            true,
+            &["sts"],
+            &["status", "scale"],
+        ),
+        B(
+            "",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaim",
+            true,
+            &["pvc"],
+            &["status"],
+        ),
+        B(
+            "",
+            "persistentvolumes",
+            "PersistentVolume",
+            "persistentvolume",
+            false,
+            &["pv"],
+            &["status"],
+        ),
+        B(
+            "storage.k8s.io",
+            "storageclasses",
+            "StorageClass",
+            "storageclass",
+            false,
+            &["sc"],
+            &[],
         ),
         B(
             "policy",

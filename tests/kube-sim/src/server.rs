@@ -90,6 +90,8 @@ pub struct Server {
     pub fargate: Option<Arc<fargate::Profiles>>,
     /// The EKS token webhook client, when one is configured.
     pub eks_webhook: Option<Arc<crate::eks_auth::TokenWebhook>>,
+    /// The requests RBAC refused.
+    pub refusals: Arc<crate::authz::Refusals>,
     shutdown: tokio::sync::watch::Sender<bool>,
     owns_kubeconfig: bool,
 }
@@ -138,6 +140,8 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
     .with_context(|| format!("write kubeconfig {}", kubeconfig_path.display()))?;
 
     let store = Store::new(opts.watch_history);
+    crate::authz::bootstrap::install(&store);
+    let refusals = Arc::new(crate::authz::Refusals::default());
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let runner_shared = Arc::new(runner::Shared::default());
     let eks_webhook = opts
@@ -153,6 +157,8 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         server_address: addr.to_string(),
         runner: runner_shared.clone(),
         eks_webhook: eks_webhook.clone(),
+        issued: Default::default(),
+        refusals: refusals.clone(),
     });
     let app = axum::Router::new()
         .fallback(
@@ -281,6 +287,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         runner,
         fargate: fargate_profiles,
         eks_webhook,
+        refusals,
         shutdown,
         owns_kubeconfig: owns,
     })
@@ -384,6 +391,11 @@ impl KubeSim {
             .as_ref()
             .map(|w| w.authentications())
             .unwrap_or_default()
+    }
+
+    /// The requests RBAC refused so far, oldest first (who, and the 403's message).
+    pub fn refusals(&self) -> Vec<crate::authz::Refusal> {
+        self.server().refusals.all()
     }
 
     /// Direct access to the object store, for tests that need sim-only hooks.

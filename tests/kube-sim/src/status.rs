@@ -106,23 +106,6 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
-    pub fn forbidden(user: &str, verb: &str, group: &str, plural: &str, ns: Option<&str>) -> Self {
-        let scope = match ns {
-            Some(ns) => format!("in the namespace \"{ns}\""),
-            None => "at the cluster scope".to_string(),
-        };
-        let mut e = Self::new(
-            403,
-            "Forbidden",
-            format!(
-                "{} is forbidden: User \"{user}\" cannot {verb} resource \"{plural}\" in API group \"{group}\" {scope}",
-                plural
-            ),
-        );
-        e.details = Some(json!({"kind": plural, "group": group}));
-        e
-    }
-
     pub fn to_status(&self) -> Value {
         let mut s = json!({
             "kind": "Status",

@@ -195,6 +195,23 @@ fn blob(layout: &Path, digest: &str) -> Value {
     serde_json::from_slice(&std::fs::read(layout.join("blobs/sha256").join(hex)).unwrap()).unwrap()
 }
 
+/// The ClusterRole, Role and bindings `joiner_agent` renders for the namespace `joiner`.
+fn agent_roles() -> Vec<Value> {
+    use joiner_provider::resources::agent::render;
+    let model = joiner_provider::model::agent::AgentModel {
+        cluster_name: Some("kube-sim".into()),
+        namespace: Some("joiner".into()),
+        ..Default::default()
+    };
+    render::objects(&model)
+        .into_iter()
+        .filter(|(kind, _, _)| {
+            ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"].contains(&kind.kind)
+        })
+        .map(|(_, _, obj)| obj)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_image_is_self_contained_and_runs_in_an_empty_root() {
     let version = agent_version();
@@ -327,6 +344,11 @@ async fn the_agent_image_is_self_contained_and_runs_in_an_empty_root() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // kube-sim enforces RBAC: the agent's roles and bindings, as `joiner_agent` renders them.
+    apply(
+        &target,
+        &json!({"apiVersion": "v1", "kind": "List", "items": agent_roles()}),
+    );
     // `run` as the agent's Deployment renders it (contract B): in-cluster config from the
     // token volume, IRSA against the emulator, TLS to kube-sim with the volume's CA, the
     // health server on the pod's IP; Ready through /readyz.

@@ -10,6 +10,7 @@ mod shared {
     mod bridge_targets;
     mod kube_rs;
     mod kubectl;
+    mod rbac;
 }
 
 mod aws_e2e;
@@ -20,3 +21,4 @@ mod image;
 mod image_push;
 mod irsa;
 mod runner;
+mod volumes;

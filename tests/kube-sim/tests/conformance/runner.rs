@@ -82,6 +82,20 @@ async fn a_deployment_runs_as_processes_with_kubelet_env_readiness_logs_and_repl
         &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent", "namespace": ns,
             "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/agent"}}}),
     );
+    // RBAC is enforced: the pod's service account may read pods in its namespace, no more.
+    apply(
+        &target,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "read-pods", "namespace": ns},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+    );
+    apply(
+        &target,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "read-pods", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-pods"},
+            "subjects": [{"kind": "ServiceAccount", "name": "agent"}]}),
+    );
     apply(
         &target,
         &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": ns},
@@ -166,6 +180,17 @@ async fn a_deployment_runs_as_processes_with_kubelet_env_readiness_logs_and_repl
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
             format!("pod/{name}")
+        );
+        let out = std::process::Command::new("kubectl")
+            .env("KUBECONFIG", &env["KUBECONFIG"])
+            .args(["get", "configmap", "cfg"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "the pod's role grants no ConfigMaps");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!("configmaps \"cfg\" is forbidden: User \"system:serviceaccount:{ns}:agent\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"{ns}\"")),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
         ips.push(ip);
     }
