@@ -58,8 +58,14 @@ impl ClaimView {
             volume_name: spec
                 .and_then(|s| s.volume_name.clone())
                 .filter(|n| !n.is_empty()),
-            storage_class: spec
-                .and_then(|s| s.storage_class_name.clone())
+            // The beta annotation first, then the field, as kube-scheduler reads a claim's
+            // class (k8s.io/component-helpers storage/volume, GetPersistentVolumeClaimClass).
+            storage_class: c
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("volume.beta.kubernetes.io/storage-class").cloned())
+                .or_else(|| spec.and_then(|s| s.storage_class_name.clone()))
                 .filter(|n| !n.is_empty()),
             bind_completed: c
                 .metadata

@@ -21,9 +21,10 @@ def _mark(backend: Any, instance: Any, launch_spec: Any) -> None:
     if not template_id or any(t.get("key") == "aws:ec2launchtemplate:id" for t in instance.get_tags()):
         return
     lt = backend.get_launch_template(template_id)
-    version = str(template.get("Version") or lt.default_version_number)
-    instance.add_tags({"aws:ec2launchtemplate:id": template_id, "aws:ec2launchtemplate:version": version})
-    data = lt.get_version(version).data
+    # EC2 tags the version it resolved (a number), never `$Latest` or `$Default`.
+    resolved = lt.get_version(str(template.get("Version") or lt.default_version_number))
+    instance.add_tags({"aws:ec2launchtemplate:id": template_id, "aws:ec2launchtemplate:version": str(resolved.number)})
+    data = resolved.data
     for mapping in data.get("BlockDeviceMappings") or []:
         ebs = mapping.get("Ebs") or {}
         device = mapping.get("DeviceName")

@@ -1158,7 +1158,14 @@ async fn poll_once(
                     if let Some(t) = tags.get(NODE_TAINTS_TAG) {
                         taints.extend(parse_taints(t));
                     }
-                    let volumes = template_volumes(client, &tags, facts).await?;
+                    // A template pruned since the launch must not stop the whole pass:
+                    // the node then reports the family's default disk, and says why.
+                    let volumes = template_volumes(client, &tags, facts)
+                        .await
+                        .unwrap_or_else(|e| {
+                            tracing::warn!(instance = %id, error = %format!("{e:#}"), "the launch template's disks are unknown; the node reports the default disk");
+                            Vec::new()
+                        });
                     let disk = ephemeral_capacity(
                         kubelet_device(bottlerocket),
                         &volumes,

@@ -196,8 +196,9 @@ pub async fn drain(ctx: &Context, claim: &NodeClaim, node: &Node, terms: &Terms)
                 Some(d) => d,
                 None => continue,
             },
-            Step::Delete(grace) => delete(ctx, claim, node, p, grace, terms.deadline).await,
-            Step::Hurry => delete(ctx, claim, node, p, 1, terms.deadline).await,
+            Step::Delete(grace) => delete(ctx, claim, node, p, (grace, true), terms.deadline).await,
+            // Already announced: hurrying a pod still terminating is said only in the log.
+            Step::Hurry => delete(ctx, claim, node, p, (1, false), terms.deadline).await,
         };
         wait = wait.min(d);
         // A pod held now is looked at again when its deletion falls due.
@@ -220,7 +221,8 @@ pub async fn drain(ctx: &Context, claim: &NodeClaim, node: &Node, terms: &Terms)
 }
 
 /// Deletes one pod whose deletion fell due (its PDB and do-not-disrupt give way), with
-/// `grace` seconds; returns how soon to look again. A refusal (403 when the agent's role
+/// `grace` seconds, publishing a `Disrupted` Event on the pod when `announce`; returns how
+/// soon to look again. A refusal (403 when the agent's role
 /// lacks `pods: delete`, or any other) is logged, counted and published, then retried with
 /// the pod's backoff: the drain never waits on it in silence.
 async fn delete(
@@ -228,7 +230,7 @@ async fn delete(
     claim: &NodeClaim,
     node: &Node,
     p: &PodRecord,
-    grace: u32,
+    (grace, announce): (u32, bool),
     deadline: Option<Timestamp>,
 ) -> Duration {
     let key = format!("delete/{}", p.uid);
@@ -248,10 +250,12 @@ async fn delete(
     match api.delete(p.name(), &params).await {
         Ok(_) => {
             tracing::info!(nodeclaim = %claim.name_any(), pod = %format!("{}/{}", p.namespace(), p.name()), grace, %deadline, "deleting the pod by the drain's deadline");
-            let message = format!("deleting the pod with {grace} s of grace so that node {} (NodeClaim {}) is drained by its terminationGracePeriod deadline {deadline}; its PodDisruptionBudget and do-not-disrupt annotation no longer hold it", node.name_any(), claim.name_any());
-            ctx.events
-                .publish(&p.reference(), Type::Normal, "Disrupted", &message)
-                .await;
+            if announce {
+                let message = format!("deleting the pod with {grace} s of grace so that node {} (NodeClaim {}) is drained by its terminationGracePeriod deadline {deadline}; its PodDisruptionBudget and do-not-disrupt annotation no longer hold it", node.name_any(), claim.name_any());
+                ctx.events
+                    .publish(&p.reference(), Type::Normal, "Disrupted", &message)
+                    .await;
+            }
             // Looked at again soon; a pod still terminating is hurried with backoff.
             backoff_fail(&key);
             Duration::from_secs(1)

@@ -9,10 +9,11 @@
 //! anyway.
 //!
 //! The NodePool's `terminationGracePeriod` (copied onto the claim) caps all of it, as in
-//! Karpenter: from the claim's deletion plus that period (the drain's deadline), the node's
-//! do-not-disrupt no longer holds it, and pods are deleted rather than evicted, each early
-//! enough that its own grace ends by the deadline, whatever PodDisruptionBudgets and
-//! do-not-disrupt say; then the instance is terminated and the Node and claim go.
+//! Karpenter: the claim's deletion plus that period is the drain's deadline. Pods are
+//! deleted rather than evicted, each early enough that its own grace ends by the deadline
+//! (so the first may go before it), whatever PodDisruptionBudgets and do-not-disrupt say;
+//! the node's do-not-disrupt holds only until that first deletion falls due. Then the
+//! instance is terminated and the Node and claim go.
 
 pub mod drain;
 
@@ -190,7 +191,7 @@ async fn empty_node(
                 &events::reference(claim),
                 Type::Normal,
                 "DisruptionBlocked",
-                &format!("node {} is annotated do-not-disrupt; termination waits until the annotation is removed or the terminationGracePeriod passes", node.name_any()),
+                &format!("node {} is annotated do-not-disrupt; termination waits until the annotation is removed or, under a terminationGracePeriod, until its first pod must be deleted to end by the deadline", node.name_any()),
             )
             .await;
         return Err(due_in.map_or(Duration::from_secs(5), |d| d.min(Duration::from_secs(5))));

@@ -67,10 +67,13 @@ fn pv_zones(pv: &PersistentVolume) -> Vec<String> {
 }
 
 /// The Unschedulable message of a pod, once it has one.
-async fn verdict(pods: &Api<Pod>, name: &str) -> String {
+async fn verdict(pods: &Api<Pod>, name: &str, expect: &str) -> String {
+    // The scheduler rewrites its verdict on every attempt, and an earlier one may be true of
+    // an earlier state (a pre-bound claim not bound yet reads as an unbound Immediate
+    // claim, as it would to kube-scheduler): wait for the verdict the test is about.
     wait_for_async(
-        &format!("a verdict on {name}"),
-        Duration::from_secs(15),
+        &format!("a verdict on {name} saying {expect:?}"),
+        Duration::from_secs(30),
         || async {
             let p = pods.get(name).await.ok()?;
             let c = p
@@ -78,7 +81,8 @@ async fn verdict(pods: &Api<Pod>, name: &str) -> String {
                 .conditions?
                 .into_iter()
                 .find(|c| c.type_ == "PodScheduled")?;
-            (c.status == "False").then_some(c.message?)
+            let msg = c.message?;
+            (c.status == "False" && msg.contains(expect)).then_some(msg)
         },
     )
     .await
@@ -250,17 +254,19 @@ async fn volume_binding_refuses_what_kube_scheduler_refuses() {
         create(&client, "", "Pod", "pods", ns, pod_with_claim(pod, c)).await;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let msg = verdict(&pods, "uses-c").await;
-    assert!(
-        msg.contains("2 node(s) had volume node affinity conflict"),
-        "{msg}"
-    );
-    let msg = verdict(&pods, "wants-c").await;
-    assert!(
-        msg.contains("2 node(s) didn't find available persistent volumes to bind"),
-        "{msg}"
-    );
-    let msg = verdict(&pods, "waits").await;
+    verdict(
+        &pods,
+        "uses-c",
+        "2 node(s) had volume node affinity conflict",
+    )
+    .await;
+    verdict(
+        &pods,
+        "wants-c",
+        "2 node(s) didn't find available persistent volumes to bind",
+    )
+    .await;
+    let msg = verdict(&pods, "waits", "unbound immediate").await;
     assert_eq!(msg, "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.");
     let placed = wait_for_async(
         "the eager claim's pod bound",
