@@ -497,4 +497,25 @@ mod tests {
         .unwrap();
         assert_eq!(claim_names(&p), ["data-web-0", "web-0-scratch"]);
     }
+
+    #[test]
+    fn a_claims_class_is_read_from_the_beta_annotation_first() {
+        let c: core::PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "old", "annotations": {"volume.beta.kubernetes.io/storage-class": "gp3"}},
+            "spec": {"storageClassName": "ignored"},
+        }))
+        .unwrap();
+        assert_eq!(
+            ClaimView::from_api(&c).storage_class.as_deref(),
+            Some("gp3")
+        );
+        let c: core::PersistentVolumeClaim = serde_json::from_value(
+            json!({"metadata": {"name": "new"}, "spec": {"storageClassName": "gp3"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            ClaimView::from_api(&c).storage_class.as_deref(),
+            Some("gp3")
+        );
+    }
 }
