@@ -88,11 +88,8 @@ async fn verdict(pods: &Api<Pod>, name: &str, expect: &str) -> String {
     .await
 }
 
-/// A StatefulSet whose class waits for the first consumer and allows one zone: its pods
-/// land in that zone, one claim per pod is provisioned there (named
-/// `<template>-<set>-<ordinal>`) and bound, with the node the scheduler chose on it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stateful_set_gets_claims_provisioned_in_the_zone_its_class_allows() {
+/// A kube-sim with one node in zone `a` and one in zone `b`.
+fn two_zones() -> TargetCluster {
     let t = TargetCluster::sim_with(Options::default()).unwrap();
     for (name, zone) in [("in-a", "a"), ("in-b", "b")] {
         common::add_fake_node(
@@ -103,6 +100,15 @@ async fn a_stateful_set_gets_claims_provisioned_in_the_zone_its_class_allows() {
             &[(ZONE, zone), ("kubernetes.io/hostname", name)],
         );
     }
+    t
+}
+
+/// A StatefulSet whose class waits for the first consumer and allows one zone: its pods
+/// land in that zone, one claim per pod is provisioned there (named
+/// `<template>-<set>-<ordinal>`) and bound, with the node the scheduler chose on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_set_gets_claims_provisioned_in_the_zone_its_class_allows() {
+    let t = two_zones();
     let client = t.client().await.unwrap();
     create(
         &client,
@@ -180,16 +186,7 @@ async fn a_stateful_set_gets_claims_provisioned_in_the_zone_its_class_allows() {
 /// provisions. An Immediate claim with a provisioner is bound before any pod uses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_binding_refuses_what_kube_scheduler_refuses() {
-    let t = TargetCluster::sim_with(Options::default()).unwrap();
-    for (name, zone) in [("in-a", "a"), ("in-b", "b")] {
-        common::add_fake_node(
-            &t,
-            name,
-            "4",
-            "8Gi",
-            &[(ZONE, zone), ("kubernetes.io/hostname", name)],
-        );
-    }
+    let t = two_zones();
     let client = t.client().await.unwrap();
     let ns = Some("default");
     for sc in [
