@@ -236,7 +236,7 @@ impl Ec2Cloud {
         if let Some(name) = &term.name {
             req = req.filters(Filter::builder().name("name").values(name).build());
         }
-        if let Some(owner) = &term.owner {
+        for owner in owners(term) {
             req = req.owners(owner);
         }
         for (k, v) in &term.tags {
@@ -264,9 +264,47 @@ impl Ec2Cloud {
     }
 }
 
+/// The owners a DescribeImages for `term` is limited to. A name term without an owner
+/// searches this account's and Amazon's images only, as Karpenter's does
+/// (`pkg/providers/amifamily/ami.go`): any account may publish a public image under any
+/// name, so the newest image of a name among all public images may be anyone's, and nodes
+/// would boot it with the node role. Tags are seen only on one's own images, and an ID
+/// names one image, so those terms need no default.
+fn owners(term: &AmiSelectorTerm) -> Vec<&str> {
+    match (&term.owner, &term.name) {
+        (Some(owner), _) => vec![owner.as_str()],
+        (None, Some(_)) if term.id.is_none() => vec!["self", "amazon"],
+        (None, _) => Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_term_without_an_owner_searches_self_and_amazon_only() {
+        let term =
+            |name: Option<&str>, owner: Option<&str>, tags: &[(&str, &str)]| AmiSelectorTerm {
+                name: name.map(str::to_string),
+                owner: owner.map(str::to_string),
+                tags: tags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Default::default()
+            };
+        assert_eq!(owners(&term(Some("eks-*"), None, &[])), ["self", "amazon"]);
+        assert_eq!(
+            owners(&term(Some("eks-*"), Some("123456789012"), &[])),
+            ["123456789012"]
+        );
+        assert!(owners(&term(None, None, &[("team", "a")])).is_empty());
+        assert_eq!(
+            owners(&term(None, Some("self"), &[("team", "a")])),
+            ["self"]
+        );
+    }
 
     fn names(alias: &str, k8s: &str) -> Vec<(String, String, Vec<AmiVariant>)> {
         alias_parameters(alias, k8s)

@@ -1326,3 +1326,72 @@ async fn an_account_allowing_tags_in_instance_metadata_still_launches() {
         "{refused:?}"
     );
 }
+
+/// An image's name term without an owner must not reach another account's public image of
+/// the same name: the emulator serves such a lookalike, newer, beside each image it
+/// publishes for EKS, as any account can. Owner-less, the term picks Amazon's; naming the
+/// other account as owner is how a user opts in to it.
+#[tokio::test]
+async fn a_name_term_without_an_owner_never_picks_another_accounts_lookalike() {
+    let w = world().await;
+    let ssm = aws_sdk_ssm::Client::new(&sdk_config(&w._moto.endpoint()).await);
+    let published = ssm
+        .get_parameter()
+        .name("/aws/service/bottlerocket/aws-k8s-1.33/x86_64/latest/image_id")
+        .send()
+        .await
+        .expect("SSM GetParameter of a public Bottlerocket image");
+    let amazons = published.parameter().unwrap().value().unwrap().to_string();
+    let described = w
+        .ec2
+        .describe_images()
+        .image_ids(&amazons)
+        .send()
+        .await
+        .unwrap();
+    let name = described.images()[0].name().unwrap().to_string();
+    // Owner-less, EC2 answers both; the lookalike is the newer.
+    let everyone = w
+        .ec2
+        .describe_images()
+        .filters(Filter::builder().name("name").values(&name).build())
+        .send()
+        .await
+        .unwrap();
+    let mut found: Vec<(String, String, String)> = everyone
+        .images()
+        .iter()
+        .map(|i| {
+            (
+                i.creation_date().unwrap().to_string(),
+                i.image_id().unwrap().to_string(),
+                i.owner_id().unwrap().to_string(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found.len(), 2, "Amazon's image and a lookalike: {found:?}");
+    let (_, lookalike, lookalike_owner) = found.pop().unwrap();
+    assert_ne!(lookalike, amazons, "the lookalike is the newer image");
+
+    let resolve = |owner: Option<&str>| {
+        let mut nc = node_class();
+        nc.spec.ami_selector_terms = vec![AmiSelectorTerm {
+            name: Some(name.clone()),
+            owner: owner.map(str::to_string),
+            ..Default::default()
+        }];
+        nc
+    };
+    let images = |amis: joiner_agent::cloud::ami::ResolvedAmis| -> Vec<String> {
+        amis.images.into_iter().map(|i| i.id).collect()
+    };
+    let chosen = w.cloud.amis_for(&resolve(None)).await.unwrap();
+    assert_eq!(images(chosen), [amazons]);
+    let opted_in = w
+        .cloud
+        .amis_for(&resolve(Some(&lookalike_owner)))
+        .await
+        .unwrap();
+    assert_eq!(images(opted_in), [lookalike]);
+}

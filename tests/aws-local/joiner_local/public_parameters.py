@@ -29,6 +29,13 @@ The images registered here are public, owned by Amazon, and their names and desc
 say which driver they carry: kube-sim's bridge reads the name of the image an instance
 booted from to decide which devices its node advertises, as only a node whose image has the
 driver runs a device plugin that finds the devices.
+
+Each of them also has a lookalike: a public image of the same name and architecture, owned
+by another account and created a day later. Any account may make an image public under any
+name (EC2 user guide, "Understand shared AMI usage": "You can't verify the source of a
+shared AMI", and "Make your AMI publicly available"), and DescribeImages without `Owners`
+returns every public image. A client that picks the newest image by name alone boots the
+lookalike: the local world serves it so that such a client is caught.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ _VERSION = re.compile(
 # The release the local images stand for (any fixed one: nothing reads it back).
 _AL2023_RELEASE = "v20250715"
 _BOTTLEROCKET_RELEASE = "v1.42.0-8b3b6b47"
+# The account that publishes the lookalikes (not Amazon's, not the caller's).
+LOOKALIKE_OWNER = "210987654321"
 
 
 def standard(version: str, arch: str) -> str:
@@ -102,7 +111,7 @@ def _register(ec2: Any, name: str, arch: str, description: str, owner: str) -> s
     from moto.ec2.utils import random_ami_id
 
     for ami in ec2.amis.values():
-        if ami.name == name:
+        if ami.name == name and ami.owner_id == owner:
             return ami.id
     ami = Ami(
         ec2,
@@ -119,7 +128,32 @@ def _register(ec2: Any, name: str, arch: str, description: str, owner: str) -> s
         hypervisor="xen",
     )
     ec2.amis[ami.id] = ami
+    _lookalike(ec2, ami)
     return ami.id
+
+
+def _lookalike(ec2: Any, original: Any) -> None:
+    """Another account's public image with `original`'s name, created a day after it."""
+    from datetime import timedelta
+
+    from moto.ec2.models.amis import Ami
+    from moto.ec2.utils import random_ami_id
+
+    copy = Ami(
+        ec2,
+        ami_id=random_ami_id(),
+        name=original.name,
+        description=original.description,
+        owner_id=LOOKALIKE_OWNER,
+        public=True,
+        virtualization_type="hvm",
+        architecture=original.architecture,
+        creation_date=original.creation_date + timedelta(days=1),
+        root_device_type="ebs",
+        root_device_name="/dev/xvda",
+        hypervisor="xen",
+    )
+    ec2.amis[copy.id] = copy
 
 
 def _put(params: Any, name: str, image: str) -> None:
