@@ -635,7 +635,7 @@ impl Queue {
     fn warning(instance_id: &str) -> String {
         json!({"version": "0", "id": format!("storm-{instance_id}"), "source": "aws.ec2",
             "detail-type": "EC2 Spot Instance Interruption Warning",
-            "time": jiff::Timestamp::now().to_string(), "region": "us-east-1",
+            "time": jiff::Timestamp::now().to_string(), "region": "us-east-1", "account": "123456789012",
             "resources": [format!("arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}")],
             "detail": {"instance-id": instance_id, "instance-action": "terminate"}})
         .to_string()

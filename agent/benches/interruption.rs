@@ -57,7 +57,7 @@ impl Handler for Cordoner {
 }
 
 fn spot(i: usize) -> String {
-    json!({"version": "0", "id": format!("ev-{i}"), "source": "aws.ec2",
+    json!({"version": "0", "id": format!("ev-{i}"), "source": "aws.ec2", "account": "123456789012",
         "detail-type": "EC2 Spot Instance Interruption Warning", "time": "2026-11-22T18:00:00Z",
         "detail": {"instance-id": format!("i-{i:017x}"), "instance-action": "terminate"}})
     .to_string()

@@ -706,9 +706,12 @@ mod kill_loop {
                 }
                 p.half_succeed("ChangeMessageVisibility", 1);
             }
+            let account = joiner_agent::interruption::messages::queue_account(&url)
+                .expect("the queue URL names its account");
             for (i, id) in victims.iter().enumerate() {
                 let body = json!({"version": "0", "id": format!("storm-{run}-{i}"),
-                "source": "aws.ec2", "detail-type": "EC2 Spot Instance Interruption Warning",
+                "source": "aws.ec2", "account": account,
+                "detail-type": "EC2 Spot Instance Interruption Warning",
                 "detail": {"instance-id": id, "instance-action": "terminate"}});
                 sqs.send_message()
                     .queue_url(&url)

@@ -241,6 +241,17 @@ struct Envelope {
     detail: Option<Value>,
 }
 
+/// The account that owns a queue, from its URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`,
+/// and the same path on any endpoint). EventBridge stamps each event with the account its
+/// source is in; events come from this cluster's own rules, in the queue's account, so an
+/// event of another account is a forgery or a misrouted rule either way.
+pub fn queue_account(url: &str) -> Option<&str> {
+    let mut segments = url.trim_end_matches('/').rsplit('/');
+    let _name = segments.next()?;
+    let account = segments.next()?;
+    (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())).then_some(account)
+}
+
 /// Parses an SQS message body.
 pub fn parse(body: &str) -> Result<Event, ParseError> {
     let env: Envelope = serde_json::from_str(body)
@@ -309,6 +320,20 @@ fn preview(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_url_names_its_account() {
+        assert_eq!(
+            queue_account("https://sqs.us-east-1.amazonaws.com/123456789012/joiner-prod"),
+            Some("123456789012")
+        );
+        assert_eq!(
+            queue_account("http://127.0.0.1:4566/123456789012/q/"),
+            Some("123456789012")
+        );
+        assert_eq!(queue_account("https://sqs.us-east-1.amazonaws.com/q"), None);
+        assert_eq!(queue_account("memory://queue"), None);
+    }
 
     pub(crate) fn spot(id: &str, instance: &str) -> String {
         serde_json::json!({

@@ -734,7 +734,9 @@ async fn each_event_kind(target: Target) {
         json!({"instance-id": ids[2], "instance-action": "terminate"}),
     )
     .await;
-    let dup = json!({"version": "0", "id": "dup-event", "source": "aws.ec2",
+    let account = joiner_agent::interruption::messages::queue_account(&q.url)
+        .expect("the queue URL names its account");
+    let dup = json!({"version": "0", "id": "dup-event", "source": "aws.ec2", "account": account,
         "detail-type": "EC2 Spot Instance Interruption Warning",
         "detail": {"instance-id": ids[3], "instance-action": "terminate"}})
     .to_string();

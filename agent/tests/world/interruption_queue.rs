@@ -213,10 +213,18 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
         .unwrap();
     assert_eq!(put.failed_entry_count(), 0);
 
-    // Straight onto the queue: malformed, unknown kind, a missing field, and a duplicate.
-    let dup = json!({"version": "0", "id": "dup-1", "source": "aws.ec2",
+    // Straight onto the queue: malformed, unknown kind, a missing field, a duplicate, and
+    // a well-formed event of another account (as a rule elsewhere, or a forger, sends).
+    let account = joiner_agent::interruption::messages::queue_account(&url)
+        .expect("the queue URL names its account")
+        .to_string();
+    let dup = json!({"version": "0", "id": "dup-1", "source": "aws.ec2", "account": account,
         "detail-type": "EC2 Spot Instance Interruption Warning",
         "detail": {"instance-id": "i-0000000000000007", "instance-action": "terminate"}})
+    .to_string();
+    let foreign = json!({"version": "0", "id": "forged-1", "source": "aws.ec2",
+        "account": "210987654321", "detail-type": "EC2 Spot Instance Interruption Warning",
+        "detail": {"instance-id": "i-0000000000000001", "instance-action": "terminate"}})
     .to_string();
     for body in [
         "{not json".to_string(),
@@ -226,6 +234,7 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
         .to_string(),
         dup.clone(),
         dup,
+        foreign,
     ] {
         sqs.send_message()
             .queue_url(&url)
@@ -247,8 +256,8 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
         metrics.clone(),
     );
     let handler = Recorder::default();
-    // 7 events + 5 direct messages + the failed one once more.
-    let want = 13;
+    // 7 events + 6 direct messages + the failed one once more.
+    let want = 14;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut received = 0;
     while received < want && Instant::now() < deadline {
@@ -278,6 +287,18 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
     assert_eq!(metrics.dropped_count("invalid_detail"), 1);
     assert_eq!(metrics.dropped_count("not_ours"), 1);
     assert_eq!(metrics.dropped_count("duplicate"), 1);
+    assert_eq!(
+        metrics.dropped_count("foreign_account"),
+        1,
+        "the other account's event never reaches the handler"
+    );
+    assert_eq!(
+        seen.iter()
+            .filter(|(_, ids)| ids[0] == "i-0000000000000001")
+            .count(),
+        1,
+        "i-1's own event once, the forged one for it never"
+    );
     assert_eq!(metrics.dropped_count("retry"), 1);
     assert_eq!(metrics.action_count("replace", "spot_interruption"), 3);
     assert_eq!(
@@ -291,7 +312,7 @@ async fn every_kind_through_eventbridge_and_bad_messages_are_counted_and_deleted
         1
     );
     // Everything but the failed first attempt was deleted; the queue is empty.
-    assert_eq!(metrics.deleted.get(), 12);
+    assert_eq!(metrics.deleted.get(), 13);
     let left = sqs
         .receive_message()
         .queue_url(&url)

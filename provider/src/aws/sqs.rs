@@ -40,19 +40,43 @@ impl Encryption {
     }
 }
 
-/// The queue policy Karpenter's interruption queue uses: EventBridge (and SQS itself, for
-/// redrive) may send messages; nothing may use the queue without TLS.
+/// The interruption queue's policy: EventBridge may send messages from joiner's rules in
+/// the queue's own account and Region, SQS itself (redrive) from that account, and nothing
+/// may use the queue without TLS.
+///
+/// Karpenter's queue policy lets `events.amazonaws.com` send with no condition, so any
+/// account's rule could target the queue and forge Spot or termination notices. AWS's
+/// confused-deputy guidance for service principals asks for `aws:SourceAccount` and
+/// `aws:SourceArn` (IAM user guide, "The confused deputy problem"; EventBridge user guide,
+/// "Permissions for Amazon SQS": `ArnEquals aws:SourceArn` on the rule's ARN). joiner's
+/// rules are all named `joiner-...` (`interruption_rules::naming`); the agent also drops
+/// an event stamped with another account than the queue's.
 pub fn interruption_policy(queue_arn: &str) -> String {
+    let parts: Vec<&str> = queue_arn.splitn(6, ':').collect();
+    let field = |i: usize| parts.get(i).copied().unwrap_or_default();
+    let (partition, region, account) = (field(1), field(3), field(4));
     serde_json::json!({
         "Version": "2012-10-17",
         "Id": "joiner-interruption-queue",
         "Statement": [
             {
-                "Sid": "AllowEventBridgeAndSqsToSend",
+                "Sid": "AllowJoinerRulesToSend",
                 "Effect": "Allow",
-                "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+                "Principal": {"Service": "events.amazonaws.com"},
                 "Action": "sqs:SendMessage",
                 "Resource": queue_arn,
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnLike": {"aws:SourceArn": format!("arn:{partition}:events:{region}:{account}:rule/joiner-*")},
+                },
+            },
+            {
+                "Sid": "AllowSqsRedriveFromThisAccount",
+                "Effect": "Allow",
+                "Principal": {"Service": "sqs.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"StringEquals": {"aws:SourceAccount": account}},
             },
             {
                 "Sid": "DenyNonTlsAccess",
@@ -305,23 +329,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn policy_allows_eventbridge_and_sqs_and_denies_plaintext() {
-        let p: serde_json::Value =
-            serde_json::from_str(&interruption_policy("arn:aws:sqs:us-east-1:1:q")).unwrap();
+    fn policy_allows_only_this_accounts_joiner_rules_and_denies_plaintext() {
+        let arn = "arn:aws-cn:sqs:cn-north-1:123456789012:q";
+        let p: serde_json::Value = serde_json::from_str(&interruption_policy(arn)).unwrap();
         let st = p["Statement"].as_array().unwrap();
         assert_eq!(st[0]["Effect"], "Allow");
         assert_eq!(st[0]["Action"], "sqs:SendMessage");
-        assert_eq!(st[0]["Principal"]["Service"][0], "events.amazonaws.com");
-        assert_eq!(st[0]["Principal"]["Service"][1], "sqs.amazonaws.com");
-        assert_eq!(st[1]["Effect"], "Deny");
-        assert_eq!(st[1]["Condition"]["Bool"]["aws:SecureTransport"], "false");
+        assert_eq!(st[0]["Principal"]["Service"], "events.amazonaws.com");
+        assert_eq!(
+            st[0]["Condition"]["StringEquals"]["aws:SourceAccount"],
+            "123456789012"
+        );
+        assert_eq!(
+            st[0]["Condition"]["ArnLike"]["aws:SourceArn"],
+            "arn:aws-cn:events:cn-north-1:123456789012:rule/joiner-*"
+        );
+        assert_eq!(st[1]["Principal"]["Service"], "sqs.amazonaws.com");
+        assert_eq!(
+            st[1]["Condition"]["StringEquals"]["aws:SourceAccount"],
+            "123456789012"
+        );
+        assert_eq!(st[2]["Effect"], "Deny");
+        assert_eq!(st[2]["Condition"]["Bool"]["aws:SecureTransport"], "false");
+        assert!(
+            st.iter()
+                .all(|s| s["Effect"] == "Deny" || s.get("Condition").is_some()),
+            "no allow without a condition"
+        );
+        let (a, b) = ("arn:aws:sqs:us-east-1:1:a", "arn:aws:sqs:us-east-1:1:b");
         assert!(same_policy(
-            &interruption_policy("a"),
-            &format!(" {}", interruption_policy("a"))
+            &interruption_policy(a),
+            &format!(" {}", interruption_policy(a))
         ));
         assert!(!same_policy(
-            &interruption_policy("a"),
-            &interruption_policy("b")
+            &interruption_policy(a),
+            &interruption_policy(b)
         ));
     }
 

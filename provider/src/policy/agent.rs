@@ -205,6 +205,19 @@ fn launch_statements(n: &Names<'_>) -> Vec<Statement> {
     ]
 }
 
+/// The names EC2 may be passed the node role under. In China EC2's principal is
+/// `ec2.amazonaws.com.cn`, but the name a PassRole check sees there is not documented as
+/// that one alone; Karpenter's reference policy allows both (its getting-started
+/// `cloudformation.yaml`, `AllowPassingInstanceRole`), and a second name costs nothing.
+fn ec2_pass_targets(partition: &str) -> Vec<String> {
+    let principal = service_principal("ec2", partition);
+    if principal == "ec2.amazonaws.com" {
+        vec![principal]
+    } else {
+        vec!["ec2.amazonaws.com".to_string(), principal]
+    }
+}
+
 /// What the agent needs beyond EC2: AMI parameters, the interruption queue (and its key),
 /// passing the node role, the cluster and its Fargate profiles, and Spot's service-linked
 /// role.
@@ -221,11 +234,7 @@ fn service_statements(scope: &AgentScope, n: &Names<'_>) -> Vec<Statement> {
         Statement::allow("PassNodeRole")
             .actions(["iam:PassRole"])
             .resources([scope.node_role_arn.clone()])
-            .condition(
-                "StringEquals",
-                "iam:PassedToService",
-                [service_principal("ec2", p)],
-            ),
+            .condition("StringEquals", "iam:PassedToService", ec2_pass_targets(p)),
         Statement::allow("Cluster")
             .actions(["eks:DescribeCluster", "eks:ListFargateProfiles"])
             .resources([scope.cluster.to_string()]),
@@ -542,7 +551,7 @@ mod tests {
         let doc = agent_policy(&scope("cn-north-1", "c")).to_value();
         assert_eq!(
             statement(&doc, "PassNodeRole")["Condition"]["StringEquals"]["iam:PassedToService"],
-            "ec2.amazonaws.com.cn"
+            serde_json::json!(["ec2.amazonaws.com", "ec2.amazonaws.com.cn"])
         );
         assert!(doc
             .to_string()

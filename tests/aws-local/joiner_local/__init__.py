@@ -28,6 +28,8 @@ the wire shapes of the real service:
   ones; moto 5.2.5 has none), and CreateFleet launches into them with EC2's refusals.
 - `instance_metadata`: the account's instance-metadata defaults (moto 5.2.5 has none), and
   the launch EC2 refuses when an instance's tags are in IMDS and a tag key has a `/` or space.
+- `event_envelope`: EventBridge delivers every event with its `account` (moto 5.2.5's SQS
+  targets received events without it).
 - `spot_prices`: the Spot price history as EC2 serves it, from a stated model (moto 5.2.5
   answers a constant 0.00001 everywhere): a price for each Spot market, and no entry where
   there is none (types not sold as Spot, and a documented zonal hole).
@@ -42,4 +44,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "instance_metadata", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]

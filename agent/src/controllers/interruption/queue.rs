@@ -5,8 +5,9 @@
 //! handled in parallel and each is deleted only after its action succeeded: if the agent
 //! dies mid-way, the message becomes visible again after the visibility timeout and the
 //! next leader acts on it. Messages that can never be acted on (malformed, unknown kind, an
-//! instance that is not ours, a duplicate) are counted by reason, logged once and deleted,
-//! so a poison message cannot wedge the queue.
+//! instance that is not ours, a duplicate, an event of another account than the queue's)
+//! are counted by reason, logged once and deleted, so a poison message cannot wedge the
+//! queue.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -69,6 +70,9 @@ impl Default for PollSettings {
 
 pub struct Consumer {
     queue: Arc<dyn Queue>,
+    /// The queue's account: events stamped with any other are dropped (a queue policy
+    /// scoped by source can be edited out of band; this check cannot).
+    account: Option<String>,
     settings: PollSettings,
     metrics: Arc<InterruptionMetrics>,
 }
@@ -79,8 +83,10 @@ impl Consumer {
         settings: PollSettings,
         metrics: Arc<InterruptionMetrics>,
     ) -> Consumer {
+        let account = messages::queue_account(queue.url()).map(str::to_string);
         Consumer {
             queue,
+            account,
             settings,
             metrics,
         }
@@ -163,6 +169,11 @@ impl Consumer {
         };
         let kind = event.kind();
         self.metrics.received_kind(kind.as_str());
+        if let Some(account) = self.account.as_deref().filter(|a| *a != event.account) {
+            self.metrics.drop_reason("foreign_account");
+            tracing::warn!(message_id = %id, event = %event.id, kind = kind.as_str(), event_account = %event.account, queue_account = account, "interruption message dropped: its event is from another account than the queue's");
+            return true;
+        }
         let sent_at = m.sent_at.unwrap_or_else(SystemTime::now);
         let event_id = event.id.clone();
         match handler

@@ -19,7 +19,7 @@ pub struct InterruptionMetrics {
     /// Actions taken, by action (replace, rebalance_replace, event_only) and kind.
     pub actions: Family<Labels, Counter<u64, AtomicU64>>,
     /// Messages deleted without an action, by reason (malformed, unknown_kind,
-    /// invalid_detail, not_ours, duplicate, state_not_actionable, ...).
+    /// invalid_detail, foreign_account, not_ours, duplicate, state_not_actionable, ...).
     pub dropped: Family<Labels, Counter<u64, AtomicU64>>,
     /// Messages deleted from the queue.
     pub deleted: Counter<u64, AtomicU64>,

@@ -96,15 +96,25 @@ fn create_update_import_and_destroy() {
     );
 
     let stmts = statements(attrs.get("Policy").expect("the queue has a policy"));
-    let allow = stmts
+    let allows: Vec<&serde_json::Value> =
+        stmts.iter().filter(|st| st["Effect"] == "Allow").collect();
+    let mut principals: Vec<String> = allows
         .iter()
-        .find(|st| st["Effect"] == "Allow")
-        .unwrap_or_else(|| panic!("no Allow statement: {stmts:?}"));
-    let mut principals = one_or_many(&allow["Principal"]["Service"]);
+        .flat_map(|a| one_or_many(&a["Principal"]["Service"]))
+        .collect();
     principals.sort();
     assert_eq!(principals, ["events.amazonaws.com", "sqs.amazonaws.com"]);
-    assert_eq!(one_or_many(&allow["Action"]), ["sqs:SendMessage"]);
-    assert_eq!(one_or_many(&allow["Resource"]), [s(&st["arn"])]);
+    let account = s(&st["arn"]).split(':').nth(4).unwrap_or_default().to_string();
+    for allow in &allows {
+        assert_eq!(one_or_many(&allow["Action"]), ["sqs:SendMessage"]);
+        assert_eq!(one_or_many(&allow["Resource"]), [s(&st["arn"])]);
+        // The confused deputy: a service principal sends only for this account.
+        assert_eq!(
+            allow["Condition"]["StringEquals"]["aws:SourceAccount"],
+            account.as_str(),
+            "{allow}"
+        );
+    }
     let deny = stmts
         .iter()
         .find(|st| st["Effect"] == "Deny")
