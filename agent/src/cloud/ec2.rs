@@ -14,6 +14,7 @@ use std::time::Duration;
 use aws_config::SdkConfig;
 
 use super::ice_cache::{Clock, IceCache, SystemClock, ICE_TTL};
+use super::launch_template::TEMPLATE_TTL;
 use super::records::{Cached, RawCatalog, ResolvedAmis, Subnet};
 use super::user_data::ClusterInfo;
 use super::{Cloud, CloudError, Instance, LaunchRequest, Launched};
@@ -39,6 +40,8 @@ pub struct Ec2Options {
     /// How long subnets, security groups and AMIs are reused (free IPs change faster).
     pub discovery_ttl: Duration,
     pub ice_ttl: Duration,
+    /// How long a launch template may go unused before pruning deletes it.
+    pub template_ttl: Duration,
     /// Attempts per CreateFleet (the SDK's own retries are off for it, see `fleet`).
     pub launch_attempts: u32,
     /// First backoff between CreateFleet attempts; doubles each time.
@@ -70,6 +73,7 @@ impl Ec2Options {
             catalog_ttl: Duration::from_secs(300),
             discovery_ttl: Duration::from_secs(60),
             ice_ttl: ICE_TTL,
+            template_ttl: TEMPLATE_TTL,
             launch_attempts: 5,
             launch_backoff: Duration::from_millis(200),
             clock: Arc::new(SystemClock),
@@ -93,8 +97,9 @@ pub struct Ec2Cloud {
     pub(crate) security_groups: Mutex<HashMap<String, Cached<Vec<String>>>>,
     /// AMIs per selector key.
     pub(crate) amis: Mutex<HashMap<String, Cached<ResolvedAmis>>>,
-    /// Launch template name -> ID, for templates known to exist.
-    pub(crate) templates: Mutex<HashMap<String, String>>,
+    /// Launch template name -> ID and when a launch last used it (or pruning first saw it),
+    /// for templates known to exist.
+    pub(crate) templates: Mutex<HashMap<String, super::launch_template::KnownTemplate>>,
     /// The last catalogue built per NodeClass name, with what it was built from (see
     /// `node_class_catalog`).
     pub(crate) catalogs: Mutex<HashMap<String, (String, crate::catalog::Catalog)>>,

@@ -9,7 +9,17 @@
 //! find the same template (after a restart too) and changed inputs get a new one instead of a
 //! new version that in-flight launches might pick up half-way. Templates are tagged with the
 //! cluster, the NodeClass and a hash of the NodeClass spec; pruning deletes those whose
-//! NodeClass is gone or whose spec has changed since.
+//! NodeClass is gone or whose spec has changed since, and those no launch has used for
+//! [`TEMPLATE_TTL`]. Inputs change without the spec changing (a new AMI under
+//! `al2023@latest`, a NodePool's labels or taints in the user data, a Kubernetes upgrade),
+//! and every set of inputs gets its own template; kept until the NodeClass changes, they
+//! would pile up to EC2's 5,000 templates per Region, which the whole account shares, and
+//! then nothing launches. Karpenter keeps its templates in a cache whose entries expire a
+//! minute after their last use and deletes each on expiry, those it finds at start-up
+//! included (`pkg/providers/launchtemplate/launchtemplate.go`: `hydrateCache`,
+//! `cachedEvictedFunc`; `pkg/cache/cache.go`: `DefaultTTL`). A template deleted between
+//! the choice and the launch costs one retry: CreateFleet names it missing and the launch
+//! makes it again (`forget_template`).
 //!
 //! Spot launches get templates of their own. A launch authorized as `ec2:RunInstances` on a
 //! `spot-instances-request` needs that request tagged for the cluster (the agent's policy
@@ -23,6 +33,7 @@
 //! by capacity type.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types::builders::RequestLaunchTemplateDataBuilder;
 use aws_sdk_ec2::types::{
@@ -50,6 +61,18 @@ use crate::api::node_class::{BlockDevice, BlockDeviceMapping, MetadataOptions};
 use crate::api::NodeClass;
 use crate::catalog::reservations::ReservationKind;
 use crate::catalog::CapacityType;
+
+/// How long a template may go unused before pruning deletes it: Karpenter's (a minute), so
+/// that an idle cluster keeps no templates and a busy one only those it launches from.
+pub const TEMPLATE_TTL: Duration = Duration::from_secs(60);
+
+/// A template known to exist: its ID, and when a launch last used it (or pruning first
+/// found it, so that one made by an earlier agent gets a full TTL too).
+#[derive(Debug, Clone)]
+pub(crate) struct KnownTemplate {
+    pub id: String,
+    pub used: Instant,
+}
 
 /// Tag with the hash of the NodeClass spec a template was made from.
 pub const TAG_NODECLASS_HASH: &str = "joiner.dev/nodeclass-hash";
@@ -337,12 +360,16 @@ impl Ec2Cloud {
                     .as_bytes(),
             );
             let name = template_name(&cluster.name, &nc_name, &hash);
+            let now = self.options.clock.now();
             let known = self
                 .templates
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .get(&name)
-                .cloned();
+                .get_mut(&name)
+                .map(|t| {
+                    t.used = now;
+                    t.id.clone()
+                });
             let id = match known {
                 Some(id) => id,
                 None => {
@@ -353,7 +380,13 @@ impl Ec2Cloud {
                     self.templates
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .insert(name.clone(), id.clone());
+                        .insert(
+                            name.clone(),
+                            KnownTemplate {
+                                id: id.clone(),
+                                used: now,
+                            },
+                        );
                     id
                 }
             };
@@ -373,7 +406,7 @@ impl Ec2Cloud {
         self.templates
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, v| v != id);
+            .retain(|_, v| v.id != id);
     }
 
     async fn find_template(&self, name: &str) -> Result<Option<String>, CloudError> {
@@ -515,9 +548,11 @@ impl Ec2Cloud {
         tags
     }
 
-    /// Deletes this cluster's templates whose NodeClass is not in `in_use`, or whose
-    /// NodeClass spec has changed since they were made.
+    /// Deletes this cluster's templates whose NodeClass is not in `in_use`, whose NodeClass
+    /// spec has changed since they were made, or that no launch has used for
+    /// [`Ec2Options::template_ttl`](super::Ec2Options::template_ttl).
     pub(crate) async fn prune_templates(&self, in_use: &[NodeClass]) -> Result<(), CloudError> {
+        let now = self.options.clock.now();
         let current: BTreeMap<String, String> = in_use
             .iter()
             .map(|nc| (nc.metadata.name.clone().unwrap_or_default(), spec_hash(nc)))
@@ -550,10 +585,14 @@ impl Ec2Cloud {
                 if tags.get(TAG_CLUSTER) != Some(&self.options.cluster_name.as_str()) {
                     continue;
                 }
-                let keep = tags
+                let current_spec = tags
                     .get(TAG_NODECLASS)
                     .and_then(|nc| current.get(*nc))
                     .is_some_and(|h| tags.get(TAG_NODECLASS_HASH) == Some(&h.as_str()));
+                let keep = current_spec
+                    && t.launch_template_name()
+                        .zip(t.launch_template_id())
+                        .is_some_and(|(name, id)| self.used_lately(name, id, now));
                 if !keep {
                     if let Some(id) = t.launch_template_id() {
                         doomed.push(id.to_string());
@@ -582,8 +621,21 @@ impl Ec2Cloud {
         self.templates
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, id| !gone.contains(id));
+            .retain(|_, t| !gone.contains(&t.id));
         Ok(())
+    }
+
+    /// Whether a launch used the template within the TTL. One the agent has not seen yet
+    /// (made before it started, or by another replica) starts its TTL now.
+    fn used_lately(&self, name: &str, id: &str, now: Instant) -> bool {
+        let mut known = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = known
+            .entry(name.to_string())
+            .or_insert_with(|| KnownTemplate {
+                id: id.to_string(),
+                used: now,
+            });
+        now.saturating_duration_since(entry.used) <= self.options.template_ttl
     }
 }
 

@@ -9,6 +9,8 @@
 //! the allocation strategy; where that matters the test checks the request the proxy saw.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
 
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use base64::Engine;
@@ -19,6 +21,8 @@ use joiner_agent::api::node_class::{
 use joiner_agent::api::{NodeClass, NodeClassSpec};
 use joiner_agent::catalog::CapacityType;
 use joiner_agent::cloud::aws::{load_config, AwsSettings};
+use joiner_agent::cloud::ice_cache::ManualClock;
+use joiner_agent::cloud::launch_template::TEMPLATE_TTL;
 use joiner_agent::cloud::user_data::parse_mime;
 use joiner_agent::cloud::{Cloud, Ec2Cloud, Ec2Options, LaunchRequest, TAG_CLUSTER};
 use joiner_agent::scheduler::Candidate;
@@ -147,14 +151,7 @@ async fn world() -> World {
         .await
         .unwrap();
 
-    let mut options = Ec2Options::new(CLUSTER);
-    options.cluster_endpoint = Some("https://ABCDEF.gr7.us-east-1.eks.amazonaws.com".into());
-    options.cluster_ca = Some("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".into());
-    options.service_cidr = Some("10.100.0.0/16".into());
-    options.kubernetes_version = Some("1.33".into());
-    options.launch_backoff = std::time::Duration::from_millis(20);
-    options.public_parameter_root = PARAMETER_ROOT.into();
-    let cloud = Ec2Cloud::new(&sdk_config(&proxy.endpoint()).await, options);
+    let cloud = Ec2Cloud::new(&sdk_config(&proxy.endpoint()).await, options());
     World {
         _moto: moto,
         proxy,
@@ -163,6 +160,18 @@ async fn world() -> World {
         subnets,
         image_id,
     }
+}
+
+/// The cloud's options in these tests: the cluster given, so that nothing reads EKS.
+fn options() -> Ec2Options {
+    let mut options = Ec2Options::new(CLUSTER);
+    options.cluster_endpoint = Some("https://ABCDEF.gr7.us-east-1.eks.amazonaws.com".into());
+    options.cluster_ca = Some("LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t".into());
+    options.service_cidr = Some("10.100.0.0/16".into());
+    options.kubernetes_version = Some("1.33".into());
+    options.launch_backoff = std::time::Duration::from_millis(20);
+    options.public_parameter_root = PARAMETER_ROOT.into();
+    options
 }
 
 fn node_class() -> NodeClass {
@@ -1394,4 +1403,115 @@ async fn a_name_term_without_an_owner_never_picks_another_accounts_lookalike() {
         .await
         .unwrap();
     assert_eq!(images(opted_in), [lookalike]);
+}
+
+/// Templates whose inputs changed while their NodeClass did not (a NodePool's labels in the
+/// user data, say) go once no launch has used them for the TTL, so EC2's per-Region quota,
+/// which the emulator enforces, never fills up; a template made before the agent started
+/// gets the TTL from when the agent first sees it.
+#[tokio::test]
+async fn unused_templates_expire_so_the_regions_quota_never_stops_launches() {
+    let w = world().await;
+    let (status, body) = w
+        ._moto
+        .request(
+            "POST",
+            "/moto-api/joiner-local/launch-template-quota",
+            r#"{"quota": 2}"#,
+        )
+        .expect("reach the emulator");
+    assert_eq!(status, 200, "{body}");
+    let clock = ManualClock::default();
+    let cloud = |clock: &ManualClock| {
+        let clock = clock.clone();
+        let endpoint = w.proxy.endpoint();
+        async move {
+            let mut o = options();
+            o.clock = Arc::new(clock);
+            Ec2Cloud::new(&sdk_config(&endpoint).await, o)
+        }
+    };
+    let agent = cloud(&clock).await;
+    agent
+        .launch(&labelled(&w, "ttl-a", "a").await)
+        .await
+        .unwrap();
+    agent
+        .launch(&labelled(&w, "ttl-b", "b").await)
+        .await
+        .unwrap();
+    let refused = agent
+        .launch(&labelled(&w, "ttl-c", "c").await)
+        .await
+        .expect_err("a third template is past the quota");
+    assert_eq!(
+        (refused.operation.as_str(), refused.code.as_str()),
+        ("ec2:CreateLaunchTemplate", "ResourceLimitExceeded"),
+        "{refused}"
+    );
+
+    // Within the TTL both stay; past it, the one launched from again stays.
+    agent.prune_launch_templates(&[node_class()]).await.unwrap();
+    assert_eq!(cluster_templates(&w).await.len(), 2);
+    clock.advance(TEMPLATE_TTL + Duration::from_secs(1));
+    agent
+        .launch(&labelled(&w, "ttl-a2", "a").await)
+        .await
+        .unwrap();
+    agent.prune_launch_templates(&[node_class()]).await.unwrap();
+    assert_eq!(
+        cluster_templates(&w).await.len(),
+        1,
+        "team b's template expired"
+    );
+    agent
+        .launch(&labelled(&w, "ttl-c2", "c").await)
+        .await
+        .unwrap();
+
+    // A restarted agent finds two templates it never used: their TTL starts now.
+    let restarted_clock = ManualClock::default();
+    let restarted = cloud(&restarted_clock).await;
+    restarted
+        .prune_launch_templates(&[node_class()])
+        .await
+        .unwrap();
+    assert_eq!(cluster_templates(&w).await.len(), 2, "kept for a TTL");
+    restarted_clock.advance(TEMPLATE_TTL + Duration::from_secs(1));
+    restarted
+        .prune_launch_templates(&[node_class()])
+        .await
+        .unwrap();
+    assert!(
+        cluster_templates(&w).await.is_empty(),
+        "unused for a TTL: gone"
+    );
+}
+
+/// An on-demand launch request whose NodePool labels its nodes `team=<team>`: the label is
+/// in the user data, so each team needs a template of its own.
+async fn labelled(w: &World, claim: &str, team: &str) -> LaunchRequest {
+    let mut r = request(w, claim, &TYPES, &[CapacityType::OnDemand]).await;
+    r.labels.insert("team".into(), team.into());
+    r
+}
+
+/// This cluster's launch templates, as EC2 lists them.
+async fn cluster_templates(w: &World) -> Vec<String> {
+    w.ec2
+        .describe_launch_templates()
+        .filters(
+            Filter::builder()
+                .name(format!("tag:{TAG_CLUSTER}"))
+                .values(CLUSTER)
+                .build(),
+        )
+        .max_results(200)
+        .send()
+        .await
+        .unwrap()
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name().map(str::to_string))
+        .collect()
 }

@@ -26,6 +26,8 @@ the wire shapes of the real service:
   fleet instances neither), from which the kubelet bridge sizes a node's disk.
 - `capacity_reservations`: EC2 capacity reservations (ODCRs, capacity blocks, interruptible
   ones; moto 5.2.5 has none), and CreateFleet launches into them with EC2's refusals.
+- `launch_template_quota`: EC2's per-Region quota on launch templates (5,000 by default;
+  a test sets an account's own), which CreateLaunchTemplate refuses past.
 - `instance_metadata`: the account's instance-metadata defaults (moto 5.2.5 has none), and
   the launch EC2 refuses when an instance's tags are in IMDS and a tag key has a `/` or space.
 - `event_envelope`: EventBridge delivers every event with its `account` (moto 5.2.5's SQS
@@ -44,4 +46,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "launch_template_quota", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
