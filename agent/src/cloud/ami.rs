@@ -147,7 +147,7 @@ impl Ec2Cloud {
                 "ec2:DescribeImages",
                 "NoImageFound",
                 format!(
-                    "NodeClass {}: no AMI matches its amiSelectorTerms {}",
+                    "NodeClass {}: no AMI matches its amiSelectorTerms {} (a name term without owner searches only this account's and Amazon's images: set owner for another account's)",
                     node_class.metadata.name.as_deref().unwrap_or(""),
                     key
                 ),
@@ -268,8 +268,10 @@ impl Ec2Cloud {
 /// searches this account's and Amazon's images only, as Karpenter's does
 /// (`pkg/providers/amifamily/ami.go`): any account may publish a public image under any
 /// name, so the newest image of a name among all public images may be anyone's, and nodes
-/// would boot it with the node role. Tags are seen only on one's own images, and an ID
-/// names one image, so those terms need no default.
+/// would boot it with the node role. Tags are seen only by the account that set them (EC2
+/// user guide, "Share an AMI with specific AWS accounts": tags on a shared AMI are available
+/// only to the owner's account), and an ID names one image, so those terms get no default, as in
+/// Karpenter.
 fn owners(term: &AmiSelectorTerm) -> Vec<&str> {
     match (&term.owner, &term.name) {
         (Some(owner), _) => vec![owner.as_str()],

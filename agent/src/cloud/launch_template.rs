@@ -615,14 +615,23 @@ impl Ec2Cloud {
             {
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // Those deleted already must not stay cached as if they existed.
+                    self.forget_templates(&gone, Some(id));
+                    return Err(e);
+                }
             }
         }
+        self.forget_templates(&gone, None);
+        Ok(())
+    }
+
+    /// Drops the cached templates among `ids`, except `kept` (one whose delete failed).
+    fn forget_templates(&self, ids: &HashSet<String>, kept: Option<&String>) {
         self.templates
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, t| !gone.contains(&t.id));
-        Ok(())
+            .retain(|_, t| !ids.contains(&t.id) || kept == Some(&t.id));
     }
 
     /// Whether a launch used the template within the TTL. One the agent has not seen yet
@@ -635,6 +644,13 @@ impl Ec2Cloud {
                 id: id.to_string(),
                 used: now,
             });
+        // A template of that name made again elsewhere is a new one: its TTL starts now.
+        if entry.id != id {
+            *entry = KnownTemplate {
+                id: id.to_string(),
+                used: now,
+            };
+        }
         now.saturating_duration_since(entry.used) <= self.options.template_ttl
     }
 }

@@ -242,9 +242,11 @@ struct Envelope {
 }
 
 /// The account that owns a queue, from its URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`,
-/// and the same path on any endpoint). EventBridge stamps each event with the account its
-/// source is in; events come from this cluster's own rules, in the queue's account, so an
-/// event of another account is a forgery or a misrouted rule either way.
+/// and the same path on any endpoint). EventBridge stamps every event with the account it
+/// comes from (EventBridge user guide, "Amazon EventBridge events": `account`, "the
+/// 12-digit number identifying an AWS account"); EC2's and Health's events about an
+/// instance carry the account it runs in. joiner's rules are in the queue's account, so an
+/// event of another account came from a rule that is not ours.
 pub fn queue_account(url: &str) -> Option<&str> {
     let mut segments = url.trim_end_matches('/').rsplit('/');
     let _name = segments.next()?;

@@ -6,7 +6,9 @@
 //!   deleted, so its pods are planned again;
 //! - a Node carrying the agent's finalizer or `joiner.dev/nodeclaim` label whose claim is
 //!   gone is deleted;
-//! - launch templates no NodeClass uses are pruned.
+//! - launch templates no NodeClass uses, or no launch has used for a minute, are pruned
+//!   (`cloud::launch_template`), so a template lives one to three minutes past its last
+//!   launch at this loop's default period.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -70,8 +70,9 @@ impl Default for PollSettings {
 
 pub struct Consumer {
     queue: Arc<dyn Queue>,
-    /// The queue's account: events stamped with any other are dropped (a queue policy
-    /// scoped by source can be edited out of band; this check cannot).
+    /// The queue's account: events EventBridge stamped with any other (a misrouted rule, a
+    /// bus shared across accounts) are dropped. It is no guard against a forger who may
+    /// send to the queue, who writes the whole body; the queue policy is.
     account: Option<String>,
     settings: PollSettings,
     metrics: Arc<InterruptionMetrics>,

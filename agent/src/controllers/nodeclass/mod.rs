@@ -111,7 +111,7 @@ async fn reconcile(ctx: &Context, obj: &DynamicObject, live_classes: &[NodeClass
                 .await;
         }
         Step::Release => {
-            // Every class still live keeps its templates; this one's are deleted.
+            // This class's templates are deleted (the others' only once idle).
             if let Err(e) = ctx.cloud.prune_launch_templates(live_classes).await {
                 ctx.metrics.cloud_error(&e);
                 tracing::warn!(nodeclass = %name, error = %e, "deleting the NodeClass's launch templates failed; retrying");
