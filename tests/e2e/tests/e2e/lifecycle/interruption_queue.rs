@@ -104,7 +104,11 @@ fn create_update_import_and_destroy() {
         .collect();
     principals.sort();
     assert_eq!(principals, ["events.amazonaws.com", "sqs.amazonaws.com"]);
-    let account = s(&st["arn"]).split(':').nth(4).unwrap_or_default().to_string();
+    let account = s(&st["arn"])
+        .split(':')
+        .nth(4)
+        .unwrap_or_default()
+        .to_string();
     for allow in &allows {
         assert_eq!(one_or_many(&allow["Action"]), ["sqs:SendMessage"]);
         assert_eq!(one_or_many(&allow["Resource"]), [s(&st["arn"])]);
