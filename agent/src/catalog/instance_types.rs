@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    ArchitectureType, EbsInfo, EbsOptimizedInfo, EbsOptimizedSupport, GpuDeviceInfo,
-    GpuDeviceMemoryInfo, GpuInfo, InferenceAcceleratorInfo, InferenceDeviceInfo,
+    ArchitectureType, AttachmentLimitType, EbsInfo, EbsOptimizedInfo, EbsOptimizedSupport,
+    GpuDeviceInfo, GpuDeviceMemoryInfo, GpuInfo, InferenceAcceleratorInfo, InferenceDeviceInfo,
     InstanceStorageInfo, InstanceType, InstanceTypeHypervisor, InstanceTypeInfo,
     InstanceTypeOffering, LocationType, MemoryInfo, NetworkCardInfo, NetworkInfo, NeuronDeviceInfo,
     NeuronInfo, ProcessorInfo, UsageClassType, VCpuInfo,
@@ -84,6 +84,14 @@ pub struct InstanceTypeRecord {
     /// committed dump names only the few such types.
     #[serde(default, skip_serializing_if = "is_false")]
     pub spot_unsupported: bool,
+    /// EBS volumes the type attaches (`EbsInfo.MaximumEbsAttachments`; 0 where EC2 did not
+    /// say): see [`super::volume_limits`].
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub max_ebs_attachments: u32,
+    /// The limit is the type's own (`AttachmentLimitType: dedicated`), not shared with
+    /// network interfaces.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ebs_attachment_dedicated: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -206,6 +214,15 @@ impl InstanceTypeRecord {
             spot_unsupported: !info
                 .supported_usage_classes()
                 .contains(&UsageClassType::Spot),
+            max_ebs_attachments: info
+                .ebs_info()
+                .and_then(|e| e.maximum_ebs_attachments())
+                .unwrap_or(0)
+                .max(0) as u32,
+            ebs_attachment_dedicated: info
+                .ebs_info()
+                .and_then(|e| e.attachment_limit_type())
+                .is_some_and(|t| *t == AttachmentLimitType::Dedicated),
         })
     }
 
@@ -229,17 +246,8 @@ impl InstanceTypeRecord {
             )
             .processor_info(self.processor_to_ec2())
             .network_info(self.network_to_ec2());
-        if self.ebs_bandwidth_mbps > 0 {
-            b = b.ebs_info(
-                EbsInfo::builder()
-                    .ebs_optimized_support(EbsOptimizedSupport::Default)
-                    .ebs_optimized_info(
-                        EbsOptimizedInfo::builder()
-                            .maximum_bandwidth_in_mbps(self.ebs_bandwidth_mbps as i32)
-                            .build(),
-                    )
-                    .build(),
-            );
+        if self.ebs_bandwidth_mbps > 0 || self.max_ebs_attachments > 0 {
+            b = b.ebs_info(self.ebs_to_ec2());
         }
         if self.accelerator_count > 0 {
             b = self.accelerators_to_ec2(b);
@@ -261,6 +269,29 @@ impl InstanceTypeRecord {
             );
         }
         b.build()
+    }
+
+    fn ebs_to_ec2(&self) -> EbsInfo {
+        let mut ebs = EbsInfo::builder();
+        if self.ebs_bandwidth_mbps > 0 {
+            ebs = ebs
+                .ebs_optimized_support(EbsOptimizedSupport::Default)
+                .ebs_optimized_info(
+                    EbsOptimizedInfo::builder()
+                        .maximum_bandwidth_in_mbps(self.ebs_bandwidth_mbps as i32)
+                        .build(),
+                );
+        }
+        if self.max_ebs_attachments > 0 {
+            ebs = ebs
+                .maximum_ebs_attachments(self.max_ebs_attachments as i32)
+                .attachment_limit_type(if self.ebs_attachment_dedicated {
+                    AttachmentLimitType::Dedicated
+                } else {
+                    AttachmentLimitType::Shared
+                });
+        }
+        ebs.build()
     }
 
     fn processor_to_ec2(&self) -> ProcessorInfo {

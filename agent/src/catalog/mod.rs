@@ -22,6 +22,7 @@ pub mod max_pods;
 pub mod overlay;
 pub mod prices;
 pub mod reservations;
+pub mod volume_limits;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::catalog::volume_limits::without_attach_limits;
 use crate::catalog::CapacityType;
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
@@ -251,7 +252,7 @@ fn new_claim(
         instance_types: cands,
         zones,
         capacity_types: cts,
-        requests: claim.used.plus(&overhead),
+        requests: without_attach_limits(&claim.used.plus(&overhead)),
         daemonset_overhead: overhead,
         min_values_relaxed,
     }
@@ -324,7 +325,7 @@ fn reserved_claim(s: &Scheduler<'_>, claim: &Claim, h: Hold) -> NewNodeClaim {
         }],
         zones: vec![zone],
         capacity_types: vec![CapacityType::Reserved],
-        requests: claim.used.plus(&overhead),
+        requests: without_attach_limits(&claim.used.plus(&overhead)),
         daemonset_overhead: overhead,
         min_values_relaxed: None,
     }

@@ -5,7 +5,7 @@
 //! The provider's plan preview asks it of the pods a NodePool change would move, so that
 //! "would become unschedulable" in a plan means what the provisioner will find.
 
-use crate::catalog::Catalog;
+use crate::catalog::{volume_limits, Catalog};
 use crate::labels;
 use crate::requirements::Requirements;
 use crate::taints::{first_untolerated, Taint};
@@ -88,6 +88,21 @@ pub(crate) fn terms(pod: &Pod) -> Vec<Requirements> {
     }
 }
 
+/// Whether the pod's requests fit a node of the type, its EBS volumes within what the type
+/// attaches (the limit is added only for a pod that has some: this runs per type).
+fn fits_type(pod: &Pod, t: &crate::catalog::InstanceType) -> bool {
+    if pod
+        .requests
+        .extended
+        .contains_key(volume_limits::EBS_ATTACH_RESOURCE)
+    {
+        pod.requests
+            .fits_in(&volume_limits::with_ebs_limit(&t.allocatable, &t.record))
+    } else {
+        pod.requests.fits_in(&t.allocatable)
+    }
+}
+
 /// Why no node of `pool` could ever run `pod`, or None when one could.
 pub fn stranded(catalog: &Catalog, pool: &NodePoolInput, pod: &Pod) -> Option<Stranded> {
     if let Some(t) = first_untolerated(&pool.taints, &pod.tolerations) {
@@ -103,11 +118,10 @@ pub fn stranded(catalog: &Catalog, pool: &NodePoolInput, pod: &Pod) -> Option<St
             Ok(()) => {
                 agreed = true;
                 let both = pool.requirements.intersect(&term);
-                let fits = catalog.types.iter().any(|t| {
-                    t.allowed_by(&both)
-                        && t.labels_match(&term)
-                        && pod.requests.fits_in(&t.allocatable)
-                });
+                let fits = catalog
+                    .types
+                    .iter()
+                    .any(|t| t.allowed_by(&both) && t.labels_match(&term) && fits_type(pod, t));
                 if fits {
                     return None;
                 }

@@ -291,7 +291,10 @@ impl InFlightClaim {
             .instance_types
             .iter()
             .filter_map(|c| catalog.get(&c.instance_type))
-            .map(|it| it.allocatable.minus(&claim.daemonset_overhead))
+            .map(|it| {
+                crate::catalog::volume_limits::with_ebs_limit(&it.allocatable, &it.record)
+                    .minus(&claim.daemonset_overhead)
+            })
             .min_by_key(|a| (a.cpu_milli, a.memory_bytes))
             .unwrap_or_default();
         InFlightClaim {

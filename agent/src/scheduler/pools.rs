@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::daemonsets::{node_requirements, overhead, DaemonSet};
-use crate::catalog::{CapacityType, Catalog, InstanceType, KubeletSettings};
+use crate::catalog::{volume_limits, CapacityType, Catalog, InstanceType, KubeletSettings};
 use crate::labels;
 use crate::resources::{Resources, NODES};
 use crate::taints::first_untolerated;
@@ -247,6 +247,8 @@ impl PoolSources<'_> {
             } else {
                 it.allocatable_with(&kubelet)
             };
+            // A node of the type attaches only so many EBS volumes.
+            let base = volume_limits::with_ebs_limit(&base, &it.record);
             if !it.labels_match(&np.requirements) {
                 pool.alloc.push(base);
                 pool.overhead.push(Resources::default());

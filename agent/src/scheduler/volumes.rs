@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::input::Pod;
+use crate::catalog::volume_limits;
 use crate::labels;
 use crate::requirements::{Operator, Requirement, Requirements};
 
@@ -88,6 +89,9 @@ impl ClaimView {
 pub struct VolumeView {
     pub terms: Vec<Requirements>,
     pub deleting: bool,
+    /// The CSI driver that attaches it (`spec.csi.driver`, or the EBS CSI driver for an
+    /// in-tree EBS volume under CSI migration); None for a volume nothing attaches.
+    pub driver: Option<String>,
 }
 
 impl VolumeView {
@@ -112,9 +116,17 @@ impl VolumeView {
             }
             terms.push(normalized(r));
         }
+        let driver = spec.and_then(|s| {
+            s.csi.as_ref().map(|c| c.driver.clone()).or_else(|| {
+                s.aws_elastic_block_store
+                    .as_ref()
+                    .map(|_| volume_limits::EBS_CSI_DRIVER.to_string())
+            })
+        });
         Ok(VolumeView {
             terms,
             deleting: v.metadata.deletion_timestamp.is_some(),
+            driver,
         })
     }
 }
@@ -126,6 +138,8 @@ pub struct ClassView {
     pub wait_for_first_consumer: bool,
     /// One alternative per allowed topology term (empty: any zone).
     pub allowed: Vec<Requirements>,
+    /// The CSI driver its volumes are provisioned by (the in-tree EBS plugin translated).
+    pub driver: String,
 }
 
 impl ClassView {
@@ -155,6 +169,7 @@ impl ClassView {
         Ok(ClassView {
             wait_for_first_consumer,
             allowed,
+            driver: volume_limits::csi_driver(&c.provisioner).to_string(),
         })
     }
 }
@@ -265,6 +280,46 @@ pub fn requirements(
         alternatives = cross(&alternatives, &per_claim);
     }
     Ok(alternatives)
+}
+
+/// The driver that attaches a claim's volume: its PersistentVolume's once bound, else its
+/// class's provisioner. None when it cannot be told (a claim, volume or class not seen) or
+/// nothing attaches it: such a claim counts against no limit, as in Karpenter's volume usage
+/// (`pkg/scheduling/volumeusage.go`), which leaves out what it cannot resolve.
+fn claim_driver(namespace: &str, name: &str, lookup: &impl VolumeLookup) -> Option<String> {
+    let claim = lookup.claim(namespace, name)?;
+    if let Some(volume) = &claim.volume_name {
+        let view = lookup.volume(volume)?;
+        return view.as_ref().as_ref().ok()?.driver.clone();
+    }
+    let class = lookup.class(claim.storage_class.as_deref()?)?;
+    Some(class.as_ref().as_ref().ok()?.driver.clone())
+}
+
+/// The pod's claims (`namespace/name`) whose volumes the EBS CSI driver attaches: what it
+/// holds of its node's attach limit ([`volume_limits::EBS_ATTACH_RESOURCE`]).
+pub fn ebs_claims(
+    namespace: &str,
+    claims: &[String],
+    lookup: &impl VolumeLookup,
+) -> std::collections::BTreeSet<String> {
+    claims
+        .iter()
+        .filter(|c| {
+            claim_driver(namespace, c, lookup).as_deref() == Some(volume_limits::EBS_CSI_DRIVER)
+        })
+        .map(|c| format!("{namespace}/{c}"))
+        .collect()
+}
+
+/// Adds the pod's EBS volumes to its requests, so that a node holds no more of them than it
+/// can attach.
+pub fn request_attachments(pod: &mut Pod, ebs_volumes: i64) {
+    if ebs_volumes > 0 {
+        pod.requests
+            .extended
+            .insert(volume_limits::EBS_ATTACH_RESOURCE.to_string(), ebs_volumes);
+    }
 }
 
 /// Every pairing of `a`'s terms with `b`'s, either side empty meaning "no constraint";
@@ -496,6 +551,68 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(claim_names(&p), ["data-web-0", "web-0-scratch"]);
+    }
+
+    #[test]
+    fn ebs_volumes_are_told_by_their_volume_then_their_class() {
+        let mut m = world();
+        let pv = |name: &str, spec: serde_json::Value| -> core::PersistentVolume {
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+        };
+        for (name, spec) in [
+            (
+                "pv-csi",
+                json!({"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}}),
+            ),
+            (
+                "pv-intree",
+                json!({"awsElasticBlockStore": {"volumeID": "vol-2"}}),
+            ),
+            (
+                "pv-efs",
+                json!({"csi": {"driver": "efs.csi.aws.com", "volumeHandle": "fs-1"}}),
+            ),
+        ] {
+            m.volumes
+                .insert(name.into(), Arc::new(VolumeView::from_api(&pv(name, spec))));
+        }
+        let sc: StorageClass = serde_json::from_value(json!({
+            "metadata": {"name": "old-ebs"}, "provisioner": "kubernetes.io/aws-ebs",
+            "volumeBindingMode": "WaitForFirstConsumer"}))
+        .unwrap();
+        m.classes
+            .insert("old-ebs".into(), Arc::new(ClassView::from_api(&sc)));
+        let bound = |v: &str| {
+            Arc::new(ClaimView {
+                volume_name: Some(v.into()),
+                bind_completed: true,
+                ..Default::default()
+            })
+        };
+        m.claims.insert("db/csi".into(), bound("pv-csi"));
+        m.claims.insert("db/intree".into(), bound("pv-intree"));
+        m.claims.insert("db/efs".into(), bound("pv-efs"));
+        m.claims.insert(
+            "db/old".into(),
+            Arc::new(ClaimView {
+                storage_class: Some("old-ebs".into()),
+                ..Default::default()
+            }),
+        );
+        let names: Vec<String> = ["csi", "intree", "efs", "old", "wait-c", "missing", "csi"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        let ebs: Vec<String> = ebs_claims("db", &names, &m).into_iter().collect();
+        // wait-c's class is the EBS driver's too; the EFS volume and a claim not seen are not
+        // counted; a claim used twice counts once.
+        assert_eq!(ebs, ["db/csi", "db/intree", "db/old", "db/wait-c"]);
+        let mut pod = Pod::new("db", "db-0", 100, 1);
+        request_attachments(&mut pod, ebs.len() as i64);
+        assert_eq!(pod.requests.extended[volume_limits::EBS_ATTACH_RESOURCE], 4);
+        let mut none = Pod::new("db", "db-1", 100, 1);
+        request_attachments(&mut none, 0);
+        assert!(none.requests.extended.is_empty());
     }
 
     #[test]

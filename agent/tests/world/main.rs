@@ -4,6 +4,7 @@
 
 mod accelerators;
 mod adoption;
+mod attach;
 mod beside_node_groups;
 mod capacity;
 mod catalog_parity;

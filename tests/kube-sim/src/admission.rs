@@ -17,8 +17,19 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// apimachinery's `IsDNS1123Subdomain`: at most 253 characters of dot-separated parts, each
+/// shaped like a label but with no length of its own (a VolumeAttachment's name, `csi-` and
+/// 64 hex digits, is one part of 68).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
+    s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
 }
 
 fn is_label_key(k: &str) -> bool {

@@ -288,6 +288,8 @@ struct Facts {
     images: HashMap<String, Drivers>,
     /// Launch template versions' EBS volumes: (device, GiB), keyed by (id, version).
     volumes: HashMap<(String, String), Vec<(String, i64)>>,
+    /// Instance types' EBS attachment facts, for the CSINode ([`crate::attach`]).
+    ebs: HashMap<String, crate::attach::EbsFacts>,
 }
 
 /// The accelerator drivers an image carries, read from its name as EKS and Bottlerocket
@@ -1193,6 +1195,14 @@ async fn poll_once(
                     if sink.create(node).await? {
                         tracing::info!(instance = %id, node = %name, "node registered");
                     }
+                    // The EBS CSI driver registers: the root volume is one of `volumes`.
+                    let extra = (volumes.len() as i64 - 1).max(0);
+                    let enis = inst.network_interfaces().len() as i64;
+                    if let Err(e) =
+                        csi_node(sink, client, facts, (&name, &id, &itype), (enis, extra)).await
+                    {
+                        tracing::warn!(instance = %id, "kubelet bridge: {e:#}");
+                    }
                     entry.node = Some(name);
                 }
             }
@@ -1216,6 +1226,26 @@ async fn poll_once(
         }
     }
     Ok(())
+}
+
+/// Writes the Node's CSINode with the count the EBS CSI driver reports for the instance.
+async fn csi_node(
+    sink: &NodeSink,
+    client: &aws_sdk_ec2::Client,
+    facts: &mut Facts,
+    (node, id, itype): (&str, &str, &str),
+    (enis, extra_volumes): (i64, i64),
+) -> anyhow::Result<()> {
+    let ebs = match facts.ebs.get(itype) {
+        Some(f) => f.clone(),
+        None => {
+            let f = crate::attach::describe_ebs(client, itype).await?;
+            facts.ebs.insert(itype.to_string(), f.clone());
+            f
+        }
+    };
+    let count = crate::attach::ebs_allocatable_count(&ebs, enis, extra_volumes);
+    crate::attach::register_csi_node(sink, node, id, count).await
 }
 
 /// The EBS volumes (device, GiB) of the launch template version the instance was launched

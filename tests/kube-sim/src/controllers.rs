@@ -31,7 +31,8 @@ pub struct ControllerSet {
     pub disruption: bool,
     /// StatefulSets' pods and claims ([`crate::statefulsets`]).
     pub statefulsets: bool,
-    /// The PV controller and provisioner ([`crate::volumes`]).
+    /// The PV controller and provisioner ([`crate::volumes`]), and CSI attachment
+    /// ([`crate::attach`]).
     pub volumes: bool,
     /// Log with every new Unschedulable verdict whether the pod's workload would have fit in
     /// another order ([`crate::scheduler`]): a search per verdict, for tests that ask.
@@ -816,6 +817,13 @@ pub fn start(
             tick,
             shutdown.clone(),
             crate::volumes::reconcile_volumes,
+        );
+        spawn_loop(
+            store.clone(),
+            "attach-detach",
+            tick,
+            shutdown.clone(),
+            crate::attach::reconcile_attach_detach,
         );
     }
     if set.disruption {

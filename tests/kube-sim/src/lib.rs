@@ -13,6 +13,7 @@
 pub mod addons;
 pub mod admission;
 pub mod api;
+pub mod attach;
 pub mod authn;
 pub mod authz;
 pub mod aws;

@@ -70,6 +70,16 @@ pub async fn run(ctx: Arc<Context>, finalize: Finalize) {
                             }
                         }
                     }
+                    // A volume detached from a node being terminated advances its termination.
+                    Ok(Change::VolumeAttachment(node)) if !node.is_empty() => {
+                        if let Some(n) = ctx.state.node(&node) {
+                            if let Some(c) = ctx.state.claim_for_node(&n) {
+                                if c.metadata.deletion_timestamp.is_some() {
+                                    ctx.claims.add(&c.name_any());
+                                }
+                            }
+                        }
+                    }
                     Ok(Change::Pod { node: Some(node), .. }) => {
                         // Pods leaving a draining node advance its termination.
                         if let Some(n) = ctx.state.node(&node) {

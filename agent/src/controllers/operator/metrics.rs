@@ -35,6 +35,9 @@ pub struct Metrics {
     pub nodeclaims_registration_timeouts: Family<Labels, Counter<u64, AtomicU64>>,
     pub nodeclaims_initialized: Family<Labels, Counter<u64, AtomicU64>>,
     pub nodeclaims_terminated: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Terminations that waited for a drained node's volumes to detach, by how the wait
+    /// ended (`detached`, or `grace_period_elapsed` with attachments left).
+    pub volume_detach_waits: Family<Labels, Counter<u64, AtomicU64>>,
     pub cloud_errors: Family<Labels, Counter<u64, AtomicU64>>,
     pub kube_errors: Family<Labels, Counter<u64, AtomicU64>>,
     pub ice_cache_size: Gauge<i64, AtomicI64>,
@@ -120,6 +123,7 @@ impl Metrics {
             nodeclaims_registration_timeouts: Family::default(),
             nodeclaims_initialized: Family::default(),
             nodeclaims_terminated: Family::default(),
+            volume_detach_waits: Family::default(),
             cloud_errors: Family::default(),
             kube_errors: Family::default(),
             ice_cache_size: Gauge::default(),
@@ -228,6 +232,11 @@ impl Metrics {
             "nodeclaims_terminated",
             "NodeClaims terminated, by nodepool and capacity type",
             self.nodeclaims_terminated.clone(),
+        );
+        r.register(
+            "nodeclaims_volume_detach_waits",
+            "NodeClaim terminations that waited for the drained node's VolumeAttachments to go, by result (detached, grace_period_elapsed)",
+            self.volume_detach_waits.clone(),
         );
         r.register(
             "nodeclaims_launch_failures",

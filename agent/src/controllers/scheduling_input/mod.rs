@@ -16,7 +16,7 @@ use kube::ResourceExt;
 
 use crate::api::{NodeClaim, NodeClass, NodePool, ParsedRequirements};
 use crate::catalog::daemonsets::{self, DaemonSet};
-use crate::catalog::Catalog;
+use crate::catalog::{volume_limits, Catalog};
 use crate::controllers::conditions;
 use crate::controllers::context::Context;
 use crate::controllers::disrupted::is_disrupted;
@@ -167,9 +167,16 @@ pub async fn build(ctx: &Context) -> Round {
         .set(input.unavailable.len() as i64);
     overhead_and_classes(ctx, &served.classes, &mut input);
     let (doomed, disrupted) = going_away(ctx);
-    let pods = pods(ctx, &doomed, &mut input).await;
+    let mut pods = pods(ctx, &doomed, &mut input).await;
     let mut usage: HashMap<String, Resources> = HashMap::new();
-    let with_node = nodes(ctx, pods.by_node, &mut input, &mut usage);
+    let attached = std::mem::take(&mut pods.attached);
+    let with_node = nodes(
+        ctx,
+        pods.by_node,
+        (&attached, &catalog),
+        &mut input,
+        &mut usage,
+    );
     in_flight(ctx, &served, &with_node, &mut input, &mut usage);
     let requirements = node_pools(&mut served, &usage, &mut input);
     // Zone IDs as the zones they name, from the subnets the NodeClasses resolved.
@@ -326,6 +333,8 @@ struct Pods {
     displaced: Vec<usize>,
     /// The bound pods of nodes that stay, per node.
     by_node: HashMap<String, Vec<crate::scheduler::BoundPod>>,
+    /// The EBS volumes (their claims, `namespace/name`) bound pods use, per node.
+    attached: HashMap<String, BTreeSet<String>>,
 }
 
 /// Pods: pending ones to place (those a Fargate profile takes left out), then displaced
@@ -335,6 +344,7 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
     let mut pending = Vec::new();
     let mut ignored: HashMap<&'static str, i64> = HashMap::new();
     let mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>> = HashMap::new();
+    let mut attached: HashMap<String, BTreeSet<String>> = HashMap::new();
     let fargate_profiles = ctx.fargate.profiles(ctx.cloud.as_ref(), &ctx.metrics).await;
     let mut held_for_fargate = std::collections::HashSet::new();
     for p in ctx.state.pods.in_name_order() {
@@ -392,6 +402,14 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
                         .or_default()
                         .push(crate::scheduler::BoundPod::shared(p.shape.clone()));
                 }
+                if !p.claims.is_empty() {
+                    let ebs = crate::scheduler::volumes::ebs_claims(
+                        p.namespace(),
+                        &p.claims,
+                        ctx.state.volumes.as_ref(),
+                    );
+                    attached.entry(node.clone()).or_default().extend(ebs);
+                }
             }
         }
     }
@@ -417,6 +435,7 @@ async fn pods(ctx: &Context, doomed: &HashMap<String, usize>, input: &mut Input)
         pending,
         displaced,
         by_node,
+        attached,
     }
 }
 
@@ -447,11 +466,62 @@ async fn volumes_not_ready(ctx: &Context, p: &PodRecord, e: &str) {
         .await;
 }
 
-/// The Nodes into `input`, with their bound pods, their capacity counted in their pool's
-/// `usage`; returns the NodeClaims that have a Node.
+/// EBS volumes a node's attach limit has room for: its CSINode's count for the EBS CSI
+/// driver, or, before the driver has registered there, the count the driver will report for
+/// the node's type; less the volumes its pods use and those still attached there that no pod
+/// of it uses (a volume being detached after its pod left, which kube-scheduler's
+/// NodeVolumeLimits counts too). A driver that sets no count, or a type the catalogue does
+/// not know, limits nothing, as in kube-scheduler.
+fn ebs_room(
+    ctx: &Context,
+    node: &K8sNode,
+    catalog: &Catalog,
+    in_use: Option<&BTreeSet<String>>,
+) -> i64 {
+    const UNLIMITED: i64 = 1 << 40;
+    let csi = ctx.state.volumes.csi_node(&node.name_any());
+    let limit = match csi
+        .as_ref()
+        .and_then(|c| c.limits.get(volume_limits::EBS_CSI_DRIVER))
+    {
+        Some(count) => count.unwrap_or(UNLIMITED),
+        None => node
+            .labels()
+            .get(labels::INSTANCE_TYPE)
+            .and_then(|t| catalog.get(t))
+            .map(|it| volume_limits::ebs_attach_limit(&it.record, Default::default()))
+            .unwrap_or(UNLIMITED),
+    };
+    let used = in_use.map_or(0, |v| v.len() as i64);
+    limit - used - lingering_attachments(ctx, &node.name_any(), in_use)
+}
+
+/// EBS VolumeAttachments on the node whose volume no claim in `in_use` is bound to.
+fn lingering_attachments(ctx: &Context, node: &str, in_use: Option<&BTreeSet<String>>) -> i64 {
+    use crate::scheduler::volumes::VolumeLookup;
+    let bound: BTreeSet<String> = in_use
+        .into_iter()
+        .flatten()
+        .filter_map(|key| {
+            let (ns, name) = key.split_once('/')?;
+            ctx.state.volumes.claim(ns, name)?.volume_name.clone()
+        })
+        .collect();
+    ctx.state
+        .volumes
+        .attachments_on(node)
+        .iter()
+        .filter(|a| a.attacher == volume_limits::EBS_CSI_DRIVER)
+        .filter(|a| a.volume.as_ref().is_some_and(|v| !bound.contains(v)))
+        .count() as i64
+}
+
+/// The Nodes into `input`, with their bound pods and the EBS volumes they can still attach,
+/// their capacity counted in their pool's `usage`; returns the NodeClaims that have a Node.
 fn nodes(
     ctx: &Context,
     mut by_node: HashMap<String, Vec<crate::scheduler::BoundPod>>,
+    (attached, catalog): (&HashMap<String, BTreeSet<String>>, &Catalog),
     input: &mut Input,
     usage: &mut HashMap<String, Resources>,
 ) -> BTreeSet<String> {
@@ -464,7 +534,7 @@ fn nodes(
             claims_with_node.insert(c.name_any());
         }
         let status = node.status.as_ref();
-        let allocatable = match node_resources(status.and_then(|s| s.allocatable.as_ref())) {
+        let mut allocatable = match node_resources(status.and_then(|s| s.allocatable.as_ref())) {
             Ok(r) => r,
             Err(e) => {
                 ctx.metrics.malformed("Node");
@@ -472,6 +542,10 @@ fn nodes(
                 continue;
             }
         };
+        allocatable.extended.insert(
+            volume_limits::EBS_ATTACH_RESOURCE.to_string(),
+            ebs_room(ctx, node, catalog, attached.get(&node.name_any())),
+        );
         let node_labels = node.labels().clone();
         if let Some(pool) = node_labels
             .get(labels::JOINER_NODEPOOL)
@@ -578,7 +652,8 @@ fn in_flight(
         for it in &types {
             let node_reqs = daemonsets::node_requirements(&pool, &requirements, it);
             let overhead = daemonsets::overhead(&input.daemonsets, &node_reqs, &taints);
-            let a = it.allocatable_with(&kubelet).minus(&overhead);
+            let a = volume_limits::with_ebs_limit(&it.allocatable_with(&kubelet), &it.record)
+                .minus(&overhead);
             alloc = Some(match alloc {
                 None => a,
                 Some(prev) => elementwise_min(&prev, &a),

@@ -55,8 +55,10 @@ pub enum Change {
     NodeOverlay(String),
     DaemonSet,
     Pdb,
-    /// A PersistentVolumeClaim, PersistentVolume or StorageClass changed.
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode changed.
     Volume,
+    /// A VolumeAttachment naming this node changed (empty: a relist).
+    VolumeAttachment(String),
 }
 
 pub struct ClusterState {

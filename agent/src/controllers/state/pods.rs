@@ -141,7 +141,8 @@ impl PodRecord {
 
     /// The pod as the scheduler reads it, held to where its volumes can be reached: the one
     /// way every path that places a pod (provisioning, the replacement of disrupted nodes,
-    /// consolidation's simulation) reads one. Err: why it cannot be placed yet.
+    /// consolidation's simulation) reads one, its EBS volumes among its requests (a node
+    /// attaches only so many). Err: why it cannot be placed yet.
     pub fn scheduler_pod_with(
         &self,
         volumes: &impl scheduler::volumes::VolumeLookup,
@@ -151,6 +152,8 @@ impl PodRecord {
             let alternatives =
                 scheduler::volumes::requirements(self.namespace(), &self.claims, volumes)?;
             scheduler::volumes::constrain(&mut pod, &alternatives);
+            let ebs = scheduler::volumes::ebs_claims(self.namespace(), &self.claims, volumes);
+            scheduler::volumes::request_attachments(&mut pod, ebs.len() as i64);
         }
         Ok(pod)
     }
@@ -520,10 +523,16 @@ mod tests {
             Arc::new(Ok(VolumeView {
                 terms: vec![zone.clone()],
                 deleting: false,
+                driver: Some("ebs.csi.aws.com".into()),
             })),
         );
         let placed = r.scheduler_pod_with(&volumes).unwrap();
         assert_eq!(placed.required_node_affinity, [zone.clone()]);
+        assert_eq!(
+            placed.requests.extended[crate::catalog::volume_limits::EBS_ATTACH_RESOURCE],
+            1,
+            "its EBS volume counts against the node's attach limit"
+        );
         let moved = r.movable_with(&volumes).unwrap();
         assert_eq!(moved.to_pod(), placed);
         assert!(

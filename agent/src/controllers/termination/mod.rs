@@ -1,6 +1,7 @@
 //! Termination, driven by the `joiner.dev/termination` finalizer on NodeClaims and their
-//! Nodes: cordon, drain ([`drain`]: the Eviction API, so PodDisruptionBudgets hold), then
-//! terminate the instance, remove the Node, and release the claim.
+//! Nodes: cordon, drain ([`drain`]: the Eviction API, so PodDisruptionBudgets hold), wait for
+//! the drained pods' volumes to detach ([`detach`]), then terminate the instance, remove the
+//! Node, and release the claim.
 //!
 //! Do-not-disrupt (`karpenter.sh/do-not-disrupt`, `joiner.dev/do-not-disrupt`): on a
 //! Node it blocks a *voluntary* termination from starting; on a pod it keeps that pod from
@@ -15,6 +16,7 @@
 //! the node's do-not-disrupt holds only until that first deletion falls due. Then the
 //! instance is terminated and the Node and claim go.
 
+pub mod detach;
 pub mod drain;
 
 use std::time::Duration;
@@ -139,8 +141,8 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     None
 }
 
-/// The steps in order: empty the node, terminate the instance, remove the Node, then
-/// release the claim. `Err`: when to look again (at the step that has to wait).
+/// The steps in order: empty the node, wait for its volumes to detach ([`detach`]),
+/// terminate the instance, remove the Node, then release the claim. `Err`: when to look again (at the step that has to wait).
 async fn take_down(
     ctx: &Context,
     claim: &NodeClaim,
@@ -149,6 +151,7 @@ async fn take_down(
 ) -> Result<(), Duration> {
     if let Some(node) = node {
         empty_node(ctx, claim, node, reason).await?;
+        detach::await_detachment(ctx, claim, node, reason).await?;
     }
     terminate_instance(ctx, claim).await?;
     if let Some(node) = node {

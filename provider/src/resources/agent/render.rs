@@ -96,6 +96,9 @@ fn cluster_rules(m: &AgentModel) -> Json {
         // Volume topology: where a pod's claims let it run.
         {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["get", "list", "watch"]},
+        // Attach limits (CSINodes) and, before an instance is terminated, its volumes'
+        // detachment (VolumeAttachments): read only, the attach-detach controller writes them.
+        {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]},
         {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
@@ -479,5 +482,29 @@ mod tests {
             .filter(|r| r.as_str().is_some_and(|r| r.starts_with("pods/")))
             .collect();
         assert_eq!(pod_subresources, [&json!("pods/eviction")]);
+    }
+
+    /// Attach limits and volume detachment are read, never written: the kubelet writes
+    /// CSINodes and the attach-detach controller VolumeAttachments.
+    #[test]
+    fn storage_objects_are_only_read() {
+        let rules = cluster_rules(&AgentModel::default());
+        for resource in ["csinodes", "volumeattachments", "storageclasses"] {
+            let verbs: Vec<String> = rules
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["apiGroups"] == json!(["storage.k8s.io"]))
+                .filter(|r| {
+                    r["resources"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&json!(resource))
+                })
+                .flat_map(|r| r["verbs"].as_array().unwrap().clone())
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(verbs, ["get", "list", "watch"], "{resource}");
+        }
     }
 }
