@@ -38,7 +38,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 const VOLUME_ZONE_LABELS: &[&str] = &[ZONE, "failure-domain.beta.kubernetes.io/zone"];
 
 /// kube-scheduler's VolumeBinding reasons (`volumebinding/binder.go`).
-pub const NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+pub const NODE_CONFLICT: &str = "node(s) didn't match PersistentVolume's node affinity";
 pub const BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
 pub const UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 /// VolumeZone's reason (`volumezone/volume_zone.go`).

@@ -21,4 +21,5 @@ mod image;
 mod image_push;
 mod irsa;
 mod runner;
+mod scheduler_differential;
 mod volumes;

