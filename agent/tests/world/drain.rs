@@ -3,15 +3,17 @@
 //! the Eviction API refuses and nothing leaves; from it the pods are deleted, then the
 //! instance is terminated in the emulator and the Node and NodeClaim go.
 //!
-//! The agent runs under the rendered roles, which kube-sim enforces, so this also proves the
-//! permission the deletions need; the e2e `agent_rbac` test runs the same scenario under
-//! the rendered ClusterRole on the real control plane.
+//! The agent runs under the rendered roles, which kube-sim and the real API server enforce,
+//! so this also proves the permission the deletions need. The same body runs on the real
+//! control plane (kube-controller-manager's disruption controller keeping the PDB's status,
+//! the real Eviction API refusing); the e2e `agent_rbac` test runs the scenario again with
+//! the agent deployed by Terraform.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joiner_agent::api::NodeClaim;
-use joiner_agent_world::{wait_for, Agent, Opts, World};
+use joiner_agent_world::{wait_for, Agent, Opts, Target, World};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -140,7 +142,11 @@ async fn assert_held_before(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_holds_the_drain_until_the_termination_grace_period_then_the_node_goes() {
-    let w = World::start(Opts::default()).await;
+    held_drain_ends_at_the_grace_period(Target::Sim).await
+}
+
+async fn held_drain_ends_at_the_grace_period(target: Target) {
+    let w = World::start(Opts::on(target)).await;
     let agent = held_workload(&w).await;
 
     // The node of the first pod, its claim, its instance, and the pods on it.
@@ -229,5 +235,28 @@ async fn a_pdb_holds_the_drain_until_the_termination_grace_period_then_the_node_
         || async { (w.running(APP).await == 2).then_some(()) },
     )
     .await;
+    // The rendered roles allowed every call the drain made: the API server refused none.
+    let metrics = w.metrics(agent.metrics).await;
+    let forbidden: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("joiner_kubernetes_errors_total{") && l.contains("code=\"403\""))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "[{}] calls the agent's roles did not allow: {forbidden:?}",
+        w.target_name()
+    );
     drop(agent);
+}
+
+/// What runs only on the real control plane (kube-apiserver, kube-scheduler, KWOK): `#[ignore]`d
+/// in the main pass, selected by this module's path after `scripts/test` has built it.
+mod real_control_plane {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "the real control plane only: scripts/test runs it (`-- --ignored real_control_plane::`) once `scripts/install-tools.sh --go-cluster` has built it"]
+    async fn a_pdb_holds_the_drain_until_the_termination_grace_period_then_the_node_goes() {
+        held_drain_ends_at_the_grace_period(Target::ControlPlane).await
+    }
 }

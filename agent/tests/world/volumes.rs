@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use joiner_agent::api::NodeClaim;
-use joiner_agent_world::{sdk_config, wait_for, Opts, World, QUEUE};
+use joiner_agent_world::ebs_provisioner::EbsProvisioner;
+use joiner_agent_world::pod_watch::{running_on, PodWatch};
+use joiner_agent_world::{sdk_config, wait_for, Opts, Target, World, QUEUE};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -111,14 +113,29 @@ async fn running_pods(w: &World, app: &str, n: usize) -> Vec<Pod> {
 /// for Spot) gets its nodes there; its claims are provisioned there and its pods run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateful_set_gets_nodes_in_the_zone_its_storage_class_allows() {
-    let w = World::start(Opts::default()).await;
+    stateful_set_in_its_classes_zone(Target::Sim).await
+}
+
+/// On the real control plane kube-scheduler's VolumeBinding picks the node and binds the
+/// pods; the harness plays the EBS CSI driver's provisioner ([`EbsProvisioner`]).
+async fn stateful_set_in_its_classes_zone(target: Target) {
+    let w = World::start(Opts::on(target)).await;
+    let _provisioner =
+        (target == Target::ControlPlane).then(|| EbsProvisioner::start(w.client.clone()));
     w.node_class("default").await;
     w.node_pool("default", World::general_pool_spec("default"))
         .await;
     let agent = w.agent(&[]).await;
     storage_class(&w, "only-c", "WaitForFirstConsumer", "us-east-1c").await;
+    let verdicts = PodWatch::start(w.client.clone(), "default", "db").await;
     stateful_set(&w, "db", 2, "only-c").await;
     let pods = running_pods(&w, "db", 2).await;
+    assert_eq!(
+        verdicts.volume_zone_verdicts(),
+        [],
+        "[{}] no pod waited on its volumes' zone",
+        w.target_name()
+    );
     for p in &pods {
         assert_eq!(zone_of(&w, p).await, "us-east-1c", "{}", p.name_any());
         let claim = format!("data-{}", p.name_any());
@@ -247,6 +264,147 @@ async fn a_spot_interruption_replaces_a_volume_pods_node_in_its_volumes_zone() {
     agent.stop().await.expect("graceful stop");
 }
 
+/// The messages of the agent's `Disrupting` Events (on NodeClaims and Nodes).
+async fn disrupting_events(w: &World) -> Vec<String> {
+    let mut out = Vec::new();
+    for ns in ["default", "joiner"] {
+        let api: Api<Event> = Api::namespaced(w.client.clone(), ns);
+        for e in api.list(&Default::default()).await.unwrap().items {
+            if e.reason.as_deref() == Some("Disrupting") {
+                out.push(e.message.unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// The disruption settings of the drift test's pools: only the test disrupts.
+fn no_consolidation() -> serde_json::Value {
+    json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never",
+           "budgets": [{"nodes": "100%"}]})
+}
+
+/// The node of a StatefulSet pod drifts (its NodeClass selects another image) while a node
+/// of another pool, in the cheapest zone, has room for it. The pod may only go where its
+/// volume is: the agent launches the replacement in us-east-1c before draining, and the
+/// pod, recreated under its name, binds there, never refused for its volume's zone. (A
+/// disruption that read the pod without its volume would find it room on the cheaper node,
+/// drain at once, and leave it Pending on its volume's node affinity.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drifted_volume_pods_node_is_replaced_in_its_volumes_zone() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    w.node_class("spare").await;
+    let mut db_pool = World::general_pool_spec("default");
+    db_pool["weight"] = json!(50);
+    db_pool["disruption"] = no_consolidation();
+    w.node_pool("db", db_pool).await;
+    let mut spare_pool = World::general_pool_spec("spare");
+    spare_pool["disruption"] = no_consolidation();
+    w.node_pool("spare", spare_pool).await;
+    let agent = w.agent(&[]).await;
+    // A small pod held to the spare pool: its node, in the cheapest zone, has room to spare.
+    w.deployment_with(
+        "filler",
+        1,
+        "250m",
+        "256Mi",
+        json!({}),
+        json!({"nodeSelector": {"karpenter.sh/nodepool": "spare"}}),
+    )
+    .await;
+    let spare = running_pods(&w, "filler", 1).await.remove(0);
+    let spare_zone = zone_of(&w, &spare).await;
+    assert_ne!(
+        spare_zone, "us-east-1c",
+        "the spare room is outside the volume's zone"
+    );
+
+    storage_class(&w, "only-c", "WaitForFirstConsumer", "us-east-1c").await;
+    let mut pods = PodWatch::start(w.client.clone(), "default", "db").await;
+    stateful_set(&w, "db", 1, "only-c").await;
+    let db_node = |p: &std::collections::BTreeMap<String, Pod>| {
+        p.get("db-0").and_then(running_on).map(str::to_string)
+    };
+    let first = pods
+        .until("db-0 Running", Duration::from_secs(120), db_node)
+        .await;
+    let node: Node = Api::all(w.client.clone()).get(&first).await.unwrap();
+    assert_eq!(node.labels()[ZONE], "us-east-1c");
+    assert_eq!(
+        node.labels()["karpenter.sh/nodepool"],
+        "db",
+        "the heavier pool"
+    );
+    // Refusals of the spare node while db-0 waited for its first node are the scheduler's
+    // due; from the drift on, none may come.
+    let before = pods.verdicts().len();
+
+    let images = w
+        .ec2
+        .describe_images()
+        .owners("amazon")
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("architecture")
+                .values("x86_64")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let other = images
+        .images()
+        .iter()
+        .filter_map(|i| i.image_id())
+        .find(|id| *id != w.image_id)
+        .unwrap()
+        .to_string();
+    Api::<joiner_agent::api::NodeClass>::all(w.client.clone())
+        .patch(
+            "default",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"amiSelectorTerms": [{"id": other}]}})),
+        )
+        .await
+        .expect("NodeClass patch");
+    let second = pods
+        .until(
+            "db-0 Running on its drifted node's replacement",
+            Duration::from_secs(180),
+            |p| db_node(p).filter(|n| *n != first),
+        )
+        .await;
+    let node: Node = Api::all(w.client.clone()).get(&second).await.unwrap();
+    assert_eq!(node.labels()[ZONE], "us-east-1c");
+    assert_eq!(volume_zone(&w, "data-db-0").await, "us-east-1c");
+    let refused: Vec<_> = pods.verdicts()[before..]
+        .iter()
+        .filter(|v| v.names_a_volume_zone())
+        .cloned()
+        .collect();
+    assert_eq!(refused, [], "db-0 never waited on its volume's zone");
+    // The drift was decided knowing the pod needs a node in its volume's zone, not room
+    // on the spare node.
+    let decisions = disrupting_events(&w).await;
+    assert!(
+        decisions
+            .iter()
+            .any(|m| m.contains("drifted") && m.contains("replaced by 1 new node(s)")),
+        "{decisions:?}"
+    );
+    assert_eq!(
+        running_pods(&w, "filler", 1).await[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_name,
+        spare.spec.as_ref().unwrap().node_name,
+        "the spare node was not disrupted"
+    );
+    agent.stop().await.expect("graceful stop");
+}
+
 /// An SQS queue the agent reads interruption messages from: the one the world's agent
 /// policy lets it read.
 struct SpotQueue {
@@ -289,5 +447,17 @@ impl SpotQueue {
             .send()
             .await
             .unwrap();
+    }
+}
+
+/// What runs only on the real control plane (kube-apiserver, kube-scheduler, KWOK): `#[ignore]`d
+/// in the main pass, selected by this module's path after `scripts/test` has built it.
+mod real_control_plane {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "the real control plane only: scripts/test runs it (`-- --ignored real_control_plane::`) once `scripts/install-tools.sh --go-cluster` has built it"]
+    async fn a_stateful_set_gets_nodes_in_the_zone_its_storage_class_allows() {
+        stateful_set_in_its_classes_zone(Target::ControlPlane).await
     }
 }

@@ -21,7 +21,9 @@
 pub mod checker;
 pub mod claim_log;
 pub mod crd_rules;
+pub mod ebs_provisioner;
 pub mod kwok;
+pub mod pod_watch;
 pub mod rbac;
 
 use std::future::Future;
@@ -67,10 +69,10 @@ pub struct World {
     /// When this world began starting, after any wait for its turn (see [`WORLDS`]): the
     /// origin of a scenario's elapsed-time prints.
     pub began: Instant,
-    /// On kube-sim: the agent's own kubeconfig, a token of the ServiceAccount `joiner_agent`
-    /// renders, under its rendered roles (see [`rbac`]). A real control plane's agent keeps
-    /// the admin kubeconfig.
-    agent_kubeconfig: Option<rbac::AgentKubeconfig>,
+    /// The agent's own kubeconfig: a token of the ServiceAccount `joiner_agent` renders,
+    /// under its rendered roles (see [`rbac`]), which kube-sim and the real API server both
+    /// enforce.
+    agent_kubeconfig: rbac::AgentKubeconfig,
     // Last: released once everything above has stopped.
     _slot: Slot,
 }
@@ -428,14 +430,9 @@ impl World {
         )
         .await
         .expect("namespace joiner");
-        let agent_kubeconfig = match cluster.sim() {
-            Some(_) => {
-                rbac::apply(&client, &rbac::rendered(CLUSTER, None)).await;
-                let token = rbac::token(&client).await;
-                Some(rbac::write_kubeconfig(&server.0, &server.1, &token))
-            }
-            None => None,
-        };
+        rbac::apply(&client, &rbac::rendered(CLUSTER, None)).await;
+        let token = rbac::token(&client).await;
+        let agent_kubeconfig = rbac::write_kubeconfig(&server.0, &server.1, &token);
         World {
             _bridge_stop: bridge_stop,
             moto,
@@ -491,16 +488,13 @@ impl World {
         ))
     }
 
-    /// The kubeconfig the agent runs with: its ServiceAccount's on kube-sim.
+    /// The kubeconfig the agent runs with: its ServiceAccount's.
     pub fn agent_kubeconfig_path(&self) -> &std::path::Path {
-        match &self.agent_kubeconfig {
-            Some(k) => &k.path,
-            None => self.cluster.kubeconfig_path(),
-        }
+        &self.agent_kubeconfig.path
     }
 
     /// Replaces the agent's ClusterRole with the rendered one minus `verb` on `resource`
-    /// (the refused-permission tests). On kube-sim only: elsewhere the agent is admin.
+    /// (the refused-permission tests).
     pub async fn remove_agent_rule_verb(&self, resource: &str, verb: &str) {
         let role = rbac::cluster_role(&rbac::rendered(CLUSTER, None));
         self.set_agent_cluster_role(rbac::without_verb(role, resource, verb))
@@ -530,10 +524,6 @@ impl World {
     }
 
     async fn set_agent_cluster_role(&self, role: serde_json::Value) {
-        assert!(
-            self.agent_kubeconfig.is_some(),
-            "the agent runs under RBAC on kube-sim only"
-        );
         let name = role["metadata"]["name"].as_str().unwrap_or_default();
         let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(self.client.clone());
         roles
@@ -661,12 +651,10 @@ impl World {
             );
         }
         // Adopting from Karpenter's namespace: the roles `joiner_agent` renders for that.
-        if let (Some(_), Some(i)) = (
-            &self.agent_kubeconfig,
-            extra
-                .iter()
-                .position(|a| *a == "--adopt-karpenter-namespace"),
-        ) {
+        if let Some(i) = extra
+            .iter()
+            .position(|a| *a == "--adopt-karpenter-namespace")
+        {
             let objects = rbac::rendered(CLUSTER, extra.get(i + 1).copied());
             rbac::apply(&self.client, &objects).await;
         }

@@ -1,9 +1,9 @@
-//! The agent's Kubernetes identity in a kube-sim world: the ServiceAccount, ClusterRole,
-//! Role and bindings `joiner_agent` renders (the provider's own `render::objects`, never
-//! copied by hand), applied by the admin, and a TokenRequest token of that ServiceAccount
-//! in a kubeconfig that holds nothing else. kube-sim enforces RBAC, so the agent may do
-//! what those roles grant and no more, as on a real cluster; tests and every other client
-//! of the world keep the admin credential.
+//! The agent's Kubernetes identity in a world: the ServiceAccount, ClusterRole, Role and
+//! bindings `joiner_agent` renders (the provider's own `render::objects`, never copied by
+//! hand), applied by the admin, and a TokenRequest token of that ServiceAccount in a
+//! kubeconfig that holds nothing else. kube-sim and the real API server both enforce RBAC,
+//! so the agent may do what those roles grant and no more, as on a real cluster; tests and
+//! every other client of the world keep the admin credential.
 
 use std::path::PathBuf;
 

@@ -3,8 +3,9 @@
 //! Starts the AWS emulator and kube-sim (EC2 bridge, Fargate simulation, the agent's image
 //! run as the locally built `joiner-agent`), creates the network the example discovers,
 //! applies the example with the real Terraform CLI and the provider from this build, then
-//! plays: the seed's scale-out (4 → 100 replicas), a Spot interruption storm, a reviewed
-//! NodePool change, the scale-in, and `terraform destroy` with a check that nothing is left.
+//! plays: the seed's scale-out (4 → 100 replicas, beside a StatefulSet whose pods each claim
+//! an EBS volume), a Spot interruption storm, a reviewed NodePool change, the scale-in, and
+//! `terraform destroy` with a check that nothing is left.
 //! It prints a live progress line and a summary table, and draws the timeline as SVG.
 //!
 //! Driven by `scripts/sandbox`, which builds the binaries first. Every step that depends on
@@ -19,6 +20,7 @@ mod pricing;
 mod procs;
 mod recorder;
 mod scenarios;
+mod stateful;
 mod summary;
 mod terraform;
 mod timeline;
@@ -74,6 +76,12 @@ pub struct Args {
     pub min_replicas: i32,
     #[arg(long, default_value_t = 100)]
     pub max_replicas: i32,
+    /// Pods of the StatefulSet with volumes beside the seed's Deployment, before and after
+    /// the scale-out.
+    #[arg(long, default_value_t = 3)]
+    pub min_stateful: i32,
+    #[arg(long, default_value_t = 9)]
+    pub max_stateful: i32,
     /// Share of the Spot nodes that get an interruption warning.
     #[arg(long, default_value_t = 0.3)]
     pub storm_share: f64,

@@ -13,6 +13,7 @@ use crate::cloud::Cloud;
 use crate::cluster::{self, Snapshot};
 use crate::procs::{self, Proc};
 use crate::recorder::Recorder;
+use crate::stateful::VolumePods;
 use crate::summary::{Figures, IamFigures};
 use crate::terraform::Terraform;
 use crate::Args;
@@ -41,6 +42,8 @@ struct World {
     figures: Figures,
     /// Workload pods that were lost: bound to a node EC2 took back, or Failed.
     lost: HashSet<String>,
+    /// The StatefulSet's pods, watched from before their creation (`crate::stateful`).
+    volume_pods: Option<VolumePods>,
     destroyed: bool,
     /// Prometheus scraping the agents (`crate::monitoring`), from the apply on.
     prometheus: Option<joiner_test_support::prometheus::Prometheus>,
@@ -78,6 +81,7 @@ pub async fn play(args: Args) -> i32 {
             ..Default::default()
         },
         lost: HashSet::new(),
+        volume_pods: None,
         destroyed: false,
         prometheus: None,
         unexpected_alerts: Vec::new(),
@@ -90,6 +94,7 @@ pub async fn play(args: Args) -> i32 {
     w.rec.finish_line();
     w.figures.total_secs = w.rec.now();
     w.figures.pods_lost = w.lost.len();
+    w.figures.stateful = w.volume_pods.as_ref().map(VolumePods::figures);
     // kube_sim::aws::USER_DATA_REFUSED_LOG, logged once per instance whose user data nodeadm
     // or Bottlerocket's settings model refused (kube-sim runs as a process here).
     w.figures.nodes_refused_by_nodeadm = std::fs::read_to_string(w.work.join("kube-sim.log"))
@@ -206,6 +211,13 @@ pub async fn play(args: Args) -> i32 {
             );
             code = 1;
         }
+    }
+    for wait in w.figures.stateful.iter().flat_map(|f| &f.zone_waits) {
+        eprintln!(
+            "sandbox: FAILED: pod {} waited on its volume's zone: the scheduler refused nodes that cannot reach its volume ({})",
+            wait.pod, wait.message
+        );
+        code = 1;
     }
     if code == 0 && w.figures.pods_lost > 0 {
         eprintln!(
@@ -407,19 +419,47 @@ async fn run(w: &mut World) -> Result<()> {
         ),
     );
     cluster::create_workload(&client, w.args.min_replicas, spread.as_deref()).await?;
-    let n = w.args.min_replicas as usize;
-    wait_for(w, 120, &format!("{n} pods Running"), |s| {
-        s.running() == n && s.pending() == 0
-    })
+    let volume_pods = VolumePods::start(client.clone()).await;
+    w.volume_pods = Some(volume_pods.clone());
+    step(
+        w,
+        &format!(
+            "1/5 beside it: StatefulSet {} of {} pods, each claiming 8 GiB through StorageClass {} ({}, WaitForFirstConsumer)",
+            crate::stateful::NAME,
+            w.args.min_stateful,
+            crate::stateful::CLASS,
+            "ebs.csi.aws.com"
+        ),
+    );
+    crate::stateful::create(&client, w.args.min_stateful).await?;
+    let (n, m) = (w.args.min_replicas as usize, w.args.min_stateful as usize);
+    let vp = volume_pods.clone();
+    wait_for(
+        w,
+        120,
+        &format!("{n} pods and {m} volume pods Running"),
+        move |s| s.running() == n && s.pending() == 0 && vp.running() == m,
+    )
     .await
     .map_err(|e| no_capacity_hint(e, w))?;
-    step(w, &format!("1/5 scale to {}", w.args.max_replicas));
+    step(
+        w,
+        &format!(
+            "1/5 scale to {} (and the StatefulSet to {})",
+            w.args.max_replicas, w.args.max_stateful
+        ),
+    );
     cluster::scale(&client, w.args.max_replicas).await?;
+    crate::stateful::scale(&client, w.args.max_stateful).await?;
     w.rec.mark(&format!("scale to {}", w.args.max_replicas));
-    let n = w.args.max_replicas as usize;
-    let secs = wait_for(w, 240, &format!("{n} pods Running"), |s| {
-        s.running() == n && s.pending() == 0
-    })
+    let (n, m) = (w.args.max_replicas as usize, w.args.max_stateful as usize);
+    let vp = volume_pods.clone();
+    let secs = wait_for(
+        w,
+        240,
+        &format!("{n} pods and {m} volume pods Running"),
+        move |s| s.running() == n && s.pending() == 0 && vp.running() == m,
+    )
     .await?;
     let snap = latest(w).await?;
     w.figures.scale_out_secs = Some(secs);
@@ -914,7 +954,20 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
     let k = ((total as f64 * w.args.storm_share).ceil() as usize).clamp(1, total);
     // Every third-or-so node rather than the first k, so the storm hits every zone.
     let step_by = (total / k).max(1);
-    let warned: Vec<(String, String)> = spot.iter().step_by(step_by).take(k).cloned().collect();
+    let mut warned: Vec<(String, String)> = spot.iter().step_by(step_by).take(k).cloned().collect();
+    // At least one warned node carries a pod of the StatefulSet, whose replacement must go
+    // where its volume is.
+    let volume_nodes = w
+        .volume_pods
+        .as_ref()
+        .map(VolumePods::nodes)
+        .unwrap_or_default();
+    if !warned.iter().any(|(n, _)| volume_nodes.contains(n)) {
+        if let Some(v) = spot.iter().find(|(n, _)| volume_nodes.contains(n)) {
+            warned.pop();
+            warned.push(v.clone());
+        }
+    }
     let ids: Vec<String> = warned.iter().map(|(_, id)| id.clone()).collect();
     // Watched from before the first warning: replacement before drain means no pod waits.
     let pending = crate::pending::PendingWatch::start(client.clone(), cluster::NAMESPACE).await;
@@ -993,15 +1046,18 @@ async fn storm(w: &mut World, client: &Client) -> Result<()> {
             reclaim.len()
         ),
     );
-    let n = w.args.max_replicas as usize;
+    let (n, m) = (w.args.max_replicas as usize, w.args.max_stateful as usize);
     let names2 = names.clone();
+    let vp = w.volume_pods.clone().context("no StatefulSet watch")?;
     wait_for(
         w,
         180,
-        &format!("{n} pods Running again after the storm"),
+        &format!("{n} pods and {m} volume pods Running again after the storm"),
         move |s| {
             s.running() == n
                 && s.pending() == 0
+                && vp.running() == m
+                && vp.nodes().is_disjoint(&names2)
                 && !s
                     .pods
                     .iter()
@@ -1235,15 +1291,26 @@ fn same_shape(guide: &str, plan: &str) -> std::result::Result<(), String> {
 /// 4/5: back to the minimum; consolidation removes what is no longer needed.
 async fn scale_in(w: &mut World, client: &Client) -> Result<()> {
     let min = w.args.min_replicas;
-    step(w, &format!("4/5 scale back to {min}; consolidation"));
+    step(
+        w,
+        &format!(
+            "4/5 scale back to {min} (and the StatefulSet to {}); consolidation",
+            w.args.min_stateful
+        ),
+    );
     let before = cluster::snapshot(client).await?.ec2_nodes().count();
     cluster::scale(client, min).await?;
+    crate::stateful::scale(client, w.args.min_stateful).await?;
     w.rec.mark(&format!("scale to {min}"));
     let start = Instant::now();
-    let n = min as usize;
-    wait_for(w, 60, &format!("{n} pods Running"), |s| {
-        s.running() == n && s.pending() == 0
-    })
+    let (n, m) = (min as usize, w.args.min_stateful as usize);
+    let vp = w.volume_pods.clone().context("no StatefulSet watch")?;
+    wait_for(
+        w,
+        60,
+        &format!("{n} pods and {m} volume pods Running"),
+        move |s| s.running() == n && s.pending() == 0 && vp.running() == m,
+    )
     .await?;
     // Done when the node count has not changed for `settle`, or at the limit.
     let settle = Duration::from_secs(45);
@@ -1286,6 +1353,23 @@ async fn scale_in(w: &mut World, client: &Client) -> Result<()> {
             limit.as_secs()
         );
     }
+    let vp = w.volume_pods.clone().context("no StatefulSet watch")?;
+    let vp2 = vp.clone();
+    wait_for(w, 60, &format!("{m} volume pods Running"), move |_| {
+        vp2.running() == m
+    })
+    .await?;
+    let f = vp.figures();
+    step(
+        w,
+        &format!(
+            "4/5 StatefulSet {}: {} pods placed, {} of them replacements; {} waited on a volume's zone",
+            crate::stateful::NAME,
+            f.placed,
+            f.replaced,
+            f.zone_waits.len()
+        ),
+    );
     Ok(())
 }
 

@@ -24,6 +24,8 @@ pub struct Figures {
     /// the scheduler itself (recreated, not yet bound).
     pub storm_waits: Option<crate::pending::Figures>,
     pub pods_lost: usize,
+    /// The StatefulSet with volumes: pods placed and replaced, and waits on a volume's zone.
+    pub stateful: Option<crate::stateful::Figures>,
     /// Instances whose user data kube-sim's bridge refused, as nodeadm or Bottlerocket would
     /// (never Nodes).
     pub nodes_refused_by_nodeadm: Option<usize>,
@@ -226,6 +228,29 @@ impl Figures {
                     .unwrap_or_else(|| "—".into()),
             ),
             ("pods lost (must be 0)".into(), self.pods_lost.to_string()),
+            (
+                "StatefulSet with EBS volumes (WaitForFirstConsumer): pods placed / replaced".into(),
+                match &self.stateful {
+                    Some(f) => format!(
+                        "{} / {}{}",
+                        f.placed,
+                        f.replaced,
+                        if f.relisted {
+                            ", at least: the watch relisted"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => "—".into(),
+                },
+            ),
+            (
+                "StatefulSet: pods that waited on their volume's zone (must be 0)".into(),
+                self.stateful
+                    .as_ref()
+                    .map(|f| f.zone_waits.len().to_string())
+                    .unwrap_or_else(|| "—".into()),
+            ),
             (
                 "nodes refused by the bridge: user data nodeadm or Bottlerocket refuses (must be 0)".into(),
                 self.nodes_refused_by_nodeadm
