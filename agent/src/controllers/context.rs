@@ -3,7 +3,7 @@
 //! of its own below the controllers, so that each imports it as a sibling and none reaches
 //! back up into the composition root that starts them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -45,6 +45,9 @@ pub struct Context {
     /// Written by interruption as it disrupts a claim; read by provisioning and termination
     /// (see [`InterruptionSent`]).
     pub interruption_sent: Mutex<HashMap<String, InterruptionSent>>,
+    /// The terminating claims waiting for their volumes to detach (termination's), so that
+    /// each wait is logged and counted once, when it ends.
+    pub detach_waits: Mutex<HashSet<String>>,
 }
 
 /// When an interruption's message became visible in the queue, per disrupted NodeClaim:
@@ -78,6 +81,7 @@ impl Context {
             batch_seen: Mutex::new(HashMap::new()),
             fargate: Default::default(),
             interruption_sent: Mutex::new(HashMap::new()),
+            detach_waits: Mutex::new(HashSet::new()),
         })
     }
 }

@@ -223,6 +223,25 @@ async fn terminate_held(w: &World, grace_secs: i64) -> (String, String, String, 
     (node, claim.name_any(), instance, deadline)
 }
 
+/// The `db` pod once the scheduler has bound it to a node other than `node`.
+async fn bound_elsewhere(w: &World, node: &str) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), "default");
+    let lp = ListParams::default().labels(&format!("app={APP}"));
+    wait_for(
+        "the db pod bound to another node",
+        Duration::from_secs(180),
+        || async {
+            pods.list(&lp)
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|p| !node_of(p).is_empty() && node_of(p) != node)
+        },
+    )
+    .await
+}
+
 /// Waits until the agent says, on the Node, that it waits for the node's attachments: the
 /// drain is over and the instance's termination is next.
 async fn awaiting_detachment(w: &World, node: &str) -> String {
@@ -269,15 +288,22 @@ async fn termination_waits_for_the_drained_pods_volumes_to_detach() {
         held.iter().all(|a| a.metadata.deletion_timestamp.is_some()),
         "the pod was drained: its volume is being detached"
     );
-    // The pod moved; its node stays up while the volume is attached there.
-    running(&w, 1).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The pod was recreated on another node, where it cannot start: its ReadWriteOnce
+    // volume is still attached to the old node (the attach-detach controller's
+    // Multi-Attach refusal). The old node stays up meanwhile.
+    let moved = bound_elsewhere(&w, &node).await;
+    assert_ne!(
+        moved.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running"),
+        "the moved pod waits for its volume"
+    );
     assert!(
         is_live(&w, &instance).await,
         "the instance is not terminated while its volume is attached"
     );
     assert!(!attachments_on(&w, &node).await.is_empty());
-    // The driver detaches: the attachment goes, then the instance.
+    // The driver detaches: the attachment goes, the pod starts where it moved, and the
+    // instance goes.
     set_detach_delay(&w, &node, 0).await;
     wait_for(
         "the node's attachments gone",
@@ -285,6 +311,7 @@ async fn termination_waits_for_the_drained_pods_volumes_to_detach() {
         || async { attachments_on(&w, &node).await.is_empty().then_some(()) },
     )
     .await;
+    running(&w, 1).await;
     let claims: Api<NodeClaim> = Api::all(w.client.clone());
     wait_for(
         "the instance terminated and the NodeClaim gone",
@@ -303,7 +330,9 @@ async fn termination_waits_for_the_drained_pods_volumes_to_detach() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_termination_grace_period_bounds_the_wait_for_detachment() {
-    const GRACE: i64 = 25;
+    // Long enough for the replacement's launch and the drain on a loaded machine: the
+    // wait must begin before the deadline.
+    const GRACE: i64 = 60;
     let (w, agent) = volume_world(&format!("{GRACE}s"), 1).await;
     let (node, claim, instance, deadline) = terminate_held(&w, GRACE).await;
     awaiting_detachment(&w, &node).await;

@@ -15,8 +15,17 @@
 //!   detached the volume, which takes the Node's detach delay
 //!   ([`DETACH_DELAY_ANNOTATION`], none by default), counted from the deletion.
 //!
+//! - Multi-attach: a volume whose PersistentVolume allows one node at a time
+//!   (`ReadWriteOnce`, `ReadWriteOncePod`) is not attached to a second node while an
+//!   attachment to another remains, being deleted or not, as the attach-detach controller
+//!   refuses it ("Multi-Attach error ... Volume is already exclusively attached to one node",
+//!   `pkg/controller/volume/attachdetach/reconciler/reconciler.go`). The kubelet starts a
+//!   pod only once every such volume is attached to its node ([`volumes_attached`]), so a
+//!   pod moved off a node whose volume has not detached yet waits, as on EKS.
+//!
 //! Not modelled: the kubelet's volumesInUse report (the controller detaches as soon as the
-//! pod is gone, not once the volume is unmounted), inline CSI volumes, multi-attach errors.
+//! pod is gone, not once the volume is unmounted), inline CSI volumes, the Multi-Attach
+//! Event on the waiting pod.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -195,6 +204,8 @@ fn kinds(store: &Store) -> Option<Kinds> {
 /// One attachment the cluster wants: a CSI volume on a node.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Wanted {
+    /// The PersistentVolume allows one node at a time.
+    exclusive: bool,
     volume: String,
     driver: String,
     handle: String,
@@ -244,6 +255,7 @@ fn desired(store: &Store, k: &Kinds, nodes: &BTreeSet<String>) -> BTreeSet<Wante
                 continue;
             };
             out.insert(Wanted {
+                exclusive: exclusive(pv),
                 volume: name_of(pv).to_string(),
                 driver: driver.to_string(),
                 handle: handle.to_string(),
@@ -290,6 +302,44 @@ fn attach(store: &Store, k: &Kinds, w: &Wanted) {
     });
 }
 
+/// Whether a PersistentVolume may be attached to one node only (no `ReadWriteMany` or
+/// `ReadOnlyMany` among its access modes).
+fn exclusive(pv: &Value) -> bool {
+    !pv["spec"]["accessModes"].as_array().is_some_and(|modes| {
+        modes
+            .iter()
+            .any(|m| m == "ReadWriteMany" || m == "ReadOnlyMany")
+    })
+}
+
+/// Whether every CSI volume of `pod` is attached to `node` (the kubelet's wait before it
+/// starts the pod's containers). Pods without such volumes are never held.
+pub fn volumes_attached(store: &Store, pod: &Value, node: &str) -> bool {
+    let Some(k) = kinds(store) else { return true };
+    let ns = namespace_of(pod);
+    claim_names(pod).into_iter().all(|claim| {
+        let Ok(c) = store.get(&k.claims, Some(ns), &claim) else {
+            return true;
+        };
+        let Some(pv) = c["spec"]["volumeName"]
+            .as_str()
+            .and_then(|v| store.get(&k.volumes, None, v).ok())
+        else {
+            return true;
+        };
+        let csi = &pv["spec"]["csi"];
+        let (Some(driver), Some(handle)) = (csi["driver"].as_str(), csi["volumeHandle"].as_str())
+        else {
+            return true;
+        };
+        store
+            .get(&k.attachments, None, &attachment_name(handle, driver, node))
+            .is_ok_and(|va| {
+                va["status"]["attached"] == true && va["metadata"]["deletionTimestamp"].is_null()
+            })
+    })
+}
+
 /// The attach-detach controller and the external-attacher, one pass.
 pub fn reconcile_attach_detach(store: &Store) {
     let Some(k) = kinds(store) else { return };
@@ -330,10 +380,29 @@ pub fn reconcile_attach_detach(store: &Store) {
             }
         }
     }
+    // Volumes still attached (or detaching) somewhere: an exclusive one waits for that.
+    let held: BTreeMap<&str, BTreeSet<&str>> =
+        existing.iter().fold(BTreeMap::new(), |mut m, va| {
+            if let (Some(v), Some(n)) = (
+                va["spec"]["source"]["persistentVolumeName"].as_str(),
+                va["spec"]["nodeName"].as_str(),
+            ) {
+                m.entry(v).or_default().insert(n);
+            }
+            m
+        });
     for w in &wanted {
-        if !attached.contains(&attachment_name(&w.handle, &w.driver, &w.node)) {
-            attach(store, &k, w);
+        if attached.contains(&attachment_name(&w.handle, &w.driver, &w.node)) {
+            continue;
         }
+        let elsewhere = held
+            .get(w.volume.as_str())
+            .is_some_and(|on| on.iter().any(|n| *n != w.node));
+        if elsewhere && w.exclusive {
+            tracing::debug!(volume = %w.volume, node = %w.node, "attach-detach: Multi-Attach: the volume is still attached to another node");
+            continue;
+        }
+        attach(store, &k, w);
     }
 }
 

@@ -644,7 +644,10 @@ pub fn reconcile_kubelet_except(store: &Store, claimed: &dyn Fn(&Value) -> bool)
         if is_deleting(pod) || is_terminal(pod) || claimed(pod) {
             continue;
         }
-        let ready = node_is_ready(node);
+        // The kubelet starts a pod's containers once its volumes are attached to the node.
+        let ready = node_is_ready(node)
+            && (pod["status"]["phase"] == "Running"
+                || crate::attach::volumes_attached(store, pod, node_name));
         let pod_ready = condition_status(pod, "Ready") == Some("True");
         if (ready && pod["status"]["phase"] == "Running" && pod_ready) || (!ready && !pod_ready) {
             continue;

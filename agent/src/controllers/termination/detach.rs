@@ -12,8 +12,8 @@
 //! `terminationGracePeriod` deadline, as Karpenter's does, and never holds a forceful
 //! termination (the capacity is going anyway).
 
-use std::collections::{BTreeSet, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -31,18 +31,20 @@ use crate::scheduler::volumes::VolumeLookup;
 /// watch wakes it sooner).
 const WITHOUT_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The claims waiting now, so that each wait is counted once, when it ends.
-static WAITING: Mutex<Option<HashSet<String>>> = Mutex::new(None);
-
-fn start_waiting(claim: &str) {
-    let mut w = WAITING.lock().unwrap_or_else(|p| p.into_inner());
-    w.get_or_insert_with(HashSet::new).insert(claim.to_string());
+fn start_waiting(ctx: &Context, claim: &str) {
+    let mut w = ctx.detach_waits.lock().unwrap_or_else(|p| p.into_inner());
+    w.insert(claim.to_string());
 }
 
 /// Whether the claim was waiting (and is no longer).
-fn stop_waiting(claim: &str) -> bool {
-    let mut w = WAITING.lock().unwrap_or_else(|p| p.into_inner());
-    w.as_mut().is_some_and(|s| s.remove(claim))
+fn stop_waiting(ctx: &Context, claim: &str) -> bool {
+    let mut w = ctx.detach_waits.lock().unwrap_or_else(|p| p.into_inner());
+    w.remove(claim)
+}
+
+/// Forgets a claim's wait when its termination ends another way (forceful, its Node gone).
+pub fn forget(ctx: &Context, claim: &str) {
+    stop_waiting(ctx, claim);
 }
 
 /// The attachments that hold the instance: the node's, less those of volumes a pod still on
@@ -89,6 +91,7 @@ pub async fn await_detachment(
 ) -> Result<(), Duration> {
     let name = claim.name_any();
     if reason.is_forceful() {
+        forget(ctx, &name);
         return Ok(());
     }
     let node_name = node.name_any();
@@ -102,7 +105,7 @@ pub async fn await_detachment(
             .inc();
     };
     if pending.is_empty() {
-        if stop_waiting(&name) {
+        if stop_waiting(ctx, &name) {
             counted("detached");
             tracing::info!(nodeclaim = %name, node = %node_name, "volumes detached; terminating the instance");
         }
@@ -112,12 +115,14 @@ pub async fn await_detachment(
     let now = jiff::Timestamp::now();
     let deadline = super::drain_deadline(claim);
     if let Some(d) = deadline.filter(|d| now >= *d) {
-        stop_waiting(&name);
-        counted("grace_period_elapsed");
+        // Counted once: a retried termination comes back here after the deadline.
+        if stop_waiting(ctx, &name) {
+            counted("grace_period_elapsed");
+        }
         tracing::warn!(nodeclaim = %name, node = %node_name, deadline = %d, attachments = ?names, "terminationGracePeriod elapsed with volumes still attached; terminating the instance");
         return Ok(());
     }
-    start_waiting(&name);
+    start_waiting(ctx, &name);
     tracing::info!(nodeclaim = %name, node = %node_name, attachments = ?names, "waiting for the drained node's volumes to detach");
     ctx.events
         .publish(

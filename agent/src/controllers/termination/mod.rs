@@ -142,7 +142,8 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
 }
 
 /// The steps in order: empty the node, wait for its volumes to detach ([`detach`]),
-/// terminate the instance, remove the Node, then release the claim. `Err`: when to look again (at the step that has to wait).
+/// terminate the instance, remove the Node, then release the claim. `Err`: when to look
+/// again (at the step that has to wait).
 async fn take_down(
     ctx: &Context,
     claim: &NodeClaim,
@@ -162,6 +163,8 @@ async fn take_down(
         ctx.metrics.kube_error("nodeclaims patch", &e);
         return Err(Duration::from_secs(2));
     }
+    // A wait its Node's disappearance cut short is over too.
+    detach::forget(ctx, &claim.name_any());
     Ok(())
 }
 
