@@ -405,6 +405,156 @@ async fn a_drifted_volume_pods_node_is_replaced_in_its_volumes_zone() {
     agent.stop().await.expect("graceful stop");
 }
 
+/// The db pool of the consolidation test: on-demand only (Spot→Spot replacement is off
+/// unless a pool opts in), of `cpus`-vCPU types, heavier than the spare pool.
+fn db_pool(cpus: &[&str], disruption: serde_json::Value) -> serde_json::Value {
+    let mut pool = World::general_pool_spec("default");
+    pool["template"]["spec"]["requirements"] = json!([
+        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": cpus},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]);
+    pool["weight"] = json!(50);
+    pool["disruption"] = disruption;
+    pool
+}
+
+/// What a node has left of `resource` (CPU in millicores, else bytes) once `used` is
+/// requested on it.
+fn left(node: &Node, resource: &str, used: i64) -> i64 {
+    let q = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .and_then(|a| a.get(resource))
+        .map(|q| q.0.as_str())
+        .unwrap_or("0");
+    let allocatable = if resource == "cpu" {
+        joiner_agent::resources::parse_cpu_milli(q)
+    } else {
+        joiner_agent::resources::parse_bytes(q)
+    };
+    allocatable.expect("allocatable parses") - used
+}
+
+/// A small pod held to the spare pool; its node, outside the volume's zone, has room for
+/// db-0's requests.
+async fn filler_with_room_for_db(w: &World) -> Pod {
+    w.deployment_with(
+        "filler",
+        1,
+        "250m",
+        "256Mi",
+        json!({}),
+        json!({"nodeSelector": {"karpenter.sh/nodepool": "spare"}}),
+    )
+    .await;
+    let spare = running_pods(w, "filler", 1).await.remove(0);
+    assert_ne!(
+        zone_of(w, &spare).await,
+        "us-east-1c",
+        "the spare room is outside the volume's zone"
+    );
+    let spare_node: Node = Api::all(w.client.clone())
+        .get(spare.spec.as_ref().unwrap().node_name.as_deref().unwrap())
+        .await
+        .unwrap();
+    let cpu = left(&spare_node, "cpu", 250);
+    let memory = left(&spare_node, "memory", 256 << 20);
+    assert!(
+        cpu >= 500 && memory >= 512 << 20,
+        "the spare node has room for db-0's 500m and 512Mi: {cpu}m, {memory} bytes left"
+    );
+    spare
+}
+
+/// A StatefulSet pod sits alone on an 8-vCPU node in its volume's zone (us-east-1c) while
+/// a node of another pool, in a cheaper zone, has room for it; then its pool turns to
+/// consolidating underutilised nodes and allows 2-vCPU types. The agent may only move the
+/// pod where its volume is: it replaces the node by a cheaper one in us-east-1c, and the
+/// pod, recreated under its name, binds there, never refused for its volume's zone. (A
+/// consolidation that read the pod without its volume would see it fit on the spare node,
+/// delete its node outright, and leave it Pending on its volume's node affinity.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consolidation_replaces_a_volume_pods_node_only_in_its_volumes_zone() {
+    let w = World::start(Opts::default()).await;
+    w.node_class("default").await;
+    w.node_class("spare").await;
+    w.node_pool("db", db_pool(&["8"], no_consolidation())).await;
+    let mut spare_pool = World::general_pool_spec("spare");
+    spare_pool["disruption"] = no_consolidation();
+    w.node_pool("spare", spare_pool).await;
+    let agent = w.agent(&[]).await;
+    let spare = filler_with_room_for_db(&w).await;
+
+    storage_class(&w, "only-c", "WaitForFirstConsumer", "us-east-1c").await;
+    let mut pods = PodWatch::start(w.client.clone(), "default", "db").await;
+    stateful_set(&w, "db", 1, "only-c").await;
+    let db_node = |p: &std::collections::BTreeMap<String, Pod>| {
+        p.get("db-0").and_then(running_on).map(str::to_string)
+    };
+    let first = pods
+        .until("db-0 Running", Duration::from_secs(120), db_node)
+        .await;
+    let node: Node = Api::all(w.client.clone()).get(&first).await.unwrap();
+    assert_eq!(node.labels()[ZONE], "us-east-1c");
+    assert_eq!(node.labels()["karpenter.k8s.aws/instance-cpu"], "8");
+    // Refusals of the spare node while db-0 waited for its first node are the scheduler's
+    // due; from consolidation on, none may come.
+    let before = pods.verdicts().len();
+
+    Api::<joiner_agent::api::NodePool>::all(w.client.clone())
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": db_pool(
+                &["2", "8"],
+                json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "2s",
+                       "budgets": [{"nodes": "100%"}]}),
+            )})),
+        )
+        .await
+        .expect("NodePool patch");
+    let second = pods
+        .until(
+            "db-0 Running on its consolidated node's replacement",
+            Duration::from_secs(180),
+            |p| db_node(p).filter(|n| *n != first),
+        )
+        .await;
+    let node: Node = Api::all(w.client.clone()).get(&second).await.unwrap();
+    assert_eq!(node.labels()[ZONE], "us-east-1c");
+    assert_eq!(volume_zone(&w, "data-db-0").await, "us-east-1c");
+    let refused: Vec<_> = pods.verdicts()[before..]
+        .iter()
+        .filter(|v| v.names_a_volume_zone())
+        .cloned()
+        .collect();
+    assert_eq!(refused, [], "db-0 never waited on its volume's zone");
+    // The node went to consolidation, replaced (the spare node's room was not counted).
+    let decisions = disrupting_events(&w).await;
+    assert!(
+        decisions.iter().any(|m| m.contains(&format!("underutilised {first}"))
+            && m.contains("replaced by one")),
+        "{decisions:?}"
+    );
+    assert!(
+        !decisions.iter().any(|m| m.contains("fit on other nodes")),
+        "{decisions:?}"
+    );
+    assert_eq!(
+        running_pods(&w, "filler", 1).await[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .node_name,
+        spare.spec.as_ref().unwrap().node_name,
+        "the spare node was not disrupted"
+    );
+    agent.stop().await.expect("graceful stop");
+}
+
 /// An SQS queue the agent reads interruption messages from: the one the world's agent
 /// policy lets it read.
 struct SpotQueue {
