@@ -212,9 +212,9 @@ pub async fn play(args: Args) -> i32 {
             code = 1;
         }
     }
-    for wait in w.figures.stateful.iter().flat_map(|f| &f.zone_waits) {
+    for wait in w.figures.stateful.iter().flat_map(|f| &f.stranded) {
         eprintln!(
-            "sandbox: FAILED: pod {} waited on its volume's zone: the scheduler refused nodes that cannot reach its volume ({})",
+            "sandbox: FAILED: pod {} is stranded by its volume's zone: unbound at the end, the scheduler refusing nodes that cannot reach its volume ({})",
             wait.pod, wait.message
         );
         code = 1;
@@ -1363,11 +1363,12 @@ async fn scale_in(w: &mut World, client: &Client) -> Result<()> {
     step(
         w,
         &format!(
-            "4/5 StatefulSet {}: {} pods placed, {} of them replacements; {} waited on a volume's zone",
+            "4/5 StatefulSet {}: {} pods placed, {} of them replacements; {} verdicts named a volume's zone on the way, {} pods stranded by it",
             crate::stateful::NAME,
             f.placed,
             f.replaced,
-            f.zone_waits.len()
+            f.zone_waits.len(),
+            f.stranded.len()
         ),
     );
     Ok(())

@@ -6,10 +6,12 @@
 //! One pod watch follows the set from its creation to the end of the run: the pods placed,
 //! those replaced (recreated under their name after the storm or consolidation took their
 //! node, and placed again), and every verdict of the scheduler that refused a node for its
-//! reach to a pod's volume. Such a verdict is a pod waiting on its volume's zone: the agent
-//! put or left capacity where the pod cannot go, and the run fails naming the pod and the
-//! verdict. It is read from the watch's events, so a verdict that stood for a moment
-//! between two samples still counts.
+//! reach to a pod's volume. Such a verdict alone is no fault: while a pod waits for a node
+//! in its volume's zone, every node of the other zones refuses it so. A pod is stranded by
+//! its volume's zone when it is still unbound, its latest verdict naming that reach, once
+//! the run is over: the agent put or left capacity where it cannot go, and the run fails
+//! naming the pod and the verdict. Verdicts are read from the watch's events, so one that
+//! stood for a moment between two samples still counts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -96,7 +98,7 @@ pub async fn scale(client: &Client, replicas: i32) -> Result<()> {
     Ok(())
 }
 
-/// A pod that waited on its volume's zone: the scheduler's verdict on it.
+/// A verdict that refused nodes for their reach to a pod's volume, and its pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneWait {
     pub pod: String,
@@ -111,6 +113,8 @@ pub struct Figures {
     /// Of those, pods recreated under a name already placed before: replacements.
     pub replaced: usize,
     pub zone_waits: Vec<ZoneWait>,
+    /// Pods unbound whose latest verdict names their volume's reach (see the module docs).
+    pub stranded: Vec<ZoneWait>,
     /// The watch had to list again: events in between may be missing.
     pub relisted: bool,
 }
@@ -246,6 +250,21 @@ impl State {
             placed: self.bound.len(),
             replaced: per_name.values().map(|n| n - 1).sum(),
             zone_waits: self.zone_waits.clone(),
+            stranded: self
+                .pods
+                .iter()
+                .filter(|(_, (uid, _))| !self.bound.contains_key(uid))
+                .filter_map(|(name, (uid, _))| {
+                    let m = self.last_verdict.get(uid)?;
+                    VOLUME_ZONE_REASONS
+                        .iter()
+                        .any(|r| m.contains(r))
+                        .then(|| ZoneWait {
+                            pod: format!("{NAMESPACE}/{name}"),
+                            message: m.clone(),
+                        })
+                })
+                .collect(),
             relisted: self.lists > 1,
         }
     }
@@ -275,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_recreated_under_its_name_counts_as_replaced_and_a_volume_verdict_as_a_zone_wait() {
+    fn a_pod_recreated_under_its_name_counts_as_replaced_and_only_an_unbound_one_as_stranded() {
         let mut st = State::default();
         st.seen(&pod(
             "ledger-0",
@@ -298,6 +317,16 @@ mod tests {
                 message: waited.into()
             }],
             "one verdict, counted once, the capacity one not at all"
+        );
+        assert!(f.stranded.is_empty(), "ledger-0 was placed after it");
+        st.seen(&pod("ledger-2", "d", None, Some(waited)));
+        assert_eq!(
+            st.figures().stranded,
+            [ZoneWait {
+                pod: "default/ledger-2".into(),
+                message: waited.into()
+            }],
+            "unbound, its latest verdict naming its volume's reach"
         );
         assert_eq!(st.running(), 2);
         assert_eq!(

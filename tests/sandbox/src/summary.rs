@@ -245,10 +245,17 @@ impl Figures {
                 },
             ),
             (
-                "StatefulSet: pods that waited on their volume's zone (must be 0)".into(),
+                "StatefulSet: verdicts naming a volume's zone while its pod waited for a node".into(),
                 self.stateful
                     .as_ref()
                     .map(|f| f.zone_waits.len().to_string())
+                    .unwrap_or_else(|| "—".into()),
+            ),
+            (
+                "StatefulSet: pods stranded by their volume's zone (must be 0)".into(),
+                self.stateful
+                    .as_ref()
+                    .map(|f| f.stranded.len().to_string())
                     .unwrap_or_else(|| "—".into()),
             ),
             (
