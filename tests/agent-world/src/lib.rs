@@ -21,6 +21,7 @@
 pub mod checker;
 pub mod claim_log;
 pub mod crd_rules;
+pub mod csi_attacher;
 pub mod ebs_provisioner;
 pub mod kwok;
 pub mod pod_watch;
@@ -452,6 +453,14 @@ impl World {
     /// kube-sim, when the world runs on it (its sim-only hooks).
     pub fn sim(&self) -> Option<&kube_sim::KubeSim> {
         self.cluster.sim()
+    }
+
+    /// Which cluster the world runs on.
+    pub fn target(&self) -> Target {
+        match self.sim() {
+            Some(_) => Target::Sim,
+            None => Target::ControlPlane,
+        }
     }
 
     /// The cluster's name for messages: "kube-sim" or "real control plane".

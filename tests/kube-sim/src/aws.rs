@@ -1486,7 +1486,10 @@ fn node_object(
     let cond = |ty: &str, st: &str, reason: &str, msg: &str| json!({"type": ty, "status": st, "reason": reason, "message": msg, "lastHeartbeatTime": now, "lastTransitionTime": now});
     let mut node = json!({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0", "alpha.kubernetes.io/provided-node-ip": ip}},
+        // The kubelet (its default `enableControllerAttachDetach`) hands the Node's volumes
+        // to kube-controller-manager's attach-detach controller, which manages only Nodes
+        // carrying this annotation.
+        "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0", "alpha.kubernetes.io/provided-node-ip": ip, "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
         "spec": {"providerID": format!("aws:///{zone}/{id}"), "taints": taints},
         "status": {
             "capacity": {"cpu": info.vcpus.to_string(), "memory": format!("{}Mi", info.memory_mib), "pods": pods.to_string(), "ephemeral-storage": disk.to_string()},
