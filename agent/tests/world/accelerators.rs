@@ -23,9 +23,12 @@ use serde_json::json;
 
 const GPU: &str = "nvidia.com/gpu";
 
-/// The public parameter of an AL2023 variant for the world's Kubernetes version (1.33).
-fn al2023_parameter(arch: &str, variant: &str) -> String {
-    format!("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/{arch}/{variant}/recommended/image_id")
+/// The public parameter of an AL2023 variant for the Kubernetes version the world's API server
+/// reports, which is the one the agent resolves its aliases for.
+async fn al2023_parameter(w: &World, arch: &str, variant: &str) -> String {
+    let v = w.client.apiserver_version().await.expect("GET /version");
+    let version = format!("{}.{}", v.major, v.minor);
+    format!("/aws/service/eks/optimized-ami/{version}/amazon-linux-2023/{arch}/{variant}/recommended/image_id")
 }
 
 async fn parameter(w: &World, name: &str) -> String {
@@ -217,7 +220,7 @@ async fn a_gpu_pod_runs_on_a_node_from_the_nvidia_image() {
     assert_ne!(gpu_node.name_any(), web_node.name_any());
 
     let (image, arch) = image_of_node(&w, &gpu_node).await;
-    let nvidia = parameter(&w, &al2023_parameter(&arch, "nvidia")).await;
+    let nvidia = parameter(&w, &al2023_parameter(&w, &arch, "nvidia").await).await;
     assert_eq!(
         image,
         nvidia,
@@ -232,7 +235,7 @@ async fn a_gpu_pod_runs_on_a_node_from_the_nvidia_image() {
     let (image, arch) = image_of_node(&w, &web_node).await;
     assert_eq!(
         image,
-        parameter(&w, &al2023_parameter(&arch, "standard")).await,
+        parameter(&w, &al2023_parameter(&w, &arch, "standard").await).await,
         "the ordinary node's image"
     );
     assert_eq!(allocatable(&web_node, GPU), None);
@@ -279,7 +282,7 @@ async fn a_gpu_pod_runs_on_a_node_from_the_nvidia_image() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gpu_node_from_the_standard_image_never_initializes() {
     let w = World::start(Opts::default()).await;
-    let standard = parameter(&w, &al2023_parameter("x86_64", "standard")).await;
+    let standard = parameter(&w, &al2023_parameter(&w, "x86_64", "standard").await).await;
     node_class(&w, "pinned", json!([{"id": standard}])).await;
     w.node_pool("gpu", pool("pinned", &["g"])).await;
     let _agent = w.agent(&[]).await;

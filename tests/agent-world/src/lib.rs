@@ -488,7 +488,9 @@ impl World {
         let mut o = Ec2Options::new(CLUSTER);
         o.cluster_endpoint = Some(self.cluster_url());
         o.cluster_ca = Some(self.cluster_ca_b64());
-        o.kubernetes_version = Some("1.33".into());
+        // The version the world's API server reports, as the agent's start-up reads it.
+        let version = self.client.apiserver_version().await.expect("GET /version");
+        o.kubernetes_version = Some(format!("{}.{}", version.major, version.minor));
         o.service_cidr = Some("10.100.0.0/16".into());
         o.launch_backoff = Duration::from_millis(50);
         Arc::new(Ec2Cloud::new(
@@ -691,8 +693,7 @@ impl World {
         cmd.env("AWS_ACCESS_KEY_ID", c.access_key_id())
             .env("AWS_SECRET_ACCESS_KEY", c.secret_access_key())
             .env("AWS_SESSION_TOKEN", c.session_token().unwrap_or_default());
-        cmd.env("JOINER_KUBERNETES_VERSION", "1.33")
-            .env("JOINER_LOG_LEVEL", "info")
+        cmd.env("JOINER_LOG_LEVEL", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit());

@@ -36,6 +36,8 @@ pub struct AppState {
     pub issued: crate::authn::IssuedTokens,
     /// The requests RBAC refused.
     pub refusals: Arc<crate::authz::Refusals>,
+    /// What `/version` reports.
+    pub version: Arc<crate::cluster_version::ClusterVersion>,
 }
 
 type Resp = Response<Body>;
@@ -217,7 +219,7 @@ async fn dispatch(
 ) -> ApiResult<Resp> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
-        ["version"] => return Ok(json_response(200, &version())),
+        ["version"] => return Ok(json_response(200, &st.version.info())),
         ["api"] => {
             return Ok(json_response(
                 200,
@@ -526,15 +528,6 @@ fn delete_options(body: &[u8], query: &Query) -> DeleteOptions {
             .or(query.get("resourceVersion"))
             .map(str::to_string),
     }
-}
-
-fn version() -> Value {
-    json!({
-        "major": "1", "minor": "33", "gitVersion": "v1.33.0-kube-sim",
-        "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
-        "platform": "linux/amd64",
-    })
 }
 
 /// The OpenAPI v3 index: one document per group-version. kubectl reads it to learn that

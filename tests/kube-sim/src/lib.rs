@@ -17,6 +17,7 @@ pub mod attach;
 pub mod authn;
 pub mod authz;
 pub mod aws;
+pub mod cluster_version;
 pub mod controllers;
 pub mod eks_auth;
 pub mod eviction;

@@ -148,6 +148,20 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         .eks_token_webhook
         .clone()
         .map(|url| Arc::new(crate::eks_auth::TokenWebhook::new(url)));
+    let version = Arc::new(crate::cluster_version::ClusterVersion::default());
+    if let Some(endpoint) = &opts.aws_endpoint {
+        crate::cluster_version::follow(
+            version.clone(),
+            (
+                endpoint.clone(),
+                opts.aws_region.clone(),
+                opts.cluster_name.clone(),
+            ),
+            opts.fargate_poll.min(Duration::from_millis(500)),
+            shutdown_rx.clone(),
+        )
+        .await;
+    }
     let state = Arc::new(AppState {
         store: store.clone(),
         token: token.clone(),
@@ -159,6 +173,7 @@ async fn serve_on(listener: std::net::TcpListener, opts: Options) -> anyhow::Res
         eks_webhook: eks_webhook.clone(),
         issued: Default::default(),
         refusals: refusals.clone(),
+        version,
     });
     let app = axum::Router::new()
         .fallback(

@@ -15,6 +15,7 @@ mod shared {
 
 mod aws_e2e;
 mod binary;
+mod cluster_version;
 mod empty_root;
 mod fargate;
 mod image;
