@@ -3,8 +3,8 @@
 //!
 //! Entry points (stable; the provider's `joiner_instance_types` data source uses them):
 //! - [`Catalog::from_ec2`]`(types, offerings)`: from the SDK's DescribeInstanceTypes and
-//!   DescribeInstanceTypeOfferings items, with on-demand prices from the embedded table
-//!   ([`prices::on_demand`]) and Spot prices from the documented model
+//!   DescribeInstanceTypeOfferings items, with on-demand prices from the Region's embedded
+//!   table ([`prices::OnDemandPrices`], us-east-1's by default) and Spot prices from the documented model
 //!   ([`prices::spot_model`]); [`Catalog::from_ec2_with`] takes [`CatalogOptions`]
 //!   (where Spot prices come from, kubelet settings). The agent on an account builds its
 //!   catalogue with [`SpotPricing::Observed`] only: it never invents a Spot price.
@@ -88,7 +88,8 @@ pub fn vcpu_quota_group(instance_type: &str) -> &'static str {
     }
 }
 
-/// A place and way to buy an instance type, with its price in USD per hour.
+/// A place and way to buy an instance type, with its price per hour in the Region's currency
+/// (USD, or CNY in the China Regions: [`prices::Currency`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Offering {
     pub zone: String,
@@ -297,6 +298,9 @@ pub fn offering_allowed(o: &Offering, reqs: &Requirements) -> bool {
 pub struct CatalogOptions {
     pub kubelet: KubeletSettings,
     pub spot: SpotPricing,
+    /// The Region's on-demand list (us-east-1's by default). Its currency must be the Spot
+    /// prices' (see [`prices`]).
+    pub on_demand: prices::OnDemandPrices,
 }
 
 /// Where a catalogue's Spot offerings and their prices come from. In every case a type
@@ -347,6 +351,8 @@ impl SpotPricing {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     pub types: Vec<Arc<InstanceType>>,
+    /// The list the catalogue was priced from, for types it lacks ([`Catalog::price_of`]).
+    pub on_demand: prices::OnDemandPrices,
 }
 
 impl Catalog {
@@ -406,7 +412,7 @@ impl Catalog {
             .into_iter()
             .filter(|r| r.kubernetes_arch().is_some())
             .filter_map(|r| {
-                let od = prices::on_demand(&r.name)?;
+                let od = options.on_demand.get(&r.name)?;
                 let mut offers = Vec::new();
                 for zone in zones_by_type.get(r.name.as_str()).into_iter().flatten() {
                     offers.push(Offering {
@@ -428,7 +434,10 @@ impl Catalog {
             })
             .collect();
         types.sort_by(|a, b| a.name.cmp(&b.name));
-        Catalog { types }
+        Catalog {
+            types,
+            on_demand: options.on_demand,
+        }
     }
 
     pub fn from_types(types: Vec<InstanceType>) -> Catalog {
@@ -438,7 +447,19 @@ impl Catalog {
     /// From types shared with other catalogues (see [`Catalog`]).
     pub fn from_shared(mut types: Vec<Arc<InstanceType>>) -> Catalog {
         types.sort_by(|a, b| a.name.cmp(&b.name));
-        Catalog { types }
+        Catalog {
+            types,
+            on_demand: Default::default(),
+        }
+    }
+
+    /// A catalogue of `types` priced from the same Region's list as this one: what a
+    /// catalogue made from another (reservations, overlays, a merge) must keep.
+    pub fn derive(&self, types: Vec<Arc<InstanceType>>) -> Catalog {
+        Catalog {
+            on_demand: self.on_demand,
+            ..Catalog::from_shared(types)
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
@@ -450,10 +471,10 @@ impl Catalog {
 
     /// What a running node of `itype` in `zone` with capacity type `ct` costs an hour, as
     /// disruption weighs its candidates and the inventory gauges report it; a type the
-    /// catalogue lacks is priced on demand from the embedded table.
+    /// catalogue lacks is priced on demand from the Region's embedded list.
     pub fn price_of(&self, itype: &str, zone: &str, ct: Option<CapacityType>) -> f64 {
         let Some(it) = self.get(itype) else {
-            return prices::on_demand(itype).unwrap_or(0.0);
+            return self.on_demand.get(itype).unwrap_or(0.0);
         };
         // A reserved node is paid for already, whether or not its reservation still has room
         // (or is still selected): priced as reservations are, never as on-demand.
@@ -597,7 +618,10 @@ mod tests {
         );
         let m5 = c.get("m5.large").unwrap();
         assert_eq!(m5.offerings.len(), 4);
-        assert_eq!(m5.on_demand_price(), prices::on_demand("m5.large"));
+        assert_eq!(
+            m5.on_demand_price(),
+            prices::on_demand("us-east-1", "m5.large")
+        );
         let spot = m5
             .offerings
             .iter()
@@ -694,7 +718,7 @@ mod tests {
         assert_eq!(spot_zones(&c, "c5.large").len(), 2);
         assert_eq!(
             spot_zones(&c, "m5.large")[0].1,
-            prices::spot_fallback("m5.large", "us-east-1a").unwrap()
+            prices::spot_fallback("us-east-1", "m5.large", "us-east-1a").unwrap()
         );
         assert!(spot_zones(&c, "t2.nano").is_empty(), "not sold as Spot");
     }

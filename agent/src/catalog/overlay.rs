@@ -120,7 +120,7 @@ pub fn apply(catalog: &Catalog, overlays: &[Overlay]) -> Catalog {
             }
         })
         .collect();
-    Catalog::from_shared(types)
+    catalog.derive(types)
 }
 
 /// Whether any overlay changes a price of `name` in `catalog` (the launch then asks

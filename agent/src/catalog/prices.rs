@@ -1,10 +1,13 @@
-//! EC2 prices: on-demand from an embedded table, Spot from DescribeSpotPriceHistory.
+//! EC2 prices: on-demand from embedded per-Region tables, Spot from DescribeSpotPriceHistory.
 //!
 //! Entry points:
-//! - [`on_demand`]`(instance_type) -> Option<f64>`: USD per hour in us-east-1, from the
-//!   public price list embedded at build time (`agent/data/ec2-ondemand-prices-us-east-1.csv`,
-//!   1,367 types, July 2026). The agent cannot rely on the Pricing API (it is only served in
-//!   a few regions and the emulator returns 500), so the table ships in the binary.
+//! - [`OnDemandPrices::for_region`]`(region)`: the Region's on-demand table, Linux, shared
+//!   tenancy, per hour, in the Region's own currency ([`Currency`]): CNY in the China
+//!   Regions, USD elsewhere. DescribeSpotPriceHistory answers in that same currency (CNY in
+//!   `cn-` Regions), so Spot and on-demand are only ever compared within one Region's table;
+//!   Karpenter reads its price list in CNY for `cn-` Regions for the same reason
+//!   (`pkg/providers/pricing/pricing.go`, `onDemandPage`). [`on_demand`]`(region, type)` is
+//!   the shorthand.
 //! - [`SpotPrices`]: the latest price per (instance type, zone), built from the SDK's
 //!   [`aws_sdk_ec2::types::SpotPrice`] records. On an account these are the only Spot
 //!   prices: a type or zone missing from the history has no Spot market, so it gets no Spot
@@ -13,44 +16,212 @@
 //!   behind it: benchmarks, synthetic catalogues, estimates made at plan time. The local
 //!   AWS world serves the same model as its price history (`joiner_local.spot_prices`).
 //!
+//! ## The tables
+//! Embedded at build time from `agent/data/` (its README says where each comes from):
+//! us-east-1 (USD, 1,367 types) from the public price list of July 2026; us-gov-east-1 and
+//! us-gov-west-1 (USD) of 2026-07-20 and cn-north-1 (CNY) of 2024-11-06, the initial prices
+//! Karpenter generates from the Pricing API. Each is parsed on first use only. The agent
+//! does not call the Pricing API: its endpoints are in four Regions only, it is not served
+//! in GovCloud or from an isolated VPC, and the emulator has none; the tables ship in the
+//! binary instead.
+//!
+//! A Region without a table of its own is priced from its partition's reference table, in
+//! that partition's currency: `cn-` Regions (cn-northwest-1) from cn-north-1 in CNY, GovCloud
+//! from us-gov-west-1, every other Region from us-east-1 in USD. This is what Karpenter does
+//! until its Pricing API refresh answers (`Reset` falls back to us-east-1), except that a
+//! China Region never falls back to USD: a CNY Spot history compared with USD on-demand
+//! prices would make Spot look seven times dearer than it is. Such a table is an estimate
+//! ([`OnDemandPrices::is_estimate`]; the agent logs it once at start): regional list prices
+//! differ by a few tens of percent at most, which can misorder Spot against on-demand for
+//! types whose Spot discount is small, but never hides a type nor mixes currencies.
+//! Deriving no on-demand price at all there would leave every type without an offering.
+//!
 //! ## Spot price model
 //! The on-demand price times a fixed per-category factor (general purpose and compute 0.35,
 //! memory 0.40, burstable 0.30, accelerated 0.45, anything else 0.40), times a per-zone
 //! factor of 1 + 0.01 × (zone letter index mod 5) so that zones are not all exactly equal
 //! and zone choice stays deterministic. The factors are round figures in line with the
 //! usual 55–70 % Spot discount; they only steer preference between Spot offerings, and Spot
-//! is never priced above on-demand by this model.
+//! is never priced above on-demand by this model. It is in the currency of the table it
+//! starts from.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-const ON_DEMAND_CSV: &str = include_str!("../../data/ec2-ondemand-prices-us-east-1.csv");
-
-fn table() -> &'static HashMap<&'static str, f64> {
-    static TABLE: OnceLock<HashMap<&'static str, f64>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        ON_DEMAND_CSV
-            .lines()
-            .skip(1)
-            .filter_map(|line| {
-                let (name, price) = line.split_once(',')?;
-                let p: f64 = price.trim().parse().ok()?;
-                (p > 0.0).then_some((name.trim(), p))
-            })
-            .collect()
-    })
+/// The currency a Region's prices (on-demand list and Spot history alike) are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Currency {
+    Usd,
+    Cny,
 }
 
-/// On-demand price in USD per hour (us-east-1, Linux), or None when the type is unknown.
-pub fn on_demand(instance_type: &str) -> Option<f64> {
-    table().get(instance_type).copied()
+impl Currency {
+    /// The ISO 4217 code, as the price list keys its `pricePerUnit`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Currency::Usd => "USD",
+            Currency::Cny => "CNY",
+        }
+    }
+
+    /// The currency of a Region's prices: CNY in the China Regions (`cn-`), USD elsewhere.
+    pub fn of_region(region: &str) -> Currency {
+        if region.starts_with("cn-") {
+            Currency::Cny
+        } else {
+            Currency::Usd
+        }
+    }
 }
 
-/// Every instance type with a known on-demand price, sorted by name.
+/// One embedded table: `instance_type,<currency>_per_hour` lines under a header.
+struct Table {
+    region: &'static str,
+    published: &'static str,
+    csv: &'static str,
+    parsed: OnceLock<HashMap<&'static str, f64>>,
+}
+
+impl Table {
+    const fn new(region: &'static str, published: &'static str, csv: &'static str) -> Table {
+        Table {
+            region,
+            published,
+            csv,
+            parsed: OnceLock::new(),
+        }
+    }
+
+    fn prices(&self) -> &HashMap<&'static str, f64> {
+        self.parsed.get_or_init(|| {
+            self.csv
+                .lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let (name, price) = line.split_once(',')?;
+                    let p: f64 = price.trim().parse().ok()?;
+                    (p > 0.0).then_some((name.trim(), p))
+                })
+                .collect()
+        })
+    }
+}
+
+static US_EAST_1: Table = Table::new(
+    "us-east-1",
+    "2026-07",
+    include_str!("../../data/ec2-ondemand-prices-us-east-1.csv"),
+);
+static US_GOV_WEST_1: Table = Table::new(
+    "us-gov-west-1",
+    "2026-07-20",
+    include_str!("../../data/ec2-ondemand-prices-us-gov-west-1.csv"),
+);
+static US_GOV_EAST_1: Table = Table::new(
+    "us-gov-east-1",
+    "2026-07-20",
+    include_str!("../../data/ec2-ondemand-prices-us-gov-east-1.csv"),
+);
+static CN_NORTH_1: Table = Table::new(
+    "cn-north-1",
+    "2024-11-06",
+    include_str!("../../data/ec2-ondemand-prices-cn-north-1.csv"),
+);
+
+static TABLES: [&Table; 4] = [&US_EAST_1, &US_GOV_WEST_1, &US_GOV_EAST_1, &CN_NORTH_1];
+
+/// A Region's on-demand prices: its own table, or its partition's reference table (see the
+/// module docs). Cheap to copy; each table is parsed once per process, on first use.
+#[derive(Clone, Copy)]
+pub struct OnDemandPrices {
+    table: &'static Table,
+    estimate: bool,
+}
+
+impl std::fmt::Debug for OnDemandPrices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnDemandPrices")
+            .field("table", &self.table.region)
+            .field("estimate", &self.estimate)
+            .field("currency", &self.currency())
+            .finish()
+    }
+}
+
+impl PartialEq for OnDemandPrices {
+    fn eq(&self, other: &Self) -> bool {
+        self.estimate == other.estimate && std::ptr::eq(self.table, other.table)
+    }
+}
+
+/// us-east-1's table: what benchmarks, synthetic catalogues and plan-time estimates use.
+impl Default for OnDemandPrices {
+    fn default() -> Self {
+        OnDemandPrices::for_region("us-east-1")
+    }
+}
+
+impl OnDemandPrices {
+    pub fn for_region(region: &str) -> OnDemandPrices {
+        if let Some(t) = TABLES.iter().find(|t| t.region == region) {
+            return OnDemandPrices {
+                table: t,
+                estimate: false,
+            };
+        }
+        let table: &'static Table = if region.starts_with("cn-") {
+            &CN_NORTH_1
+        } else if region.starts_with("us-gov-") {
+            &US_GOV_WEST_1
+        } else {
+            &US_EAST_1
+        };
+        OnDemandPrices {
+            table,
+            estimate: true,
+        }
+    }
+
+    /// The price per hour in [`Self::currency`], or None when the table does not list the type.
+    pub fn get(&self, instance_type: &str) -> Option<f64> {
+        self.table.prices().get(instance_type).copied()
+    }
+
+    /// The Region whose table they come from (another Region's when [`Self::is_estimate`]).
+    pub fn table_region(&self) -> &'static str {
+        self.table.region
+    }
+
+    /// When the table was taken from the price list.
+    pub fn published(&self) -> &'static str {
+        self.table.published
+    }
+
+    pub fn currency(&self) -> Currency {
+        Currency::of_region(self.table.region)
+    }
+
+    /// True when the Region has no table of its own and another Region's stands in.
+    pub fn is_estimate(&self) -> bool {
+        self.estimate
+    }
+
+    /// Every instance type the table prices, sorted by name.
+    pub fn types(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.table.prices().keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// On-demand price per hour in `region`'s currency (Linux), or None when the type is unknown.
+pub fn on_demand(region: &str, instance_type: &str) -> Option<f64> {
+    OnDemandPrices::for_region(region).get(instance_type)
+}
+
+/// Every instance type with a known on-demand price in us-east-1, sorted by name.
 pub fn on_demand_types() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = table().keys().copied().collect();
-    v.sort_unstable();
-    v
+    OnDemandPrices::default().types()
 }
 
 /// The category letter(s) of an instance type name: `c` for `c5a.large`, `inf` for `inf2.xlarge`.
@@ -73,9 +244,10 @@ pub fn spot_factor(category: &str) -> f64 {
     }
 }
 
-/// Modelled Spot price for a type in a zone, from its on-demand price.
-pub fn spot_fallback(instance_type: &str, zone: &str) -> Option<f64> {
-    let od = on_demand(instance_type)?;
+/// Modelled Spot price for a type in a zone of `region`, from its on-demand price there (so
+/// in the Region's currency).
+pub fn spot_fallback(region: &str, instance_type: &str, zone: &str) -> Option<f64> {
+    let od = on_demand(region, instance_type)?;
     Some(spot_model(od, category_of(instance_type), zone))
 }
 
@@ -152,10 +324,76 @@ mod tests {
 
     #[test]
     fn embedded_table() {
-        assert_eq!(on_demand("a1.large"), Some(0.051));
-        assert!(on_demand("m5.large").unwrap() > 0.0);
-        assert_eq!(on_demand("no.such"), None);
+        assert_eq!(on_demand("us-east-1", "a1.large"), Some(0.051));
+        assert!(on_demand("us-east-1", "m5.large").unwrap() > 0.0);
+        assert_eq!(on_demand("us-east-1", "no.such"), None);
         assert!(on_demand_types().len() > 1300);
+    }
+
+    #[test]
+    fn each_region_has_its_own_list_price() {
+        // m5.large: 0.096 USD in us-east-1, 0.121 USD in GovCloud (US-West), 1.013 CNY in
+        // Beijing, as the embedded tables say.
+        let east = OnDemandPrices::for_region("us-east-1");
+        let gov = OnDemandPrices::for_region("us-gov-west-1");
+        let beijing = OnDemandPrices::for_region("cn-north-1");
+        assert_eq!(east.get("m5.large"), Some(0.096));
+        assert_eq!(gov.get("m5.large"), Some(0.121));
+        assert_eq!(beijing.get("m5.large"), Some(1.013));
+        assert_eq!(
+            (east.currency(), gov.currency()),
+            (Currency::Usd, Currency::Usd)
+        );
+        assert_eq!(beijing.currency(), Currency::Cny);
+        assert_eq!(beijing.currency().code(), "CNY");
+        for p in [east, gov, beijing] {
+            assert!(!p.is_estimate(), "{p:?} has a table of its own");
+        }
+        // A type sold in GovCloud and absent from the us-east-1 list is priced there.
+        assert_eq!(east.get("hpc7a.96xlarge"), None);
+        assert!(gov.get("hpc7a.96xlarge").is_some());
+    }
+
+    #[test]
+    fn a_region_without_a_table_keeps_its_partitions_currency() {
+        let ningxia = OnDemandPrices::for_region("cn-northwest-1");
+        assert!(ningxia.is_estimate());
+        assert_eq!(ningxia.table_region(), "cn-north-1");
+        assert_eq!(
+            ningxia.currency(),
+            Currency::Cny,
+            "never USD in a China Region"
+        );
+        let ireland = OnDemandPrices::for_region("eu-west-1");
+        assert!(ireland.is_estimate());
+        assert_eq!(ireland.table_region(), "us-east-1");
+        assert_eq!(ireland.currency(), Currency::Usd);
+        assert_eq!(
+            OnDemandPrices::for_region("us-gov-east-2").table_region(),
+            "us-gov-west-1"
+        );
+        assert_eq!(Currency::of_region("cn-northwest-1"), Currency::Cny);
+    }
+
+    #[test]
+    fn a_cny_spot_history_is_compared_with_cny_list_prices() {
+        // What DescribeSpotPriceHistory answers in Beijing: CNY. Against the us-east-1 USD
+        // list (what the agent compared it with before it knew Regions) this Spot price
+        // looks three times dearer than on-demand; against Beijing's CNY list it is the
+        // usual discount.
+        let mut spot = SpotPrices::default();
+        spot.insert("m5.large", "cn-north-1a", 0.3039, 1);
+        let observed = spot.get("m5.large", "cn-north-1a").unwrap();
+        let usd = on_demand("us-east-1", "m5.large").unwrap();
+        let cny = on_demand("cn-north-1", "m5.large").unwrap();
+        assert!(
+            observed > usd,
+            "the currency mix-up: {observed} CNY vs {usd} USD"
+        );
+        assert!(observed < cny * 0.5, "{observed} CNY vs {cny} CNY");
+        // The model follows the table's currency too.
+        let modelled = spot_fallback("cn-north-1", "m5.large", "cn-north-1a").unwrap();
+        assert!((modelled - cny * 0.35).abs() < 1e-12);
     }
 
     #[test]
@@ -168,9 +406,9 @@ mod tests {
 
     #[test]
     fn fallback_model() {
-        let od = on_demand("m5.large").unwrap();
-        let a = spot_fallback("m5.large", "us-east-1a").unwrap();
-        let c = spot_fallback("m5.large", "us-east-1c").unwrap();
+        let od = on_demand("us-east-1", "m5.large").unwrap();
+        let a = spot_fallback("us-east-1", "m5.large", "us-east-1a").unwrap();
+        let c = spot_fallback("us-east-1", "m5.large", "us-east-1c").unwrap();
         assert!((a - od * 0.35).abs() < 1e-12);
         assert!((c - od * 0.35 * 1.02).abs() < 1e-12);
         assert!(c < od);

@@ -222,7 +222,7 @@ pub fn add(
             Arc::new(it)
         })
         .collect();
-    Catalog::from_shared(types)
+    catalog.derive(types)
 }
 
 /// `catalog` with `pending[id]` fewer instances available in each reservation: NodeClaims
@@ -254,7 +254,7 @@ pub fn subtract(catalog: &Catalog, pending: &BTreeMap<String, u32>) -> Catalog {
             Arc::new(it)
         })
         .collect();
-    Catalog::from_shared(types)
+    catalog.derive(types)
 }
 
 #[cfg(test)]

@@ -102,6 +102,7 @@ impl Ec2Cloud {
         let options = CatalogOptions {
             kubelet,
             spot: raw.value.spot.clone(),
+            on_demand: self.on_demand,
         };
         let catalog = Catalog::from_records(records, &offerings, &options);
         let catalog = crate::catalog::reservations::add(&catalog, &reservations, &class, now);

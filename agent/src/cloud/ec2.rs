@@ -106,6 +106,8 @@ pub struct Ec2Cloud {
     /// Capacity reservations per selection (see `capacity_reservations`).
     pub(crate) reservations:
         Mutex<HashMap<String, Cached<Vec<crate::catalog::reservations::ReservationRecord>>>>,
+    /// The on-demand list of the client's Region, in the currency its Spot history is in.
+    pub(crate) on_demand: crate::catalog::prices::OnDemandPrices,
 }
 
 impl std::fmt::Debug for Ec2Cloud {
@@ -133,6 +135,9 @@ impl Ec2Cloud {
             templates: Mutex::new(HashMap::new()),
             catalogs: Mutex::new(HashMap::new()),
             reservations: Mutex::new(HashMap::new()),
+            on_demand: crate::catalog::prices::OnDemandPrices::for_region(
+                config.region().map_or("us-east-1", |r| r.as_ref()),
+            ),
         }
     }
 

@@ -42,7 +42,7 @@ use super::{
     TAG_NODECLAIM, TAG_NODEPOOL,
 };
 use crate::catalog::reservations::ReservationKind;
-use crate::catalog::{prices, CapacityType, InstanceTypeRecord};
+use crate::catalog::{CapacityType, InstanceTypeRecord};
 
 /// EC2 takes at most this many overrides per instant fleet in our use (Karpenter's limit).
 pub const MAX_OVERRIDES: usize = 60;
@@ -194,7 +194,6 @@ pub fn plan_overrides(
                 .on_demand_prices
                 .get(&c.instance_type)
                 .copied()
-                .or_else(|| prices::on_demand(&c.instance_type))
                 .unwrap_or(c.price)
         };
         candidates.sort_by(|a, b| od(a).total_cmp(&od(b)));

@@ -66,8 +66,8 @@ pub struct LaunchRequest {
     /// NodeOverlays changed the candidates' prices: CreateFleet is told to follow the
     /// candidates' order (`prioritized`) instead of EC2's own prices...
     pub prioritized: bool,
-    /// ...and the on-demand fallback is ordered by these (overlaid) on-demand prices
-    /// rather than the price list's.
+    /// ...and the on-demand fallback is ordered by these on-demand prices: the candidates'
+    /// in the catalogue (the Region's list, in its currency), overlaid when `prioritized`.
     pub on_demand_prices: BTreeMap<String, f64>,
 }
 

@@ -188,6 +188,7 @@ pub async fn run(
     let (client, eviction_client) = clients(&config).await?;
     let identity = config.identity();
     let metrics = Arc::new(Metrics::new());
+    metrics.record_price_list(&config.region);
     let (ready_tx, ready_rx) = watch::channel(false);
     let (stop_http, http_stopped) = watch::channel(false);
     let (m_addr, h_addr) = operator::http::serve(

@@ -8,6 +8,7 @@ mod disruption_decisions;
 mod disruption_pricing;
 mod max_pods_parity;
 mod one_creation_path;
+mod regional_prices;
 mod scheduler_attach_limits;
 mod scheduler_checked;
 mod scheduler_domains;

@@ -112,7 +112,12 @@ fn fixture_catalog(architectures: &[&str], kubelet: KubeletSettings, spot: SpotP
             .iter()
             .any(|a| architectures.contains(&a.as_str()))
     });
-    Catalog::from_dump(&dump, &CatalogOptions { kubelet, spot })
+    let options = CatalogOptions {
+        kubelet,
+        spot,
+        ..Default::default()
+    };
+    Catalog::from_dump(&dump, &options)
 }
 
 /// A node agent on every node, as a new cluster has (log shipper, CNI...): 100m / 128Mi,

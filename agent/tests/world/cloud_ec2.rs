@@ -446,7 +446,8 @@ async fn spot_is_offered_only_where_the_price_history_has_a_market() {
         .find(|o| o.capacity_type == CapacityType::Spot && o.zone == "us-east-1b")
         .unwrap()
         .price;
-    let model = joiner_agent::catalog::prices::spot_fallback("m5.large", "us-east-1b").unwrap();
+    let model = joiner_agent::catalog::prices::spot_fallback("us-east-1", "m5.large", "us-east-1b")
+        .unwrap();
     assert!(
         (m5_spot - model).abs() < 1e-6,
         "the observed price ({m5_spot}) is the model's ({model}) to six decimals"

@@ -8,8 +8,12 @@ the start time": the API reference), so a type or zone missing from its answer h
 market, and Karpenter offers no Spot there (`offering/base_resolver.go`, `pricing.go`). Here,
 in moto's process, the history is served as EC2 would, from a stated model:
 
-- The price: the public on-demand price (`agent/data/ec2-ondemand-prices-us-east-1.csv`, the
-  table the agent embeds) times a fixed factor per instance category (general purpose `c`,
+- The price: the Region's public on-demand price, from the table the agent embeds for it
+  (`agent/data/ec2-ondemand-prices-<region>.csv`), in the Region's currency as EC2 answers
+  there (CNY in the China Regions, USD elsewhere). A Region without a table of its own is
+  served from its partition's, as the agent prices it (`agent/src/catalog/prices.rs`):
+  cn-north-1's in `cn-` Regions, us-gov-west-1's in GovCloud, us-east-1's elsewhere. The
+  on-demand price times a fixed factor per instance category (general purpose `c`,
   `m` 0.35; memory `r`, `x`, `z` 0.40; burstable `t` 0.30; accelerated `g`, `p`, `inf`,
   `trn`, `dl`, `vt`, `f` 0.45; anything else 0.40), times 1 + 0.01 x (zone letter index mod 5),
   printed with six decimals as EC2 prints prices. It is the model the agent's benchmarks use
@@ -47,17 +51,33 @@ PAGE = 1000
 FILTERS = {"availability-zone", "availability-zone-id", "instance-type", "product-description", "spot-price", "timestamp"}
 # (family, zone letter): no Spot market there.
 NO_MARKET = {("c6in", "a")}
-ON_DEMAND_CSV = Path(__file__).resolve().parents[3] / "agent" / "data" / "ec2-ondemand-prices-us-east-1.csv"
+DATA = Path(__file__).resolve().parents[3] / "agent" / "data"
+# The Regions with a table of their own (agent/data/ec2-ondemand-prices-<region>.csv).
+TABLES = ("us-east-1", "us-gov-west-1", "us-gov-east-1", "cn-north-1")
 
-_on_demand: dict[str, float] | None = None
+_on_demand: dict[str, dict[str, float]] = {}
 
 
-def on_demand() -> dict[str, float]:
-    global _on_demand
-    if _on_demand is None:
-        with open(ON_DEMAND_CSV, newline="") as f:
-            _on_demand = {row["instance_type"]: float(row["usd_per_hour"]) for row in csv.DictReader(f) if float(row["usd_per_hour"]) > 0}
-    return _on_demand
+def table_region(region: str) -> str:
+    """The Region whose on-demand table prices `region` (its own, else its partition's)."""
+    if region in TABLES:
+        return region
+    if region.startswith("cn-"):
+        return "cn-north-1"
+    if region.startswith("us-gov-"):
+        return "us-gov-west-1"
+    return "us-east-1"
+
+
+def on_demand(region: str = "us-east-1") -> dict[str, float]:
+    """Price per hour by instance type, in the Region's currency."""
+    name = table_region(region)
+    if name not in _on_demand:
+        with open(DATA / f"ec2-ondemand-prices-{name}.csv", newline="") as f:
+            rows = csv.reader(f)
+            next(rows)
+            _on_demand[name] = {t: float(p) for t, p in rows if float(p) > 0}
+    return _on_demand[name]
 
 
 def category_of(instance_type: str) -> str:
@@ -86,14 +106,15 @@ def zone_letter(zone: str) -> str:
     return last if "a" <= last <= "z" else "a"
 
 
-def spot_price(instance_type: str, zone: str) -> str | None:
-    """The modelled price, or None where the model says there is no Spot market."""
+def spot_price(instance_type: str, zone: str, region: str = "us-east-1") -> str | None:
+    """The modelled price in `region`'s currency, or None where the model says there is no
+    Spot market."""
     from moto.ec2.models.instance_types import INSTANCE_TYPES
 
     info = INSTANCE_TYPES.get(instance_type)
     if info is None or "spot" not in info.get("SupportedUsageClasses", []):
         return None
-    od = on_demand().get(instance_type)
+    od = on_demand(region).get(instance_type)
     if od is None:
         return None
     family = instance_type.split(".", 1)[0]
@@ -110,7 +131,7 @@ def history(region: str, zone_ids: dict[str, str]) -> list[dict[str, str]]:
     out = []
     offered = sorted({(o["InstanceType"], o["Location"]) for o in INSTANCE_TYPE_OFFERINGS["availability-zone"].get(region, [])})
     for instance_type, zone in offered:
-        price = spot_price(instance_type, zone)
+        price = spot_price(instance_type, zone, region)
         if price is None:
             continue
         for product in PRODUCTS:

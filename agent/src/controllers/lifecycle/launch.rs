@@ -312,17 +312,15 @@ fn launch_request(
     let prioritized = candidates
         .iter()
         .any(|c| crate::catalog::overlay::reprices(catalog, &overlays, &c.instance_type));
-    let on_demand_prices = if prioritized {
-        candidates
-            .iter()
-            .filter_map(|c| {
-                let p = priced.get(&c.instance_type)?.on_demand_price()?;
-                Some((c.instance_type.clone(), p))
-            })
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
+    // The on-demand fallback's order: the Region's list, overlaid when NodeOverlays changed it.
+    let listed = if prioritized { &priced } else { catalog };
+    let on_demand_prices = candidates
+        .iter()
+        .filter_map(|c| {
+            let p = listed.get(&c.instance_type)?.on_demand_price()?;
+            Some((c.instance_type.clone(), p))
+        })
+        .collect();
     LaunchRequest {
         nodeclaim: claim.name_any(),
         nodepool: pool,

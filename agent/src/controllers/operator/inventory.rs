@@ -172,7 +172,7 @@ async fn node_price(
     }
     match catalogs.get(class) {
         Some(cat) => cat.price_of(itype, zone, CapacityType::parse(capacity_type)),
-        None => crate::catalog::prices::on_demand(itype).unwrap_or(0.0),
+        None => crate::catalog::prices::on_demand(&ctx.config.region, itype).unwrap_or(0.0),
     }
 }
 

@@ -54,8 +54,12 @@ pub struct Metrics {
     pub leader: Gauge<i64, AtomicI64>,
     /// Launched NodeClaims, by nodepool, capacity type and zone (`inventory`).
     pub nodes: Family<Labels, Gauge<i64, AtomicI64>>,
-    /// What those nodes cost, USD per hour, at the agent's own prices.
+    /// What those nodes cost per hour at the agent's own prices, in the Region's currency
+    /// (`price_currency`): USD, or CNY in the China Regions, whatever the metric's name says.
     pub nodes_price: Family<Labels, Gauge<f64, AtomicU64>>,
+    /// 1 for the currency every price metric is in, with the Region and the on-demand
+    /// table's Region and date (`catalog::prices`).
+    pub price_currency: Family<Labels, Gauge<i64, AtomicI64>>,
     /// Pods bound to the agent's nodes, by nodepool.
     pub pods_bound: Family<Labels, Gauge<i64, AtomicI64>>,
     /// Age of the oldest pod waiting for capacity, read from the watch (not from the last
@@ -102,6 +106,36 @@ pub fn claim_labels(claim: &crate::api::NodeClaim) -> Labels {
 }
 
 impl Metrics {
+    /// Names the currency of every price the agent reports, and says once in the log which
+    /// on-demand table prices `region` (another Region's stands in where it has none).
+    pub fn record_price_list(&self, region: &str) {
+        let prices = crate::catalog::prices::OnDemandPrices::for_region(region);
+        let currency = prices.currency().code();
+        let labels = l(&[
+            ("region", region),
+            ("currency", currency),
+            ("table", prices.table_region()),
+            ("published", prices.published()),
+        ]);
+        self.price_currency.get_or_create(&labels).set(1);
+        if prices.is_estimate() {
+            tracing::warn!(
+                region,
+                table = prices.table_region(),
+                published = prices.published(),
+                currency,
+                "no on-demand price table for this Region; its partition's reference table stands in, so Spot is weighed against estimated on-demand prices"
+            );
+        } else {
+            tracing::info!(
+                region,
+                published = prices.published(),
+                currency,
+                "on-demand prices from the Region's embedded table"
+            );
+        }
+    }
+
     pub fn new() -> Metrics {
         // Registered below, once every metric exists.
         let mut m = Metrics {
@@ -137,6 +171,7 @@ impl Metrics {
             leader: Gauge::default(),
             nodes: Family::default(),
             nodes_price: Family::default(),
+            price_currency: Family::default(),
             pods_bound: Family::default(),
             pods_pending_oldest: Gauge::default(),
             pods_pending_seconds: Counter::default(),
@@ -265,8 +300,13 @@ impl Metrics {
         );
         r.register(
             "nodes_price_usd_per_hour",
-            "Hourly price of the launched NodeClaims at the agent's prices, by nodepool, capacity type and zone",
+            "Hourly price of the launched NodeClaims at the agent's prices, by nodepool, capacity type and zone, in the currency price_currency names (CNY in the China Regions)",
             self.nodes_price.clone(),
+        );
+        r.register(
+            "price_currency",
+            "1 for the currency the agent's prices are in (the Region's: CNY in the China Regions, USD elsewhere), with the on-demand table it uses and that table's date",
+            self.price_currency.clone(),
         );
         r.register(
             "pods_bound",

@@ -101,7 +101,11 @@ fn merge_catalogs(mut base: Catalog, other: &Catalog) -> Catalog {
             }
         }
     }
-    Catalog::from_shared(base.types)
+    let on_demand = base.on_demand;
+    Catalog {
+        on_demand,
+        ..Catalog::from_shared(base.types)
+    }
 }
 
 /// A DaemonSet's pod template as the scheduler's overhead model.

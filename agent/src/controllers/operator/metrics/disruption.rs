@@ -19,7 +19,8 @@ pub struct DisruptionMetrics {
     pub nodes_disrupted: Family<Labels, Counter<u64, AtomicU64>>,
     /// Candidates left alone in the last pass, by reason.
     pub blocked: Family<Labels, Gauge<i64, AtomicI64>>,
-    /// USD per hour saved by decisions (micro-dollars, so the counter stays an integer).
+    /// Price per hour saved by decisions, in millionths of the Region's currency (USD, or CNY
+    /// in the China Regions: `price_currency`), so the counter stays an integer.
     pub saving_micro_usd_per_hour: Family<Labels, Counter<u64, AtomicU64>>,
     /// Every pass, skipped ones included (see `passes_skipped`).
     pub pass_duration: Histogram,
@@ -90,7 +91,7 @@ impl DisruptionMetrics {
         );
         r.register(
             "disruption_saving_micro_usd_per_hour",
-            "Hourly price saved by disruption decisions, in micro-USD, by reason",
+            "Hourly price saved by disruption decisions, in millionths of the currency price_currency names (USD; CNY in the China Regions), by reason",
             self.saving_micro_usd_per_hour.clone(),
         );
         r.register(
