@@ -17,7 +17,7 @@ use super::ice_cache::{Clock, IceCache, SystemClock, ICE_TTL};
 use super::launch_template::TEMPLATE_TTL;
 use super::records::{Cached, RawCatalog, ResolvedAmis, Subnet};
 use super::user_data::ClusterInfo;
-use super::{Cloud, CloudError, Instance, LaunchRequest, Launched};
+use super::{Cloud, CloudError, Instance, LaunchRequest, Launched, StateReason};
 use crate::api::NodeClass;
 use crate::catalog::{CapacityType, Catalog};
 use crate::scheduler::UnavailableOfferings;
@@ -190,6 +190,10 @@ impl Cloud for Ec2Cloud {
 
     async fn terminate(&self, instance_ids: &[String]) -> Result<(), CloudError> {
         self.terminate_instances(instance_ids).await
+    }
+
+    async fn state_reason(&self, instance_id: &str) -> Result<Option<StateReason>, CloudError> {
+        self.instance_state_reason(instance_id).await
     }
 
     fn unavailable(&self) -> UnavailableOfferings {

@@ -6,7 +6,7 @@ use aws_sdk_ec2::types::{Filter, InstanceLifecycleType};
 
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
-use super::{CloudError, Instance, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
+use super::{CloudError, Instance, StateReason, TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
 use crate::catalog::CapacityType;
 
 /// States of an instance that still exists (or is on its way to).
@@ -111,6 +111,40 @@ impl Ec2Cloud {
             .await?;
         found.sort_by(|a, b| (a.launch_time, &a.instance_id).cmp(&(b.launch_time, &b.instance_id)));
         Ok(found.into_iter().next())
+    }
+
+    /// The instance's state reason, whatever its state (EC2 keeps a terminated instance
+    /// visible for about an hour); None once EC2 no longer knows it or gives no reason.
+    pub(crate) async fn instance_state_reason(
+        &self,
+        id: &str,
+    ) -> Result<Option<StateReason>, CloudError> {
+        let out = match self
+            .ec2
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .cloud("ec2:DescribeInstances")
+        {
+            Ok(out) => out,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let reason = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .find(|i| i.instance_id() == Some(id))
+            .and_then(|i| i.state_reason())
+            .and_then(|r| {
+                let code = r.code().filter(|c| !c.is_empty())?;
+                Some(StateReason {
+                    code: code.to_string(),
+                    message: r.message().unwrap_or_default().to_string(),
+                })
+            });
+        Ok(reason)
     }
 
     /// Terminates instances; IDs EC2 no longer knows are skipped, not errors.

@@ -107,6 +107,14 @@ pub struct Instance {
     pub launch_time: i64,
 }
 
+/// EC2's reason for an instance's last state change (`StateReason`), e.g.
+/// `Client.InternalError` / "Client.InternalError: Client error on launch".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateReason {
+    pub code: String,
+    pub message: String,
+}
+
 /// A cloud error that names the operation and the AWS error code.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{operation} failed: {code}: {message}")]
@@ -205,6 +213,12 @@ pub trait Cloud: Send + Sync + 'static {
     async fn instance_for(&self, nodeclaim: &str) -> Result<Option<Instance>, CloudError>;
     /// Terminates instances; already-gone instances are not an error.
     async fn terminate(&self, instance_ids: &[String]) -> Result<(), CloudError>;
+    /// Why EC2 ended an instance (its state reason), for one that is gone; None when EC2
+    /// gives none or no longer knows the instance. A cloud whose instances never fail on
+    /// their own has none.
+    async fn state_reason(&self, _instance_id: &str) -> Result<Option<StateReason>, CloudError> {
+        Ok(None)
+    }
     /// Offerings currently in the insufficient-capacity cache (TTL 3 minutes).
     fn unavailable(&self) -> UnavailableOfferings;
     /// Puts an offering into the insufficient-capacity cache (used on Spot interruption too).

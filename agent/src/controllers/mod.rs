@@ -58,6 +58,7 @@ pub mod disrupted;
 pub mod do_not_disrupt;
 pub mod events;
 pub mod fargate_view;
+pub mod launch_failure;
 pub mod nodeclaims;
 pub mod operator;
 pub mod overlays;

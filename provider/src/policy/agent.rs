@@ -73,6 +73,7 @@ pub fn agent_policy(scope: &AgentScope) -> PolicyDocument {
     let names = Names::of(scope);
     let mut statements = tagging_statements(&names);
     statements.extend(launch_statements(&names));
+    statements.extend(ebs_key_statements(&names));
     statements.extend(service_statements(scope, &names));
     PolicyDocument::new(statements)
 }
@@ -202,6 +203,52 @@ fn launch_statements(n: &Names<'_>) -> Vec<Statement> {
         Statement::allow("ReadOnly")
             .actions(["ec2:Describe*"])
             .resources(["*"]),
+    ]
+}
+
+/// The KMS keys of encrypted EBS volumes, used by EC2 on the agent's behalf at launch.
+///
+/// A volume encrypted with a customer managed key (a NodeClass `blockDeviceMappings`
+/// `kmsKeyId`, or the account's EBS default key once `ModifyEbsDefaultKmsKeyId` made one
+/// the default, which with encryption by default covers every volume) is created and
+/// attached by EC2 calling KMS as the launching principal: `kms:CreateGrant` (for the
+/// instance's use of the key), `kms:GenerateDataKeyWithoutPlaintext`, `kms:Decrypt`,
+/// `kms:DescribeKey`, and `kms:ReEncrypt*` when the source snapshot has another key (the
+/// EBS user guide, "Requirements for Amazon EBS encryption", permissions for users).
+/// Without them EC2 does not refuse the call: the instance goes from `pending` to
+/// `terminated` with state reason `Client.InternalError`, and a launcher relaunches in a
+/// loop (Karpenter's troubleshooting guide, "Node terminates before ready on failed
+/// encrypted EBS volume"). An AWS managed key (`alias/aws/ebs`) needs none of this.
+///
+/// The resource is `*` because the keys are not the provider's to know: a NodeClass may be
+/// applied by anyone after the role (and name a key by alias), and the account's default
+/// key is an account setting that can change at any time; a list fixed at apply time would
+/// reproduce the failure on the next change. What bounds the grant instead are the
+/// conditions KMS sets for a request EC2 makes for a caller: `kms:ViaService` (only
+/// through EC2 in this region, never a direct KMS call) and `kms:CallerAccount` (this
+/// account's principals), and for grants `kms:GrantIsForAWSResource` (a grant EC2 creates
+/// for its resource, never one the agent could hand to another principal). The key
+/// policy still decides first: a key whose policy does not delegate to IAM (the default
+/// key policy does) must name the agent's role itself.
+fn ebs_key_statements(n: &Names<'_>) -> Vec<Statement> {
+    let via = format!("ec2.{}.amazonaws.com", n.r);
+    vec![
+        Statement::allow("EbsVolumeKeys")
+            .actions([
+                "kms:Decrypt",
+                "kms:DescribeKey",
+                "kms:GenerateDataKeyWithoutPlaintext",
+                "kms:ReEncrypt*",
+            ])
+            .resources(["*"])
+            .condition("StringEquals", "kms:ViaService", [via.clone()])
+            .condition("StringEquals", "kms:CallerAccount", [n.a]),
+        Statement::allow("EbsVolumeKeyGrants")
+            .actions(["kms:CreateGrant"])
+            .resources(["*"])
+            .condition("StringEquals", "kms:ViaService", [via])
+            .condition("StringEquals", "kms:CallerAccount", [n.a])
+            .condition("Bool", "kms:GrantIsForAWSResource", ["true"]),
     ]
 }
 
@@ -495,10 +542,18 @@ mod tests {
             statement(&doc, "AmiParameters")["Resource"],
             "arn:aws-us-gov:ssm:us-gov-west-1::parameter/aws/service/*"
         );
-        // Nothing but Describe* is granted on "*".
+        // Nothing but Describe* is granted on "*", except the EBS keys through EC2 alone.
         for st in doc["Statement"].as_array().unwrap() {
-            if st["Resource"] == "*" {
-                assert_eq!(st["Sid"], "ReadOnly");
+            if st["Resource"] == "*" && st["Sid"] != "ReadOnly" {
+                assert!(
+                    st["Sid"].as_str().unwrap().starts_with("EbsVolumeKey"),
+                    "{st}"
+                );
+                assert_eq!(
+                    st["Condition"]["StringEquals"]["kms:ViaService"],
+                    "ec2.us-gov-west-1.amazonaws.com"
+                );
+            } else if st["Resource"] == "*" {
                 assert_eq!(st["Action"], serde_json::json!("ec2:Describe*"));
             }
         }
@@ -518,9 +573,62 @@ mod tests {
         sc.queue_kms_key_arn = None;
         let doc = agent_policy(&sc).to_value();
         assert!(
-            !doc.to_string().contains("kms:"),
+            !doc.to_string().contains("sqs.eu-west-1.amazonaws.com"),
             "SSE-SQS needs no KMS grant"
         );
+        assert!(doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["Sid"] != "InterruptionQueueKey"));
+    }
+
+    /// EC2's KMS calls for an encrypted volume: only through EC2 in the cluster's region,
+    /// for this account's principals, and grants only for EC2's own resources; nothing else
+    /// of KMS (no direct Encrypt, no grant for another principal, no key administration).
+    #[test]
+    fn ebs_keys_are_usable_through_ec2_only() {
+        let doc = agent_policy(&scope("eu-west-1", "prod")).to_value();
+        let use_ = statement(&doc, "EbsVolumeKeys");
+        assert_eq!(
+            use_["Action"],
+            serde_json::json!([
+                "kms:Decrypt",
+                "kms:DescribeKey",
+                "kms:GenerateDataKeyWithoutPlaintext",
+                "kms:ReEncrypt*"
+            ])
+        );
+        let grant = statement(&doc, "EbsVolumeKeyGrants");
+        assert_eq!(grant["Action"], "kms:CreateGrant");
+        assert_eq!(
+            grant["Condition"]["Bool"]["kms:GrantIsForAWSResource"],
+            "true"
+        );
+        for st in [use_, grant] {
+            assert_eq!(st["Resource"], "*");
+            let eq = &st["Condition"]["StringEquals"];
+            assert_eq!(eq["kms:ViaService"], "ec2.eu-west-1.amazonaws.com");
+            assert_eq!(eq["kms:CallerAccount"], "123456789012");
+        }
+        assert!(use_["Condition"].get("Bool").is_none());
+        // Every other KMS action is the queue key's, through SQS.
+        let kms_actions: Vec<String> = doc["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| !s["Sid"].as_str().unwrap().starts_with("EbsVolumeKey"))
+            .flat_map(|s| match &s["Action"] {
+                Value::String(a) => vec![a.clone()],
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect(),
+                _ => vec![],
+            })
+            .filter(|a| a.starts_with("kms:"))
+            .collect();
+        assert_eq!(kms_actions, ["kms:Decrypt"]);
     }
 
     /// The agent has no IAM client: a NodeClass names a profile Terraform made

@@ -39,6 +39,9 @@ the wire shapes of the real service:
   `/aws/service/bottlerocket/...`), pointing at images that exist in moto.
 - `oidc_keys`: OIDC issuers' signing keys (kube-sim's service-account issuer publishes its
   JWKS here), with which web-identity tokens are verified.
+- `ebs_keys`: EBS encryption by default (moto 5.2.5 ignores it), and the launch that fails
+  after answering (`Client.InternalError`) when a volume's customer managed KMS key is one
+  the caller may not use through EC2 (asked of `iam_enforce`) or does not exist.
 - `iam_enforce`: IAM authorization with IAM's rules, when `JOINER_LOCAL_IAM=enforce`.
 
 Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONPATH
@@ -46,4 +49,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "launch_template_quota", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "launch_template_quota", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "ebs_keys", "iam_enforce"]

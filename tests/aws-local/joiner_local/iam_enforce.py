@@ -18,6 +18,8 @@ IAM's own rules:
   with `aws:RequestTag/*` from its TagSpecifications, and the tag-on-create `ec2:CreateTags`
   with `ec2:CreateAction`; the launch template it uses with its `aws:ResourceTag/*`; each
   launch of an instant fleet as `ec2:RunInstances` for the caller (`_create_fleet_checks`);
+  the KMS requests EC2 makes for the caller when a launch's volumes use a customer managed
+  key (`ebs_keys`: refused, the instance fails at launch rather than the call);
   `iam:PassRole` on the role of the instance profile a launch passes; the SQS queue, the EKS
   cluster, the SSM parameter, the IAM role, ...
 - STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
@@ -63,7 +65,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from werkzeug.exceptions import HTTPException
 
-from joiner_local import identity, oidc_keys
+from joiner_local import ebs_keys, identity, oidc_keys
 
 log = logging.getLogger("joiner_local.iam")
 
@@ -1421,6 +1423,28 @@ def authorize(resp: Any, iam_request_cls: type, resource: str = "*") -> None:
         _check_assume_role(call, principal, identity_decision)
     if call.launches:
         _authorize_fleet_launches(resp, call, decide, ec2_message)
+    if service == "ec2" and op in ("RunInstances", "CreateFleet"):
+        setattr(resp, ebs_keys.RESPONSE_JUDGE, _ebs_key_judge(call, principal, decide))
+
+
+def _ebs_key_judge(call: Call, principal: Principal, decide: Any) -> ebs_keys.Judge:
+    """Whether the caller may use a customer managed key for a launch's volumes: the KMS
+    requests EC2 makes on its behalf (`ebs_keys.key_requests`), each evaluated against the
+    caller's identity policies and recorded under the launch call. Each key is decided
+    once per call."""
+    decided: dict[str, str | None] = {}
+
+    def judge(key_arn: str) -> str | None:
+        if key_arn not in decided:
+            decided[key_arn] = None
+            for action, ctx in ebs_keys.key_requests(call.region, principal.account):
+                decision, _ = decide(action, key_arn, ctx)
+                if decision != "allow":
+                    decided[key_arn] = action
+                    break
+        return decided[key_arn]
+
+    return judge
 
 
 # Instance lifecycles as CreateFleet's Errors[] name them, by the fleet's default target type.

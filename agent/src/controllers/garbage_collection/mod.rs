@@ -3,7 +3,9 @@
 //!   launched more than `--gc-grace` ago, is terminated (a crash between CreateFleet and
 //!   the claim's creation or status update leaves nothing running);
 //! - a launched NodeClaim whose instance is gone (terminated outside the agent) is
-//!   deleted, so its pods are planned again;
+//!   deleted, so its pods are planned again; when its Node never registered, EC2's state
+//!   reason for the instance is reported ([`crate::controllers::launch_failure`]) and the
+//!   claim ends as a failed launch;
 //! - a Node carrying the agent's finalizer or `joiner.dev/nodeclaim` label whose claim is
 //!   gone is deleted;
 //! - launch templates no NodeClass uses, or no launch has used for a minute, are pruned
@@ -22,6 +24,7 @@ use crate::cloud::{Instance, TAG_NODECLAIM};
 use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED};
 use crate::controllers::context::Context;
+use crate::controllers::launch_failure;
 use crate::labels;
 
 pub async fn run(ctx: Arc<Context>) {
@@ -134,7 +137,14 @@ async fn delete_claims_without_instance(
         };
         if !live.contains(id) {
             tracing::warn!(nodeclaim = %c.name_any(), instance = %id, "garbage collection: the claim's instance is gone; deleting the claim");
-            match request_termination(ctx, &c.name_any(), TerminationReason::InstanceGone).await {
+            let reason = if launch_failure::never_registered(c)
+                && launch_failure::report(ctx, c, id).await.is_some()
+            {
+                TerminationReason::LaunchFailed
+            } else {
+                TerminationReason::InstanceGone
+            };
+            match request_termination(ctx, &c.name_any(), reason).await {
                 Ok(()) => {
                     ctx.metrics.gc_nodeclaims_deleted.inc();
                 }

@@ -34,6 +34,7 @@ use crate::controllers::context::{Context, InterruptionSent};
 use crate::controllers::disrupted::{self, Mark};
 use crate::controllers::do_not_disrupt::{has_do_not_disrupt, pod_has_do_not_disrupt};
 use crate::controllers::events::{self, Type};
+use crate::controllers::launch_failure;
 use crate::interruption::actions::{self, Action, Notice, RebalanceLimiter, SeenEvents};
 use crate::interruption::messages::{Detail, Event};
 use crate::labels;
@@ -148,7 +149,15 @@ impl Interruptions {
         }
 
         // 2. Disrupt: provisioning replaces, termination drains once the replacement is up.
-        let detail = describe(event, instance_id);
+        let mut detail = describe(event, instance_id);
+        // An instance that ends before its Node registered is a failed launch: say why.
+        if matches!(&event.detail, Detail::StateChange(d) if matches!(d.state.as_str(), "shutting-down" | "terminated"))
+            && launch_failure::never_registered(&claim)
+        {
+            if let Some(m) = launch_failure::report(ctx, &claim, instance_id).await {
+                detail = m;
+            }
+        }
         let deadline = self.deadline(event);
         self.disrupt(&claim, reason, &detail, deadline, sent_at)
             .await?;

@@ -1074,3 +1074,232 @@ fn create_cluster_with_a_secrets_key_needs_the_callers_grant_rights_on_it() {
     );
     create(&with, "enc2").expect("eks:CreateCluster with the caller's rights on the key");
 }
+
+/// A symmetric customer managed key in the world's KMS, made by the admin with boto3 (the
+/// emulator's own Python; the workspace has no Rust KMS client); its ARN.
+fn customer_managed_key(moto: &MotoServer) -> String {
+    let script = "import boto3, sys\n\
+        kms = boto3.client('kms', endpoint_url=sys.argv[1], region_name='us-east-1',\n\
+            aws_access_key_id='testing', aws_secret_access_key='testing')\n\
+        print(kms.create_key()['KeyMetadata']['Arn'])\n";
+    let out = std::process::Command::new(joiner_test_support::moto_python())
+        .args(["-c", script, &moto.endpoint()])
+        .output()
+        .expect("run boto3 kms:CreateKey");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .trim()
+        .to_string()
+}
+
+/// The agent policy's two EBS key statements, as `terraform-provider-joiner policy agent`
+/// renders them.
+fn rendered_ebs_key_statements() -> Vec<Value> {
+    let out = std::process::Command::new(joiner_e2e::provider_bin())
+        .args([
+            "policy",
+            "agent",
+            &format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/c"),
+            &format!("arn:aws:sqs:us-east-1:{ACCOUNT}:q"),
+            &format!("arn:aws:iam::{ACCOUNT}:role/nodes"),
+        ])
+        .output()
+        .expect("terraform-provider-joiner policy agent");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let policy: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let statements: Vec<Value> = policy["Statement"]
+        .as_array()
+        .expect("statements")
+        .iter()
+        .filter(|s| {
+            s["Sid"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("EbsVolumeKey"))
+        })
+        .cloned()
+        .collect();
+    assert_eq!(statements.len(), 2, "{policy}");
+    statements
+}
+
+/// RunInstances with a volume under `key` (None: no mapping); the instance's ID.
+fn launch_encrypted(aws: &Aws, image: &str, key: Option<&str>) -> String {
+    let mut req = ec2(aws)
+        .run_instances()
+        .image_id(image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1);
+    if let Some(key) = key {
+        req = req.block_device_mappings(
+            aws_sdk_ec2::types::BlockDeviceMapping::builder()
+                .device_name("/dev/xvdb")
+                .ebs(
+                    aws_sdk_ec2::types::EbsBlockDevice::builder()
+                        .volume_size(20)
+                        .encrypted(true)
+                        .kms_key_id(key)
+                        .build(),
+                )
+                .build(),
+        );
+    }
+    let out = aws
+        .block_on(req.send())
+        .expect("ec2:RunInstances is not refused");
+    let i = &out.instances()[0];
+    // EC2 answers before it creates the volumes: the instance is pending.
+    assert_eq!(
+        i.state().and_then(|s| s.name()).map(|n| n.as_str()),
+        Some("pending")
+    );
+    i.instance_id().expect("an instance ID").to_string()
+}
+
+/// The instance once terminated (a terminal state, so waiting cannot miss it): its reason.
+fn terminated_reason(admin: &Aws, id: &str) -> (String, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = admin
+            .block_on(ec2(admin).describe_instances().instance_ids(id).send())
+            .expect("ec2:DescribeInstances");
+        let i = &out.reservations()[0].instances()[0];
+        if i.state().and_then(|s| s.name()).map(|n| n.as_str()) == Some("terminated") {
+            let r = i.state_reason().expect("a state reason");
+            return (
+                r.code().unwrap_or_default().to_string(),
+                r.message().unwrap_or_default().to_string(),
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} never terminated"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// KMS decisions on `key` recorded for `principal`: (action, allowed).
+fn key_decisions(moto: &MotoServer, principal: &str, key: &str) -> Vec<(String, bool)> {
+    decisions(moto, principal)["decisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| {
+            d["resource"] == key && d["action"].as_str().is_some_and(|a| a.starts_with("kms:"))
+        })
+        .map(|d| {
+            (
+                d["action"].as_str().unwrap_or_default().to_string(),
+                d["allowed"] == true,
+            )
+        })
+        .collect()
+}
+
+/// EC2 does not refuse a launch whose volume's customer managed key the caller may not use:
+/// it answers pending, then terminates the instance with `Client.InternalError`. The same
+/// for the account's EBS default key under encryption by default. The AWS managed key needs
+/// no grant, and the agent policy's EBS key statements are enough for a customer key.
+#[test]
+fn a_volume_key_the_caller_may_not_use_ends_the_instance_at_launch() {
+    let moto = MotoServer::start_enforced();
+    let admin = Aws::new(&moto);
+    let key = customer_managed_key(&moto);
+    let image = admin
+        .block_on(ec2(&admin).describe_images().owners("amazon").send())
+        .expect("ec2:DescribeImages")
+        .images()[0]
+        .image_id()
+        .expect("an image")
+        .to_string();
+    let launch = vec![
+        json!({"Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:Describe*"], "Resource": "*"}),
+    ];
+    let without = role_session(
+        &moto,
+        &admin,
+        "no-kms",
+        json!({"Version": "2012-10-17", "Statement": launch}),
+    );
+    let no_kms = format!("{SESSION}no-kms/");
+
+    let id = launch_encrypted(&without, &image, Some(&key));
+    assert_eq!(
+        terminated_reason(&admin, &id),
+        (
+            "Client.InternalError".to_string(),
+            "Client.InternalError: Client error on launch".to_string()
+        )
+    );
+    assert_eq!(
+        key_decisions(&moto, &no_kms, &key),
+        [("kms:CreateGrant".to_string(), false)]
+    );
+
+    // The AWS managed key: no KMS request is judged, and the instance stays.
+    let managed = launch_encrypted(&without, &image, Some("alias/aws/ebs"));
+    let all = decisions(&moto, &no_kms);
+    assert!(
+        all["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["resource"] == key.as_str()
+                || !d["action"].as_str().unwrap_or_default().starts_with("kms:")),
+        "{all:#}"
+    );
+    let state = admin
+        .block_on(
+            ec2(&admin)
+                .describe_instances()
+                .instance_ids(&managed)
+                .send(),
+        )
+        .expect("ec2:DescribeInstances");
+    assert_ne!(
+        state.reservations()[0].instances()[0]
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str()),
+        Some("terminated")
+    );
+
+    // With the agent policy's statements, every request EC2 makes on the key is allowed.
+    let mut granted = launch.clone();
+    granted.extend(rendered_ebs_key_statements());
+    let with = role_session(
+        &moto,
+        &admin,
+        "with-kms",
+        json!({"Version": "2012-10-17", "Statement": granted}),
+    );
+    launch_encrypted(&with, &image, Some(&key));
+    let judged = key_decisions(&moto, &format!("{SESSION}with-kms/"), &key);
+    assert_eq!(judged.len(), 4, "{judged:?}");
+    assert!(judged.iter().all(|(_, allowed)| *allowed), "{judged:?}");
+
+    // Encryption by default with the key as the account's default: every launch uses it.
+    admin
+        .block_on(ec2(&admin).enable_ebs_encryption_by_default().send())
+        .expect("ec2:EnableEbsEncryptionByDefault");
+    admin
+        .block_on(
+            ec2(&admin)
+                .modify_ebs_default_kms_key_id()
+                .kms_key_id(&key)
+                .send(),
+        )
+        .expect("ec2:ModifyEbsDefaultKmsKeyId");
+    let id = launch_encrypted(&without, &image, None);
+    assert_eq!(terminated_reason(&admin, &id).0, "Client.InternalError");
+}
