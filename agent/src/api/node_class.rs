@@ -358,6 +358,7 @@ impl NodeClassSpec {
     pub fn kubelet_settings(&self) -> crate::catalog::KubeletSettings {
         let mut s = crate::catalog::KubeletSettings {
             disk: self.node_disk(),
+            reserve_memory_for_eni_pods: !self.is_bottlerocket(),
             ..Default::default()
         };
         if let Some(k) = &self.kubelet {

@@ -86,6 +86,12 @@ pub struct KubeletSettings {
     pub pods_per_core: Option<u32>,
     pub kube_reserved_cpu_milli: Option<i64>,
     pub kube_reserved_memory_bytes: Option<i64>,
+    /// Whether the default kube-reserved memory counts the type's ENI-limited pods rather
+    /// than the max pods the kubelet is given. nodeadm (AL2023) reserves for its own
+    /// `CalcMaxPods` figure whatever `maxPods` the NodeConfig sets
+    /// (`internal/kubelet/config.go`, `withDefaultReservedResources`), as Karpenter models
+    /// it (`UsesENILimitedMemoryOverhead`); Bottlerocket reserves for its `max-pods`.
+    pub reserve_memory_for_eni_pods: bool,
     pub system_reserved_cpu_milli: i64,
     pub system_reserved_memory_bytes: i64,
     pub eviction_hard_memory_bytes: i64,
@@ -106,6 +112,7 @@ impl Default for KubeletSettings {
             pods_per_core: None,
             kube_reserved_cpu_milli: None,
             kube_reserved_memory_bytes: None,
+            reserve_memory_for_eni_pods: true,
             system_reserved_cpu_milli: 0,
             system_reserved_memory_bytes: 0,
             eviction_hard_memory_bytes: 100 * MI,
@@ -158,16 +165,27 @@ pub fn capacity(
     }
 }
 
-/// Allocatable from capacity, never negative.
-pub fn allocatable(capacity: &Resources, vcpus: u32, settings: &KubeletSettings) -> Resources {
-    let max_pods = capacity.pods.max(0) as u32;
+/// Allocatable from capacity, never negative. `eni_pods` is the type's ENI-limited pod
+/// count, which the default memory reservation counts when
+/// [`KubeletSettings::reserve_memory_for_eni_pods`].
+pub fn allocatable(
+    capacity: &Resources,
+    vcpus: u32,
+    eni_pods: u32,
+    settings: &KubeletSettings,
+) -> Resources {
+    let reserved_for_pods = if settings.reserve_memory_for_eni_pods {
+        eni_pods
+    } else {
+        capacity.pods.max(0) as u32
+    };
     let cpu_reserved = settings
         .kube_reserved_cpu_milli
         .unwrap_or_else(|| kube_reserved_cpu_milli(vcpus))
         + settings.system_reserved_cpu_milli;
     let mem_reserved = settings
         .kube_reserved_memory_bytes
-        .unwrap_or_else(|| kube_reserved_memory_bytes(max_pods))
+        .unwrap_or_else(|| kube_reserved_memory_bytes(reserved_for_pods))
         + settings.system_reserved_memory_bytes
         + settings.eviction_hard_memory_bytes;
     let mut a = capacity.clone();
@@ -211,7 +229,7 @@ mod tests {
             ..Default::default()
         };
         let cap = capacity(2, 8192, 29, &s);
-        let a = allocatable(&cap, 2, &s);
+        let a = allocatable(&cap, 2, 29, &s);
         assert_eq!(a.cpu_milli, 1930);
         assert_eq!(a.memory_bytes, (8192 - 574 - 100) * MI);
         assert_eq!(a.pods, 29);
@@ -220,6 +238,27 @@ mod tests {
             with_vm.memory_bytes,
             8192 * MI - (8192.0 * MI as f64 * 0.075).ceil() as i64
         );
+    }
+
+    /// nodeadm reserves memory for the type's ENI pods whatever `maxPods` says; Bottlerocket
+    /// for the max pods it is given.
+    #[test]
+    fn memory_is_reserved_for_the_eni_pods_on_al2023_and_the_max_pods_on_bottlerocket() {
+        let al2023 = KubeletSettings {
+            vm_memory_overhead_percent: 0.0,
+            max_pods: Some(110),
+            ..Default::default()
+        };
+        let cap = capacity(2, 8192, 110, &al2023);
+        let a = allocatable(&cap, 2, 29, &al2023);
+        assert_eq!(a.memory_bytes, (8192 - 574 - 100) * MI);
+        assert_eq!(a.pods, 110);
+        let bottlerocket = KubeletSettings {
+            reserve_memory_for_eni_pods: false,
+            ..al2023
+        };
+        let b = allocatable(&cap, 2, 29, &bottlerocket);
+        assert_eq!(b.memory_bytes, (8192 - 1465 - 100) * MI);
     }
 
     #[test]
@@ -235,10 +274,10 @@ mod tests {
             pods_per_core: None,
             ..Default::default()
         };
-        let a = allocatable(&capacity(1, 1024, 10, &s), 1, &s);
+        let a = allocatable(&capacity(1, 1024, 10, &s), 1, 10, &s);
         assert_eq!(a.cpu_milli, 400);
         assert_eq!(a.memory_bytes, 1022 * MI);
-        let tiny = allocatable(&capacity(1, 1, 10, &s), 1, &s);
+        let tiny = allocatable(&capacity(1, 1, 10, &s), 1, 10, &s);
         assert_eq!(tiny.memory_bytes, 0);
     }
 
@@ -249,7 +288,7 @@ mod tests {
         let mut cap = capacity(2, 8192, 29, &s);
         cap.ephemeral_storage_bytes = s.disk.capacity_bytes(0);
         assert_eq!(cap.ephemeral_storage_bytes, 20 * GI);
-        let a = allocatable(&cap, 2, &s);
+        let a = allocatable(&cap, 2, 29, &s);
         assert_eq!(a.ephemeral_storage_bytes, 20 * GI - GI - 2 * GI);
         let absolute = KubeletSettings {
             eviction_hard_nodefs: Threshold::Bytes(GI),

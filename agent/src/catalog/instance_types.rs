@@ -128,15 +128,23 @@ impl InstanceTypeRecord {
         }
     }
 
+    /// The type's pods as its network limits them (the published figure when the record
+    /// carries one): what nodeadm reserves kube-reserved memory for.
+    pub fn eni_max_pods(&self) -> u32 {
+        self.max_pods
+            .unwrap_or_else(|| super::max_pods::from_eni_limits(self.pod_enis(), self.ipv4_per_eni))
+    }
+
     /// The kubelet's max pods on this type under `settings`, as Karpenter computes it
     /// (`instancetype/types.go::pods`): the record's published figure, else the NodeClass's
     /// `maxPods`, else the ENI formula nodeadm uses; then at most `podsPerCore` × vCPUs. The
     /// agent writes this figure into every node's user data, so the scheduler's pod capacity
     /// and the kubelet's are one number.
     pub fn kubelet_max_pods(&self, settings: &super::KubeletSettings) -> u32 {
-        let count = self.max_pods.or(settings.max_pods).unwrap_or_else(|| {
-            super::max_pods::from_eni_limits(self.pod_enis(), self.ipv4_per_eni)
-        });
+        let count = self
+            .max_pods
+            .or(settings.max_pods)
+            .unwrap_or_else(|| self.eni_max_pods());
         match settings.pods_per_core {
             Some(per_core) => count.min(per_core.saturating_mul(self.vcpus)),
             None => count,

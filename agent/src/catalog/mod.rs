@@ -162,7 +162,8 @@ impl InstanceType {
         // The kubelet's disk, not the instance store: that is the kubelet's only when the
         // NodeClass asks for it to be striped and mounted (`instanceStorePolicy: RAID0`).
         capacity.ephemeral_storage_bytes = settings.disk.capacity_bytes(record.local_storage_gb);
-        let allocatable = allocatable::allocatable(&capacity, record.vcpus, settings);
+        let allocatable =
+            allocatable::allocatable(&capacity, record.vcpus, record.eni_max_pods(), settings);
         offerings.sort_by(|a, b| (a.capacity_type, &a.zone).cmp(&(b.capacity_type, &b.zone)));
         InstanceType {
             name: record.name.clone(),
@@ -202,7 +203,12 @@ impl InstanceType {
         if *settings == KubeletSettings::default() {
             return self.allocatable.clone();
         }
-        allocatable::allocatable(&self.capacity_with(settings), self.record.vcpus, settings)
+        allocatable::allocatable(
+            &self.capacity_with(settings),
+            self.record.vcpus,
+            self.record.eni_max_pods(),
+            settings,
+        )
     }
 
     /// Capacity under a NodeClass's settings: its max pods and its disk (ephemeral storage

@@ -411,6 +411,10 @@ pub struct KubeletConfig {
     /// The instance store is striped and mounted for the kubelet (nodeadm's
     /// `localStorage.strategy: RAID0`, Bottlerocket's `apiclient ephemeral-storage init`).
     pub instance_store_raid0: bool,
+    /// Default kube-reserved memory counts `max_pods` (Bottlerocket) rather than the type's
+    /// ENI figure, which nodeadm counts whatever `maxPods` its NodeConfig sets
+    /// (`internal/kubelet/config.go`, `withDefaultReservedResources`).
+    pub reserves_for_max_pods: bool,
 }
 
 /// Reads [`KubeletConfig`] from user data: AL2023 NodeConfig documents (`spec.kubelet.config`,
@@ -754,6 +758,7 @@ pub fn bottlerocket_check(user_data: &str) -> Bottlerocket {
         }
         let mut kubelet = KubeletConfig {
             max_pods: k8s.get("max-pods").and_then(Item::as_integer),
+            reserves_for_max_pods: true,
             ..Default::default()
         };
         let as_map = |pairs: Vec<(String, String)>| -> Value {
@@ -899,8 +904,9 @@ fn max_pods(t: &TypeInfo, k: &KubeletConfig) -> i64 {
 }
 
 /// EKS's kube-reserved model: CPU 6% of the first core, 1% of the second, 0.5% of the next
-/// two, 0.25% above; memory 255Mi + 11Mi per pod the kubelet may run; plus the 100Mi hard
-/// eviction threshold. The user data's reservations, when it sets them, replace these.
+/// two, 0.25% above; memory 255Mi + 11Mi per pod: the type's ENI figure under nodeadm, the
+/// max pods under Bottlerocket; plus the 100Mi hard eviction threshold. The user data's
+/// reservations, when it sets them, replace these.
 fn allocatable(t: &TypeInfo, k: &KubeletConfig) -> (i64, i64) {
     let cores = t.vcpus;
     let mut reserved_m: f64 = 0.0;
@@ -914,9 +920,14 @@ fn allocatable(t: &TypeInfo, k: &KubeletConfig) -> (i64, i64) {
     }
     let kube_cpu = k.kube_reserved_cpu_m.unwrap_or(reserved_m.ceil() as i64);
     let cpu_m = cores * 1000 - kube_cpu - k.system_reserved_cpu_m;
-    let kube_mem = k
-        .kube_reserved_memory_mi
-        .unwrap_or(255 + 11 * max_pods(t, k));
+    let kube_mem = k.kube_reserved_memory_mi.unwrap_or_else(|| {
+        let pods = if k.reserves_for_max_pods {
+            max_pods(t, k)
+        } else {
+            t.max_pods
+        };
+        255 + 11 * pods
+    });
     let mem_mi = t.memory_mib
         - kube_mem
         - k.system_reserved_memory_mi
@@ -1599,8 +1610,17 @@ mod tests {
             instance_store_gb: 0,
         };
         assert_eq!(max_pods(&m5, &k), 110);
+        // nodeadm reserves memory for the type's ENI figure (29), not the maxPods it was given.
         assert_eq!(
             allocatable(&m5, &k),
+            (2000 - 200, 8192 - (255 + 11 * 29) - 1024 - 200)
+        );
+        let bottlerocket = KubeletConfig {
+            reserves_for_max_pods: true,
+            ..k.clone()
+        };
+        assert_eq!(
+            allocatable(&m5, &bottlerocket),
             (2000 - 200, 8192 - (255 + 11 * 110) - 1024 - 200)
         );
         // bootstrap.sh and Bottlerocket spell it their own ways.
@@ -1763,6 +1783,7 @@ mod tests {
                 system_reserved_cpu_m: 0,
                 system_reserved_memory_mi: 200,
                 eviction_hard_memory_mi: Some(300),
+                reserves_for_max_pods: true,
                 ..Default::default()
             }
         );
