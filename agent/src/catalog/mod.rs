@@ -442,7 +442,7 @@ impl Catalog {
         types.sort_by(|a, b| a.name.cmp(&b.name));
         Catalog {
             types,
-            on_demand: options.on_demand,
+            on_demand: options.on_demand.clone(),
         }
     }
 
@@ -463,7 +463,7 @@ impl Catalog {
     /// catalogue made from another (reservations, overlays, a merge) must keep.
     pub fn derive(&self, types: Vec<Arc<InstanceType>>) -> Catalog {
         Catalog {
-            on_demand: self.on_demand,
+            on_demand: self.on_demand.clone(),
             ..Catalog::from_shared(types)
         }
     }

@@ -20,12 +20,13 @@
 //! Embedded at build time from `agent/data/` (its README says where each comes from):
 //! us-east-1 (USD, 1,367 types) from the public price list of July 2026; us-gov-east-1 and
 //! us-gov-west-1 (USD) of 2026-07-20 and cn-north-1 (CNY) of 2024-11-06, the initial prices
-//! Karpenter generates from the Pricing API. Each is parsed on first use only. The agent
-//! does not call the Pricing API: its endpoints are in four Regions only, it is not served
-//! in GovCloud or from an isolated VPC, and the emulator has none; the tables ship in the
-//! binary instead.
+//! Karpenter generates from the Pricing API. Each is parsed on first use only. Where the
+//! agent may reach the Price List API it reads the Region's own list at start and every 12
+//! hours, and those prices stand over the table's ([`OnDemandPrices::with_listed`],
+//! `cloud::price_list`); in GovCloud, the isolated partitions and an isolated VPC the
+//! tables alone price.
 //!
-//! A Region without a table of its own is priced from its partition's reference table, in
+//! Until then, a Region without a table of its own is priced from its partition's reference table, in
 //! that partition's currency: `cn-` Regions (cn-northwest-1) from cn-north-1 in CNY, GovCloud
 //! from us-gov-west-1, every other Region from us-east-1 in USD. This is what Karpenter does
 //! until its Pricing API refresh answers (`Reset` falls back to us-east-1), except that a
@@ -46,7 +47,7 @@
 //! starts from.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The currency a Region's prices (on-demand list and Spot history alike) are in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,11 +132,21 @@ static CN_NORTH_1: Table = Table::new(
 static TABLES: [&Table; 4] = [&US_EAST_1, &US_GOV_WEST_1, &US_GOV_EAST_1, &CN_NORTH_1];
 
 /// A Region's on-demand prices: its own table, or its partition's reference table (see the
-/// module docs). Cheap to copy; each table is parsed once per process, on first use.
-#[derive(Clone, Copy)]
+/// module docs), under the prices last read from the Region's price list when there are
+/// any. Cheap to clone; each table is parsed once per process, on first use.
+#[derive(Clone)]
 pub struct OnDemandPrices {
     table: &'static Table,
     estimate: bool,
+    listed: Option<Arc<ListedPrices>>,
+}
+
+/// Prices read from the AWS Price List Query API for the Region, in its currency.
+#[derive(Debug)]
+struct ListedPrices {
+    prices: HashMap<String, f64>,
+    /// When they were read (RFC 3339), for the operator.
+    read_at: String,
 }
 
 impl std::fmt::Debug for OnDemandPrices {
@@ -143,6 +154,10 @@ impl std::fmt::Debug for OnDemandPrices {
         f.debug_struct("OnDemandPrices")
             .field("table", &self.table.region)
             .field("estimate", &self.estimate)
+            .field(
+                "listed",
+                &self.listed.as_ref().map(|l| (l.prices.len(), &l.read_at)),
+            )
             .field("currency", &self.currency())
             .finish()
     }
@@ -150,7 +165,13 @@ impl std::fmt::Debug for OnDemandPrices {
 
 impl PartialEq for OnDemandPrices {
     fn eq(&self, other: &Self) -> bool {
-        self.estimate == other.estimate && std::ptr::eq(self.table, other.table)
+        self.estimate == other.estimate
+            && std::ptr::eq(self.table, other.table)
+            && match (&self.listed, &other.listed) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
     }
 }
 
@@ -167,6 +188,7 @@ impl OnDemandPrices {
             return OnDemandPrices {
                 table: t,
                 estimate: false,
+                listed: None,
             };
         }
         let table: &'static Table = if region.starts_with("cn-") {
@@ -179,12 +201,43 @@ impl OnDemandPrices {
         OnDemandPrices {
             table,
             estimate: true,
+            listed: None,
         }
+    }
+
+    /// These prices under `listed`, read from the Region's price list at `read_at`: a listed
+    /// type takes the list's price, any other keeps the table's, as Karpenter keeps the
+    /// prices it had for types an update does not mention (`UpdateOnDemandPricing`). Types
+    /// only the list knows (sold in this Region, not in the table's) are priced too.
+    pub fn with_listed(&self, listed: HashMap<String, f64>, read_at: &str) -> OnDemandPrices {
+        let mut prices = self
+            .listed
+            .as_ref()
+            .map(|l| l.prices.clone())
+            .unwrap_or_default();
+        prices.extend(listed);
+        OnDemandPrices {
+            table: self.table,
+            estimate: self.estimate,
+            listed: Some(Arc::new(ListedPrices {
+                prices,
+                read_at: read_at.to_string(),
+            })),
+        }
+    }
+
+    /// When the Region's price list was last read, if ever.
+    pub fn listed_at(&self) -> Option<&str> {
+        self.listed.as_ref().map(|l| l.read_at.as_str())
     }
 
     /// The price per hour in [`Self::currency`], or None when the table does not list the type.
     pub fn get(&self, instance_type: &str) -> Option<f64> {
-        self.table.prices().get(instance_type).copied()
+        self.listed
+            .as_ref()
+            .and_then(|l| l.prices.get(instance_type))
+            .or_else(|| self.table.prices().get(instance_type))
+            .copied()
     }
 
     /// The Region whose table they come from (another Region's when [`Self::is_estimate`]).
@@ -201,12 +254,13 @@ impl OnDemandPrices {
         Currency::of_region(self.table.region)
     }
 
-    /// True when the Region has no table of its own and another Region's stands in.
+    /// True when the Region has no table of its own and another Region's stands in, and its
+    /// own price list has not been read.
     pub fn is_estimate(&self) -> bool {
-        self.estimate
+        self.estimate && self.listed.is_none()
     }
 
-    /// Every instance type the table prices, sorted by name.
+    /// Every instance type the embedded table prices, sorted by name.
     pub fn types(&self) -> Vec<&'static str> {
         let mut v: Vec<&'static str> = self.table.prices().keys().copied().collect();
         v.sort_unstable();
@@ -323,6 +377,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn listed_prices_replace_the_tables_and_keep_the_rest() {
+        let table = OnDemandPrices::for_region("eu-west-1");
+        assert!(table.is_estimate());
+        let m5 = table.get("m5.large").unwrap();
+        let listed = table.with_listed(
+            HashMap::from([
+                ("m5.large".to_string(), 0.107),
+                ("x9.large".to_string(), 1.0),
+            ]),
+            "2026-12-03T08:00:00Z",
+        );
+        assert_eq!(listed.get("m5.large"), Some(0.107));
+        assert_eq!(
+            listed.get("x9.large"),
+            Some(1.0),
+            "a type only the list knows"
+        );
+        assert_eq!(listed.get("c5.large"), table.get("c5.large"));
+        assert!(!listed.is_estimate());
+        assert_eq!(listed.listed_at(), Some("2026-12-03T08:00:00Z"));
+        assert_ne!(listed, table);
+        // A later read that omits a type keeps its last listed price.
+        let later = listed.with_listed(HashMap::from([("x9.large".to_string(), 2.0)]), "later");
+        assert_eq!(later.get("m5.large"), Some(0.107));
+        assert_eq!(later.get("x9.large"), Some(2.0));
+        assert!(m5 > 0.0);
+    }
+
+    #[test]
     fn embedded_table() {
         assert_eq!(on_demand("us-east-1", "a1.large"), Some(0.051));
         assert!(on_demand("us-east-1", "m5.large").unwrap() > 0.0);
@@ -346,7 +429,7 @@ mod tests {
         );
         assert_eq!(beijing.currency(), Currency::Cny);
         assert_eq!(beijing.currency().code(), "CNY");
-        for p in [east, gov, beijing] {
+        for p in [&east, &gov, &beijing] {
             assert!(!p.is_estimate(), "{p:?} has a table of its own");
         }
         // A type sold in GovCloud and absent from the us-east-1 list is priced there.

@@ -16,10 +16,12 @@ use aws_sdk_ec2::types::LocationType;
 
 use super::aws::CloudResultExt;
 use super::ec2::Ec2Cloud;
+use super::price_list;
 use super::records::Cached;
 pub use super::records::RawCatalog;
 use super::CloudError;
 use crate::api::NodeClass;
+use crate::catalog::prices::OnDemandPrices;
 use crate::catalog::{
     Catalog, CatalogOptions, InstanceTypeRecord, OfferingRecord, SpotPrices, SpotPricing,
 };
@@ -102,7 +104,7 @@ impl Ec2Cloud {
         let options = CatalogOptions {
             kubelet,
             spot: raw.value.spot.clone(),
-            on_demand: self.on_demand,
+            on_demand: raw.value.on_demand.clone(),
         };
         let catalog = Catalog::from_records(records, &offerings, &options);
         let catalog = crate::catalog::reservations::add(&catalog, &reservations, &class, now);
@@ -122,18 +124,19 @@ impl Ec2Cloud {
                 return Ok(c.clone());
             }
         }
-        let last_spot = guard.as_ref().map(|c| c.value.spot.clone());
+        let last = guard.as_ref().map(|c| &c.value);
         let fetched = Arc::new(Cached {
             at: now,
-            value: self.fetch_raw(last_spot).await?,
+            value: self.fetch_raw(last).await?,
         });
         *guard = Some(fetched.clone());
         Ok(fetched)
     }
 
-    /// `last_spot`: the Spot prices of the previous fetch, kept when the history cannot be
-    /// read now (Karpenter keeps its last prices when an update fails, `pricing.go`).
-    async fn fetch_raw(&self, last_spot: Option<SpotPricing>) -> Result<RawCatalog, CloudError> {
+    /// `last`: the previous fetch, whose prices are kept when they cannot be read now
+    /// (Karpenter keeps its last prices when an update fails, `pricing.go`).
+    async fn fetch_raw(&self, last: Option<&RawCatalog>) -> Result<RawCatalog, CloudError> {
+        let last_spot = last.map(|l| l.spot.clone());
         let mut records = Vec::new();
         let mut pages = self
             .ec2
@@ -190,11 +193,58 @@ impl Ec2Cloud {
                 kept
             }
         };
+        let (on_demand, on_demand_read) = self.on_demand_prices(last).await;
         Ok(RawCatalog {
             records,
             offerings,
             spot,
+            on_demand,
+            on_demand_read,
         })
+    }
+
+    /// The Region's on-demand prices: the last ones when the price list was read less than
+    /// [`price_list::REFRESH`] ago, else the list read again over them; the embedded table
+    /// alone where the list cannot be asked. A failed read keeps what there was.
+    async fn on_demand_prices(
+        &self,
+        last: Option<&RawCatalog>,
+    ) -> (OnDemandPrices, Option<std::time::Instant>) {
+        let now = self.options.clock.now();
+        let (kept, read) = match last {
+            Some(l) => (l.on_demand.clone(), l.on_demand_read),
+            None => (OnDemandPrices::for_region(&self.region), None),
+        };
+        let Some(client) = &self.price_list else {
+            return (kept, read);
+        };
+        if read.is_some_and(|at| now.duration_since(at) < price_list::REFRESH) {
+            return (kept, read);
+        }
+        match price_list::on_demand_prices(client, &self.region).await {
+            Ok(listed) if !listed.is_empty() => {
+                tracing::info!(
+                    region = %self.region,
+                    types = listed.len(),
+                    "on-demand prices read from the price list"
+                );
+                let at = jiff::Timestamp::now().to_string();
+                (kept.with_listed(listed, &at), Some(now))
+            }
+            outcome => {
+                let why = match outcome {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "the answer is empty".to_string(),
+                };
+                tracing::warn!(
+                    region = %self.region,
+                    error = %why,
+                    listed_at = kept.listed_at().unwrap_or("never"),
+                    "the price list could not be read; keeping the on-demand prices there were"
+                );
+                (kept, read)
+            }
+        }
     }
 
     async fn fetch_spot_prices(&self) -> Result<SpotPrices, CloudError> {

@@ -50,6 +50,9 @@ pub struct Ec2Options {
     /// Where the public AMI parameters live (`/aws/service`). The emulator refuses to store
     /// parameters under `/aws/`, so tests publish theirs under another root.
     pub public_parameter_root: String,
+    /// The agent cannot reach AWS endpoints that have no VPC endpoint: the Price List API
+    /// is not asked, and the embedded on-demand tables stand (Karpenter's `isolatedVPC`).
+    pub isolated_vpc: bool,
 }
 
 impl std::fmt::Debug for Ec2Options {
@@ -78,6 +81,7 @@ impl Ec2Options {
             launch_backoff: Duration::from_millis(200),
             clock: Arc::new(SystemClock),
             public_parameter_root: "/aws/service".into(),
+            isolated_vpc: false,
         }
     }
 }
@@ -106,8 +110,10 @@ pub struct Ec2Cloud {
     /// Capacity reservations per selection (see `capacity_reservations`).
     pub(crate) reservations:
         Mutex<HashMap<String, Cached<Vec<crate::catalog::reservations::ReservationRecord>>>>,
-    /// The on-demand list of the client's Region, in the currency its Spot history is in.
-    pub(crate) on_demand: crate::catalog::prices::OnDemandPrices,
+    /// The client's Region, whose on-demand prices and Spot history the catalogue uses.
+    pub(crate) region: String,
+    /// The Price List API, where the Region has an endpoint the agent may reach.
+    pub(crate) price_list: Option<aws_sdk_pricing::Client>,
 }
 
 impl std::fmt::Debug for Ec2Cloud {
@@ -121,7 +127,13 @@ impl std::fmt::Debug for Ec2Cloud {
 
 impl Ec2Cloud {
     pub fn new(config: &SdkConfig, options: Ec2Options) -> Ec2Cloud {
+        let region = config
+            .region()
+            .map_or("us-east-1", |r| r.as_ref())
+            .to_string();
         Ec2Cloud {
+            price_list: super::price_list::client(config, &region, options.isolated_vpc),
+            region,
             ec2: aws_sdk_ec2::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
             eks: aws_sdk_eks::Client::new(config),
@@ -135,9 +147,6 @@ impl Ec2Cloud {
             templates: Mutex::new(HashMap::new()),
             catalogs: Mutex::new(HashMap::new()),
             reservations: Mutex::new(HashMap::new()),
-            on_demand: crate::catalog::prices::OnDemandPrices::for_region(
-                config.region().map_or("us-east-1", |r| r.as_ref()),
-            ),
         }
     }
 

@@ -23,6 +23,7 @@ pub mod instances;
 #[cfg(feature = "kwok")]
 pub mod kwok;
 pub mod launch_template;
+pub mod price_list;
 pub mod records;
 pub mod sqs;
 pub mod user_data;

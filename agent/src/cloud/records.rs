@@ -144,6 +144,11 @@ pub struct RawCatalog {
     /// [`SpotPricing::Observed`] once a price history has been read, [`SpotPricing::None`]
     /// until then: never the model.
     pub spot: SpotPricing,
+    /// The Region's on-demand prices: its embedded table under what its price list said
+    /// when last read.
+    pub on_demand: crate::catalog::prices::OnDemandPrices,
+    /// When the price list was last read successfully.
+    pub on_demand_read: Option<Instant>,
 }
 
 /// A subnet the NodeClass may launch into.

@@ -152,6 +152,7 @@ pub async fn ec2_cloud(config: &Config) -> anyhow::Result<Arc<dyn Cloud>> {
     options.cluster_ca = config.cluster_ca.clone();
     options.service_cidr = config.service_cidr.clone();
     options.public_parameter_root = config.public_parameter_root.clone();
+    options.isolated_vpc = config.isolated_vpc;
     if let Ok(kcfg) = kube_config(config).await {
         if let Ok(client) = Client::try_from(kcfg) {
             if let Ok(info) = client.apiserver_version().await {

@@ -24,6 +24,7 @@ mod labels;
 mod lifecycle;
 mod monitoring;
 mod nodeclass;
+mod price_list;
 mod pricing;
 mod process;
 mod provisioning;

@@ -300,6 +300,16 @@ fn service_statements(scope: &AgentScope, n: &Names<'_>) -> Vec<Statement> {
             )])
             .condition("StringEquals", "iam:AWSServiceName", ["spot.amazonaws.com"]),
     ];
+    // The Region's on-demand prices from the Price List API, which has no resource-level
+    // permissions (Karpenter's `AllowPricingReadActions`). Its endpoints are in the `aws`
+    // and `aws-cn` partitions only; elsewhere the agent never asks, so nothing is granted.
+    if p == "aws" || p == "aws-cn" {
+        statements.push(
+            Statement::allow("PriceList")
+                .actions(["pricing:GetProducts"])
+                .resources(["*"]),
+        );
+    }
     // Only through SQS: the key is the queue's, not the agent's to use elsewhere.
     if let Some(key) = &scope.queue_kms_key_arn {
         statements.push(
@@ -520,6 +530,17 @@ mod tests {
     }
 
     #[test]
+    fn the_price_list_is_read_where_it_has_an_endpoint() {
+        for region in ["us-east-1", "eu-west-1", "cn-north-1"] {
+            let doc = agent_policy(&scope(region, "prod")).to_value();
+            let st = statement(&doc, "PriceList");
+            assert_eq!(st["Action"], "pricing:GetProducts", "{region}");
+            assert_eq!(st["Resource"], "*", "{region}");
+            assert!(st.get("Condition").is_none(), "{region}");
+        }
+    }
+
+    #[test]
     fn only_this_clusters_queue_node_role_and_cluster() {
         let sc = scope("us-gov-west-1", "gov");
         let doc = agent_policy(&sc).to_value();
@@ -542,8 +563,10 @@ mod tests {
             statement(&doc, "AmiParameters")["Resource"],
             "arn:aws-us-gov:ssm:us-gov-west-1::parameter/aws/service/*"
         );
-        // Nothing but Describe* is granted on "*", except the EBS keys through EC2 alone.
+        // Nothing but Describe* is granted on "*", except the EBS keys through EC2 alone (and
+        // the price list, which GovCloud does not have).
         for st in doc["Statement"].as_array().unwrap() {
+            assert_ne!(st["Sid"], "PriceList", "no Price List API in GovCloud");
             if st["Resource"] == "*" && st["Sid"] != "ReadOnly" {
                 assert!(
                     st["Sid"].as_str().unwrap().starts_with("EbsVolumeKey"),

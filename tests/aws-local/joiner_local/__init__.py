@@ -37,6 +37,10 @@ the wire shapes of the real service:
   there is none (types not sold as Spot, and a documented zonal hole).
 - `public_parameters`: the public SSM parameters of EKS node images (`/aws/service/eks/...`,
   `/aws/service/bottlerocket/...`), pointing at images that exist in moto.
+- `pricing`: the Price List Query API's GetProducts (moto 5.2.5 has no pricing service): EC2
+  on-demand Linux prices from the agent's tables, filters, pagination and the API's refusals,
+  served only for the Regions that have its endpoint; a test changes a price through
+  `/moto-api/joiner-local/pricing/<region>`.
 - `oidc_keys`: OIDC issuers' signing keys (kube-sim's service-account issuer publishes its
   JWKS here), with which web-identity tokens are verified.
 - `ebs_keys`: EBS encryption by default (moto 5.2.5 ignores it), and the launch that fails
@@ -49,4 +53,4 @@ Run as `python -m joiner_local -H 127.0.0.1 -p PORT` with this folder on PYTHONP
 """
 
 # The extension modules, imported (and so applied) in this order by __main__.
-EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "launch_template_quota", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "ebs_keys", "iam_enforce"]
+EXTENSIONS = ["identity", "eks_access", "eks_addons", "eks_versions", "eks_network", "eks_token", "instance_profiles", "fleet_groups", "template_instances", "capacity_reservations", "launch_template_quota", "instance_metadata", "event_envelope", "spot_prices", "public_parameters", "oidc_keys", "ebs_keys", "pricing", "iam_enforce"]

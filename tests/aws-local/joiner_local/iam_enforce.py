@@ -21,7 +21,8 @@ IAM's own rules:
   the KMS requests EC2 makes for the caller when a launch's volumes use a customer managed
   key (`ebs_keys`: refused, the instance fails at launch rather than the call);
   `iam:PassRole` on the role of the instance profile a launch passes; the SQS queue, the EKS
-  cluster, the SSM parameter, the IAM role, ...
+  cluster, the SSM parameter, the IAM role, ...; the Price List's actions (`pricing`) on `*`,
+  the only resource they have.
 - STS: `AssumeRole` needs the role's trust policy to admit the caller (and, when it admits
   only the account, an identity policy too); `AssumeRoleWithWebIdentity` needs an IAM OIDC
   provider for the token's issuer, a token signed by a key the issuer published
@@ -1007,6 +1008,14 @@ def _sts_checks(call: Call) -> list[Check] | None:
     return None
 
 
+def _pricing_checks(call: Call) -> list[Check] | None:
+    # The Price List's actions have no resource types and no condition keys of their own
+    # (Service Authorization Reference, "AWS Price List"): each is authorized on `*`.
+    if call.op in ("GetProducts", "DescribeServices", "GetAttributeValues", "ListPriceLists", "GetPriceListFileUrl"):
+        return [(f"pricing:{call.op}", "*", {})]
+    return None
+
+
 _MODELS = {
     "ec2": _ec2_checks,
     "sqs": _sqs_checks,
@@ -1015,6 +1024,7 @@ _MODELS = {
     "iam": _iam_checks,
     "events": _events_checks,
     "sts": _sts_checks,
+    "pricing": _pricing_checks,
 }
 
 

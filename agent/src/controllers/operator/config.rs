@@ -110,6 +110,11 @@ pub struct Config {
         default_value = "/aws/service"
     )]
     pub public_parameter_root: String,
+    /// The agent runs where AWS endpoints without a VPC endpoint cannot be reached: the
+    /// Price List API is not asked and the embedded on-demand tables stand (as Karpenter's
+    /// `isolatedVPC`). Without it the list is read at start and every 12 hours.
+    #[arg(long, env = "JOINER_ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
+    pub isolated_vpc: bool,
     /// Adopt Karpenter's nodes (a migration): the namespace Karpenter's controller runs in,
     /// whose leader Lease tells whether it is still running. Off when unset.
     #[arg(long, env = "JOINER_ADOPT_KARPENTER_NAMESPACE")]

@@ -124,7 +124,7 @@ impl Metrics {
                 table = prices.table_region(),
                 published = prices.published(),
                 currency,
-                "no on-demand price table for this Region; its partition's reference table stands in, so Spot is weighed against estimated on-demand prices"
+                "no on-demand price table for this Region; its partition's reference table stands in, so Spot is weighed against estimated on-demand prices until the Region's price list is read (never in GovCloud or with --isolated-vpc)"
             );
         } else {
             tracing::info!(
