@@ -193,33 +193,35 @@ impl Ec2Cloud {
                 kept
             }
         };
-        let (on_demand, on_demand_read) = self.on_demand_prices(last).await;
+        let (on_demand, on_demand_due) = self.on_demand_prices(last).await;
         Ok(RawCatalog {
             records,
             offerings,
             spot,
             on_demand,
-            on_demand_read,
+            on_demand_due,
         })
     }
 
-    /// The Region's on-demand prices: the last ones when the price list was read less than
-    /// [`price_list::REFRESH`] ago, else the list read again over them; the embedded table
-    /// alone where the list cannot be asked. A failed read keeps what there was.
+    /// The Region's on-demand prices, and when to read the list next: the last ones until
+    /// the read is due, then the list read again over them ([`price_list::REFRESH`] after a
+    /// read, [`price_list::RETRY`] after a failure, which keeps what there was); the
+    /// embedded table alone where the list cannot be asked. The read runs under the raw
+    /// catalogue's lock, so the client's timeouts bound what a failing one costs a round.
     async fn on_demand_prices(
         &self,
         last: Option<&RawCatalog>,
     ) -> (OnDemandPrices, Option<std::time::Instant>) {
         let now = self.options.clock.now();
-        let (kept, read) = match last {
-            Some(l) => (l.on_demand.clone(), l.on_demand_read),
+        let (kept, due) = match last {
+            Some(l) => (l.on_demand.clone(), l.on_demand_due),
             None => (OnDemandPrices::for_region(&self.region), None),
         };
         let Some(client) = &self.price_list else {
-            return (kept, read);
+            return (kept, due);
         };
-        if read.is_some_and(|at| now.duration_since(at) < price_list::REFRESH) {
-            return (kept, read);
+        if due.is_some_and(|at| now < at) {
+            return (kept, due);
         }
         match price_list::on_demand_prices(client, &self.region).await {
             Ok(listed) if !listed.is_empty() => {
@@ -229,7 +231,10 @@ impl Ec2Cloud {
                     "on-demand prices read from the price list"
                 );
                 let at = jiff::Timestamp::now().to_string();
-                (kept.with_listed(listed, &at), Some(now))
+                (
+                    kept.with_listed(listed, &at),
+                    Some(now + price_list::REFRESH),
+                )
             }
             outcome => {
                 let why = match outcome {
@@ -240,9 +245,9 @@ impl Ec2Cloud {
                     region = %self.region,
                     error = %why,
                     listed_at = kept.listed_at().unwrap_or("never"),
-                    "the price list could not be read; keeping the on-demand prices there were"
+                    "the price list could not be read; keeping the on-demand prices there were, and asking again in an hour (--isolated-vpc where it cannot be reached)"
                 );
-                (kept, read)
+                (kept, Some(now + price_list::RETRY))
             }
         }
     }

@@ -9,8 +9,9 @@
 //!
 //! Where the API is: its endpoints are in us-east-1, eu-central-1 and ap-south-1, and
 //! cn-northwest-1 for the China Regions; a Region is asked of the nearest (the same choice
-//! as Karpenter's `NewAPI`). Other partitions (GovCloud, the isolated ones, the European
-//! Sovereign Cloud) have none, and an agent
+//! as Karpenter's `NewAPI`). GovCloud has none; the isolated partitions and the European
+//! Sovereign Cloud are not asked (botocore lists endpoints there, whose contents are not
+//! known here), and an agent
 //! in a VPC without internet access cannot reach any (`--isolated-vpc`): there the tables
 //! stand.
 //!
@@ -31,10 +32,16 @@ use crate::catalog::prices::Currency;
 
 /// How often the list is read again.
 pub const REFRESH: Duration = Duration::from_secs(12 * 3600);
+/// How soon after a failed read it is tried again.
+pub const RETRY: Duration = Duration::from_secs(3600);
+/// Each page's bound, retries included, and the attempts per page: a read that cannot
+/// reach the endpoint (a VPC without a route to it and no `--isolated-vpc`) costs the round
+/// that tries it this much, once per [`RETRY`].
+const PAGE_TIMEOUT: Duration = Duration::from_secs(15);
+const ATTEMPTS: u32 = 2;
 
-/// The Region whose Price List endpoint serves `region`, or None where there is none: the
-/// API is in the commercial and China partitions only (not GovCloud, the isolated
-/// partitions nor the European Sovereign Cloud).
+/// The Region whose Price List endpoint serves `region`, or None where it is not asked:
+/// only the commercial and China partitions are (see the module docs).
 pub fn endpoint_region(region: &str) -> Option<&'static str> {
     if region.starts_with("us-gov-") || region.contains("-iso") || region.starts_with("eusc-") {
         None
@@ -50,7 +57,9 @@ pub fn endpoint_region(region: &str) -> Option<&'static str> {
 }
 
 /// A client for the Price List API of `region`'s endpoint, or None where there is none (or
-/// the agent was told it cannot reach one).
+/// the agent was told it cannot reach one). It keeps the configuration's endpoint URL, so
+/// with `--aws-endpoint` the list is asked there (the local world serves it; a VPC
+/// endpoint does not, and wants `--isolated-vpc`).
 pub fn client(
     config: &aws_config::SdkConfig,
     region: &str,
@@ -62,6 +71,14 @@ pub fn client(
     let endpoint = endpoint_region(region)?;
     let conf = aws_sdk_pricing::config::Builder::from(config)
         .region(aws_sdk_pricing::config::Region::new(endpoint))
+        .timeout_config(
+            aws_sdk_pricing::config::timeout::TimeoutConfig::builder()
+                .operation_timeout(PAGE_TIMEOUT)
+                .build(),
+        )
+        .retry_config(
+            aws_sdk_pricing::config::retry::RetryConfig::standard().with_max_attempts(ATTEMPTS),
+        )
         .build();
     Some(aws_sdk_pricing::Client::from_conf(conf))
 }

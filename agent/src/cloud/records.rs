@@ -147,8 +147,8 @@ pub struct RawCatalog {
     /// The Region's on-demand prices: its embedded table under what its price list said
     /// when last read.
     pub on_demand: crate::catalog::prices::OnDemandPrices,
-    /// When the price list was last read successfully.
-    pub on_demand_read: Option<Instant>,
+    /// When the price list is next to be read (now when None).
+    pub on_demand_due: Option<Instant>,
 }
 
 /// A subnet the NodeClass may launch into.

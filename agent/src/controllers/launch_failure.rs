@@ -23,6 +23,23 @@ use crate::labels;
 /// EC2's state reason for a launch that failed on an encrypted volume (among others).
 pub const CLIENT_INTERNAL_ERROR: &str = "Client.InternalError";
 
+/// The state reasons EC2 gives an instance that ended *during launch* (EC2 API Reference,
+/// `StateReason`: "caused the instance to terminate during launch", a snapshot not found,
+/// the EBS volume limit, no capacity). Any other reason (a Spot reclaim while it booted,
+/// someone terminating it) is not a failed launch and is not reported as one.
+const LAUNCH_FAILURES: &[&str] = &[
+    CLIENT_INTERNAL_ERROR,
+    "Client.InvalidSnapshot.NotFound",
+    "Client.VolumeLimitExceeded",
+    "Server.InternalError",
+    "Server.InsufficientInstanceCapacity",
+];
+
+/// Whether EC2's state reason `code` says the launch itself failed.
+pub fn is_launch_failure(code: &str) -> bool {
+    LAUNCH_FAILURES.contains(&code)
+}
+
 /// Whether the claim's Node never registered: its instance ending now is a failed launch,
 /// not the end of a node.
 pub fn never_registered(claim: &NodeClaim) -> bool {
@@ -55,9 +72,10 @@ pub fn message(claim: &str, instance_id: &str, reason: &StateReason) -> String {
     m
 }
 
-/// Asks EC2 why the claim's instance ended and, when it says, reports it (log, Warning
-/// Event `LaunchFailed` on the claim, launch-failure metric by the reason's code). Returns
-/// the message, or None when EC2 gives no reason (or cannot be asked).
+/// Asks EC2 why the claim's instance ended and, when the reason is a failed launch
+/// ([`is_launch_failure`]), reports it (log, Warning Event `LaunchFailed` on the claim,
+/// launch-failure metric by the reason's code). Returns the message, or None when EC2 gives
+/// no such reason (or cannot be asked).
 pub async fn report(ctx: &Context, claim: &NodeClaim, instance_id: &str) -> Option<String> {
     let reason = match ctx.cloud.state_reason(instance_id).await {
         Ok(r) => r?,
@@ -67,6 +85,10 @@ pub async fn report(ctx: &Context, claim: &NodeClaim, instance_id: &str) -> Opti
             return None;
         }
     };
+    if !is_launch_failure(&reason.code) {
+        tracing::info!(nodeclaim = %claim.name_any(), instance = instance_id, code = %reason.code, "the instance ended before its Node registered, not at launch");
+        return None;
+    }
     let name = claim.name_any();
     let msg = message(&name, instance_id, &reason);
     let pool = claim
@@ -105,6 +127,14 @@ mod tests {
         assert!(m.contains("KMS key"), "{m}");
         assert!(m.contains("kms:CreateGrant"), "{m}");
         assert!(m.contains("joiner_agent_role"), "{m}");
+    }
+
+    #[test]
+    fn only_launch_reasons_are_launch_failures() {
+        assert!(is_launch_failure("Client.InternalError"));
+        assert!(is_launch_failure("Client.VolumeLimitExceeded"));
+        assert!(!is_launch_failure("Server.SpotInstanceTermination"));
+        assert!(!is_launch_failure("Client.UserInitiatedShutdown"));
     }
 
     #[test]

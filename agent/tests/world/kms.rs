@@ -14,27 +14,8 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 /// A symmetric customer managed key in the local world's KMS, made by the admin; its ARN.
-/// The workspace has no Rust KMS client: the emulator's own Python has boto3, AWS's SDK.
 fn create_key(w: &World, description: &str) -> String {
-    let script = "import boto3, sys\n\
-        kms = boto3.client('kms', endpoint_url=sys.argv[1], region_name='us-east-1',\n\
-            aws_access_key_id='testing', aws_secret_access_key='testing')\n\
-        print(kms.create_key(Description=sys.argv[2])['KeyMetadata']['Arn'])\n";
-    let out = std::process::Command::new(joiner_test_support::moto_python())
-        .args(["-c", script, &w.moto.endpoint(), description])
-        .output()
-        .expect("run boto3 kms:CreateKey");
-    assert!(
-        out.status.success(),
-        "kms:CreateKey: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let arn = String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .trim()
-        .to_string();
-    assert!(arn.contains(":key/"), "{arn}");
-    arn
+    joiner_test_support::create_kms_key(&w.moto.endpoint(), description)
 }
 
 /// A NodeClass like [`World::node_class`] whose root volume is encrypted with `key`.

@@ -321,6 +321,31 @@ pub fn real_cluster_kubeconfig_in(
         .map(PathBuf::from)
 }
 
+/// A symmetric customer managed key in the emulator at `endpoint`'s KMS, made by its admin
+/// (`testing`); its ARN. The workspace has no Rust KMS client: the emulator's own Python
+/// has boto3, AWS's SDK.
+pub fn create_kms_key(endpoint: &str, description: &str) -> String {
+    let script = "import boto3, sys\n\
+        kms = boto3.client('kms', endpoint_url=sys.argv[1], region_name='us-east-1',\n\
+            aws_access_key_id='testing', aws_secret_access_key='testing')\n\
+        print(kms.create_key(Description=sys.argv[2])['KeyMetadata']['Arn'])\n";
+    let out = Command::new(moto_python())
+        .args(["-c", script, endpoint, description])
+        .output()
+        .expect("run boto3 kms:CreateKey");
+    assert!(
+        out.status.success(),
+        "kms:CreateKey: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let arn = String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .trim()
+        .to_string();
+    assert!(arn.contains(":key/"), "{arn}");
+    arn
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,16 +150,19 @@ impl Interruptions {
 
         // 2. Disrupt: provisioning replaces, termination drains once the replacement is up.
         let mut detail = describe(event, instance_id);
-        // An instance that ends before its Node registered is a failed launch: say why.
+        let mut ended_as = TerminationReason::Interrupted;
+        // An instance that ends at launch, before its Node registered, is a failed launch:
+        // say why, and end the claim as one.
         if matches!(&event.detail, Detail::StateChange(d) if matches!(d.state.as_str(), "shutting-down" | "terminated"))
             && launch_failure::never_registered(&claim)
         {
             if let Some(m) = launch_failure::report(ctx, &claim, instance_id).await {
                 detail = m;
+                ended_as = TerminationReason::LaunchFailed;
             }
         }
         let deadline = self.deadline(event);
-        self.disrupt(&claim, reason, &detail, deadline, sent_at)
+        self.disrupt(&claim, reason, ended_as, &detail, deadline, sent_at)
             .await?;
         let message = format!(
             "{detail}: replacement first, then drain (by {deadline}, less the pods' termination grace)"
@@ -241,6 +244,7 @@ impl Interruptions {
         &self,
         claim: &NodeClaim,
         reason: &'static str,
+        ended_as: TerminationReason,
         detail: &str,
         deadline: jiff::Timestamp,
         sent_at: SystemTime,
@@ -258,7 +262,7 @@ impl Interruptions {
                 },
             );
         let mark = Mark {
-            reason: TerminationReason::Interrupted,
+            reason: ended_as,
             condition_reason: reason,
             message: detail,
             deadline,

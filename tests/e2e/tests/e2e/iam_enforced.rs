@@ -1078,23 +1078,7 @@ fn create_cluster_with_a_secrets_key_needs_the_callers_grant_rights_on_it() {
 /// A symmetric customer managed key in the world's KMS, made by the admin with boto3 (the
 /// emulator's own Python; the workspace has no Rust KMS client); its ARN.
 fn customer_managed_key(moto: &MotoServer) -> String {
-    let script = "import boto3, sys\n\
-        kms = boto3.client('kms', endpoint_url=sys.argv[1], region_name='us-east-1',\n\
-            aws_access_key_id='testing', aws_secret_access_key='testing')\n\
-        print(kms.create_key()['KeyMetadata']['Arn'])\n";
-    let out = std::process::Command::new(joiner_test_support::moto_python())
-        .args(["-c", script, &moto.endpoint()])
-        .output()
-        .expect("run boto3 kms:CreateKey");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("UTF-8")
-        .trim()
-        .to_string()
+    joiner_test_support::create_kms_key(&moto.endpoint(), "a volume key")
 }
 
 /// The agent policy's two EBS key statements, as `terraform-provider-joiner policy agent`
@@ -1188,6 +1172,24 @@ fn terminated_reason(admin: &Aws, id: &str) -> (String, String) {
     }
 }
 
+/// Asserts that instance `id` is not terminated once the emulator's failed-launch delay
+/// (0.3 s after RunInstances answers, `ebs_keys.py`) has passed: an absence, so the test
+/// waits out that window (three times over) rather than for an event.
+fn assert_still_running(admin: &Aws, id: &str) {
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let state = admin
+        .block_on(ec2(admin).describe_instances().instance_ids(id).send())
+        .expect("ec2:DescribeInstances");
+    assert_ne!(
+        state.reservations()[0].instances()[0]
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str()),
+        Some("terminated"),
+        "{id} was ended at launch"
+    );
+}
+
 /// KMS decisions on `key` recorded for `principal`: (action, allowed).
 fn key_decisions(moto: &MotoServer, principal: &str, key: &str) -> Vec<(String, bool)> {
     decisions(moto, principal)["decisions"]
@@ -1258,21 +1260,7 @@ fn a_volume_key_the_caller_may_not_use_ends_the_instance_at_launch() {
                 || !d["action"].as_str().unwrap_or_default().starts_with("kms:")),
         "{all:#}"
     );
-    let state = admin
-        .block_on(
-            ec2(&admin)
-                .describe_instances()
-                .instance_ids(&managed)
-                .send(),
-        )
-        .expect("ec2:DescribeInstances");
-    assert_ne!(
-        state.reservations()[0].instances()[0]
-            .state()
-            .and_then(|s| s.name())
-            .map(|n| n.as_str()),
-        Some("terminated")
-    );
+    assert_still_running(&admin, &managed);
 
     // With the agent policy's statements, every request EC2 makes on the key is allowed.
     let mut granted = launch.clone();
@@ -1283,10 +1271,11 @@ fn a_volume_key_the_caller_may_not_use_ends_the_instance_at_launch() {
         "with-kms",
         json!({"Version": "2012-10-17", "Statement": granted}),
     );
-    launch_encrypted(&with, &image, Some(&key));
+    let granted_id = launch_encrypted(&with, &image, Some(&key));
     let judged = key_decisions(&moto, &format!("{SESSION}with-kms/"), &key);
     assert_eq!(judged.len(), 4, "{judged:?}");
     assert!(judged.iter().all(|(_, allowed)| *allowed), "{judged:?}");
+    assert_still_running(&admin, &granted_id);
 
     // Encryption by default with the key as the account's default: every launch uses it.
     admin
