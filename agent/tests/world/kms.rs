@@ -8,9 +8,11 @@
 
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
 use joiner_agent::api::NodeClass;
 use joiner_agent_world::{security_group_terms, wait_for, Opts, World, CLUSTER, NODE_ROLE};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::json;
 
 /// A symmetric customer managed key in the local world's KMS, made by the admin; its ARN.
@@ -154,22 +156,23 @@ async fn without_the_key_grant_the_instance_ends_at_launch_and_the_agent_says_wh
     // The claim's Event names EC2's state reason and the usual cause.
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(w.client.clone(), "default");
-    let message = wait_for(
-        "a LaunchFailed Event naming the state reason",
-        Duration::from_secs(90),
-        || async {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .filter(|e| e.reason.as_deref() == Some("LaunchFailed"))
-                .filter_map(|e| e.message)
-                .find(|m| m.contains("EC2 state reason"))
-        },
-    )
-    .await;
+    let mut stream = watcher(events, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let found = async {
+        while let Some(e) = stream.try_next().await.expect("watch Events") {
+            if e.reason.as_deref() == Some("LaunchFailed") {
+                if let Some(m) = e.message.filter(|m| m.contains("EC2 state reason")) {
+                    return m;
+                }
+            }
+        }
+        panic!("the Event watch ended");
+    };
+    let message = tokio::time::timeout(Duration::from_secs(90), found)
+        .await
+        .expect("a LaunchFailed Event naming the state reason within 90 s");
     assert!(
         message.contains(
             "EC2 state reason Client.InternalError: Client.InternalError: Client error on launch"

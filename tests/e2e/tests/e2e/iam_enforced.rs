@@ -940,26 +940,15 @@ fn an_instant_fleet_is_authorized_as_run_instances_for_what_it_launches() {
     );
 
     // The agent's policy as `joiner_agent_role` renders it: both launches, nothing refused.
-    let out = std::process::Command::new(joiner_e2e::provider_bin())
-        .args([
-            "policy",
-            "agent",
-            &format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{FLEET_CLUSTER}"),
-            &format!("arn:aws:sqs:us-east-1:{ACCOUNT}:{FLEET_CLUSTER}-interruptions"),
-            &format!("arn:aws:iam::{ACCOUNT}:role/{FLEET_CLUSTER}-node"),
-        ])
-        .output()
-        .expect("terraform-provider-joiner policy agent");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let agent = role_session(
         &moto,
         &admin,
         "agent",
-        serde_json::from_slice(&out.stdout).expect("the policy is JSON"),
+        rendered_agent_policy(
+            FLEET_CLUSTER,
+            &format!("{FLEET_CLUSTER}-interruptions"),
+            &format!("{FLEET_CLUSTER}-node"),
+        ),
     );
     launched(
         instant_fleet(&agent, &inputs, &inputs.spot_template, true, FLEET_CLUSTER),
@@ -1081,16 +1070,16 @@ fn customer_managed_key(moto: &MotoServer) -> String {
     joiner_test_support::create_kms_key(&moto.endpoint(), "a volume key")
 }
 
-/// The agent policy's two EBS key statements, as `terraform-provider-joiner policy agent`
-/// renders them.
-fn rendered_ebs_key_statements() -> Vec<Value> {
+/// The agent policy `terraform-provider-joiner policy agent` renders for this account's
+/// cluster, queue and node role of these names.
+fn rendered_agent_policy(cluster: &str, queue: &str, node_role: &str) -> Value {
     let out = std::process::Command::new(joiner_e2e::provider_bin())
         .args([
             "policy",
             "agent",
-            &format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/c"),
-            &format!("arn:aws:sqs:us-east-1:{ACCOUNT}:q"),
-            &format!("arn:aws:iam::{ACCOUNT}:role/nodes"),
+            &format!("arn:aws:eks:us-east-1:{ACCOUNT}:cluster/{cluster}"),
+            &format!("arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}"),
+            &format!("arn:aws:iam::{ACCOUNT}:role/{node_role}"),
         ])
         .output()
         .expect("terraform-provider-joiner policy agent");
@@ -1099,7 +1088,13 @@ fn rendered_ebs_key_statements() -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let policy: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    serde_json::from_slice(&out.stdout).expect("the policy is JSON")
+}
+
+/// The agent policy's two EBS key statements, as `terraform-provider-joiner policy agent`
+/// renders them.
+fn rendered_ebs_key_statements() -> Vec<Value> {
+    let policy = rendered_agent_policy("c", "q", "nodes");
     let statements: Vec<Value> = policy["Statement"]
         .as_array()
         .expect("statements")
