@@ -17,6 +17,7 @@ pub mod node_class;
 pub mod node_overlay;
 pub mod node_pool;
 pub mod schema;
+pub mod served;
 pub mod tags;
 pub mod validate;
 
@@ -74,6 +75,32 @@ fn default_group() -> String {
 
 fn default_kind() -> String {
     "NodeClass".to_string()
+}
+
+/// A map of resource quantities, each written as a string or a number: Karpenter's CRDs
+/// declare quantities int-or-string, so `cpu: 1000` is kept as the number 1000.
+pub fn quantity_map<'de, D>(d: D) -> Result<std::collections::BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IntOrString {
+        Int(i64),
+        Float(f64),
+        Str(String),
+    }
+    let m: std::collections::BTreeMap<String, IntOrString> = Deserialize::deserialize(d)?;
+    Ok(m.into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                IntOrString::Int(i) => i.to_string(),
+                IntOrString::Float(f) => f.to_string(),
+                IntOrString::Str(s) => s,
+            };
+            (k, v)
+        })
+        .collect())
 }
 
 /// A status condition, as in `metav1.Condition`.

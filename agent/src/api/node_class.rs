@@ -46,7 +46,12 @@ pub struct NodeClassSpec {
     pub tags: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Karpenter's EC2NodeClass spells it `associatePublicIPAddress`; both are read.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "associatePublicIPAddress"
+    )]
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detailed_monitoring: Option<bool>,

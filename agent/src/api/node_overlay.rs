@@ -51,7 +51,11 @@ pub struct NodeOverlaySpec {
     pub price_adjustment: Option<String>,
     /// Extended resources the selected types have on top of what EC2 reports
     /// (`smarter-devices/fuse: "1"`); never cpu, memory, pods or ephemeral-storage.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::quantity_map"
+    )]
     pub capacity: BTreeMap<String, String>,
     /// Precedence when overlays select the same offering (1-10000, default 0): the
     /// highest weight's price wins, ties go to the name first in alphabetical order;

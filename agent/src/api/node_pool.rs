@@ -28,7 +28,11 @@ pub struct NodePoolSpec {
     pub disruption: Disruption,
     /// Upper bounds on the total capacity of the pool's nodes, as resource quantities
     /// (`cpu: "1000"`, `memory: 1000Gi`, `nvidia.com/gpu: "8"`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::quantity_map"
+    )]
     pub limits: BTreeMap<String, String>,
     /// Pools are tried from the highest weight down (1–100); pools without a weight come last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,7 +180,11 @@ pub struct Budget {
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolStatus {
     /// Capacity of the pool's nodes, counted against `limits`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "super::quantity_map"
+    )]
     pub resources: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_class_observed_generation: Option<i64>,

@@ -152,14 +152,18 @@ fn template_spec(e: &mut Errors, spec: &NodePoolSpec, reqs: &ParsedRequirements,
     if r.name.is_empty() {
         e.push(format!("{s}.nodeClassRef.name"), "must not be empty");
     }
-    if r.group != super::GROUP {
+    let kinds = super::served::CLASS_KINDS;
+    if r.group == super::GROUP && r.kind != "NodeClass" {
+        e.push(format!("{s}.nodeClassRef.kind"), "must be NodeClass");
+    } else if !kinds.contains(&(r.group.as_str(), r.kind.as_str())) {
+        let allowed: Vec<String> = kinds
+            .iter()
+            .map(|(g, k)| format!("{g} (kind {k})"))
+            .collect();
         e.push(
             format!("{s}.nodeClassRef.group"),
-            format!("must be {}", super::GROUP),
+            format!("must be one of {}", allowed.join(", ")),
         );
-    }
-    if r.kind != "NodeClass" {
-        e.push(format!("{s}.nodeClassRef.kind"), "must be NodeClass");
     }
     requirements(
         e,

@@ -5,10 +5,8 @@
 //! [`request_termination`] or, with a deadline, [`crate::controllers::disrupted::disrupt`].
 
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::Api;
 use serde_json::json;
 
-use crate::api::NodeClaim;
 use crate::controllers::context::Context;
 
 /// Annotation recording why a claim is being terminated.
@@ -112,7 +110,7 @@ async fn request_termination_with(
     reason: TerminationReason,
     mut annotations: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(), kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     annotations.insert(TERMINATION_REASON.into(), json!(reason.as_str()));
     let patch = json!({"metadata": {"annotations": annotations}});
     match api
@@ -132,7 +130,7 @@ pub(crate) async fn delete_claim(
     claim: &str,
     reason: TerminationReason,
 ) -> Result<(), kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     match api.delete(claim, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),

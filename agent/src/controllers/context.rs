@@ -1,5 +1,5 @@
 //! What every controller is handed: the clients, the cloud, the cluster state and the
-//! state the loops share across rounds ([`Context`]), and the agent's finalizer. A module
+//! state the loops share across rounds ([`Context`]), and the served API's kinds. A module
 //! of its own below the controllers, so that each imports it as a sibling and none reaches
 //! back up into the composition root that starts them.
 
@@ -14,12 +14,11 @@ use super::fargate_view::FargateView;
 use super::operator::config::Config;
 use super::operator::metrics::Metrics;
 use super::queue;
+use super::served_api::ServedApi;
 use super::state::ClusterState;
+use crate::api::served::Served;
+use crate::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
 use crate::cloud::Cloud;
-
-/// Finalizer on NodeClaims and their Nodes (the agent drains and terminates before they
-/// go) and on NodeClasses (their launch templates are deleted before they go).
-pub const TERMINATION_FINALIZER: &str = "joiner.dev/termination";
 
 /// What every controller gets.
 pub struct Context {
@@ -31,6 +30,9 @@ pub struct Context {
     pub state: Arc<ClusterState>,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
+    /// The API reconciled (`--api`): where the agent's kinds are read and written, and the
+    /// finalizer and annotation names it writes on them.
+    pub served: Served,
     pub events: Arc<events::Recorder>,
     /// NodeClaim names to reconcile (launch, registration, initialization, termination).
     pub claims: Arc<queue::Queue>,
@@ -68,9 +70,11 @@ impl Context {
         metrics: Arc<Metrics>,
         identity: &str,
     ) -> Arc<Context> {
-        let state = ClusterState::start(client.clone(), metrics.clone());
+        let served = config.served();
+        let state = ClusterState::start(client.clone(), metrics.clone(), served);
         Arc::new(Context {
-            events: Arc::new(events::Recorder::new(client.clone(), identity)),
+            served,
+            events: Arc::new(events::Recorder::new(client.clone(), identity, served)),
             client,
             eviction_client,
             cloud,
@@ -83,5 +87,26 @@ impl Context {
             interruption_sent: Mutex::new(HashMap::new()),
             detach_waits: Mutex::new(HashSet::new()),
         })
+    }
+
+    pub fn node_pool_api(&self) -> ServedApi<NodePool> {
+        ServedApi::new(self.client.clone(), self.served.node_pools())
+    }
+
+    pub fn node_claim_api(&self) -> ServedApi<NodeClaim> {
+        ServedApi::new(self.client.clone(), self.served.node_claims())
+    }
+
+    pub fn node_class_api(&self) -> ServedApi<NodeClass> {
+        ServedApi::new(self.client.clone(), self.served.node_classes())
+    }
+
+    pub fn node_overlay_api(&self) -> ServedApi<NodeOverlay> {
+        ServedApi::new(self.client.clone(), self.served.node_overlays())
+    }
+
+    /// The agent's finalizer on NodeClaims, their Nodes and NodeClasses.
+    pub fn finalizer(&self) -> &'static str {
+        self.served.termination_finalizer()
     }
 }

@@ -115,7 +115,7 @@ pub async fn disrupt(ctx: &Context, claim: &NodeClaim, mark: Mark<'_>) -> Result
         mark.condition_reason,
         mark.message,
     );
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     match api
         .patch_status(
             &name,
@@ -202,7 +202,7 @@ async fn annotate(
     name: &str,
     annotations: serde_json::Map<String, serde_json::Value>,
 ) -> Result<bool, String> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     let patch = json!({"metadata": {"annotations": annotations}});
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -274,7 +274,7 @@ pub async fn tighten(
     deadline: jiff::Timestamp,
 ) -> Result<(), String> {
     let name = claim.name_any();
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     let patch = json!({"metadata": {"annotations": {DEADLINE: deadline.to_string()}}});
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -11,8 +11,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
+use crate::api::served::Served;
+
 const DEDUP: Duration = Duration::from_secs(300);
 const COMPONENT: &str = "joiner-agent";
+const JOINER_V1: &str = "joiner.dev/v1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Type {
@@ -23,10 +26,12 @@ pub enum Type {
 pub struct Recorder {
     client: Client,
     identity: String,
+    served: Served,
     recent: Mutex<HashMap<(String, String, String), Instant>>,
 }
 
-/// A reference to any object, for [`Recorder::publish`].
+/// A reference to any object, for [`Recorder::publish`]. The agent's own kinds are named by
+/// their types' `joiner.dev/v1`; the recorder moves them to the served API.
 pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
     ObjectReference {
         api_version: Some(K::api_version(&()).into_owned()),
@@ -40,10 +45,30 @@ pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
 }
 
 impl Recorder {
-    pub fn new(client: Client, identity: &str) -> Recorder {
+    /// `regarding` as the served API names it: one of the agent's kinds under Karpenter's
+    /// API is `karpenter.sh/v1 NodeClaim`, not the type's `joiner.dev/v1 NodeClaim`.
+    fn in_served_api(&self, regarding: &ObjectReference) -> ObjectReference {
+        let mut r = regarding.clone();
+        if r.api_version.as_deref() != Some(JOINER_V1) {
+            return r;
+        }
+        let served = match r.kind.as_deref() {
+            Some("NodePool") => self.served.node_pools(),
+            Some("NodeClaim") => self.served.node_claims(),
+            Some("NodeClass") => self.served.node_classes(),
+            Some("NodeOverlay") => self.served.node_overlays(),
+            _ => return r,
+        };
+        r.api_version = Some(served.api_version);
+        r.kind = Some(served.kind);
+        r
+    }
+
+    pub fn new(client: Client, identity: &str, served: Served) -> Recorder {
         Recorder {
             client,
             identity: identity.to_string(),
+            served,
             recent: Mutex::new(HashMap::new()),
         }
     }
@@ -100,7 +125,7 @@ impl Recorder {
                 namespace: Some(ns.clone()),
                 ..Default::default()
             },
-            involved_object: regarding.clone(),
+            involved_object: self.in_served_api(regarding),
             reason: Some(reason.to_string()),
             message: Some(message),
             type_: Some(match ty {

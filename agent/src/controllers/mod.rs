@@ -65,6 +65,7 @@ pub mod overlays;
 pub mod pool_status;
 pub mod queue;
 pub mod scheduling_input;
+pub mod served_api;
 pub mod state;
 
 use std::sync::Arc;

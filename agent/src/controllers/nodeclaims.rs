@@ -18,15 +18,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use rand::Rng;
 use serde_json::json;
 
 use crate::api::node_claim::ResourceRequirements;
+use crate::api::served::Served;
 use crate::api::{
     NodeClaim, NodeClaimSpec, NodeClass, NodePool, NodeSelectorRequirementWithMinValues,
 };
-use crate::controllers::context::{Context, TERMINATION_FINALIZER};
+use crate::controllers::context::Context;
 use crate::labels;
 use crate::scheduler::NewNodeClaim;
 
@@ -44,6 +45,7 @@ pub fn claim_name(pool: &str) -> String {
 /// instance goes before the claim does, and the pool as owner, so deleting the pool
 /// deletes its claims.
 fn claim_metadata(
+    served: &Served,
     name: String,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
@@ -53,10 +55,10 @@ fn claim_metadata(
         name: Some(name),
         labels: Some(labels),
         annotations: Some(annotations),
-        finalizers: Some(vec![TERMINATION_FINALIZER.into()]),
+        finalizers: Some(vec![served.termination_finalizer().into()]),
         owner_references: pool.metadata.uid.clone().map(|uid| {
             vec![OwnerReference {
-                api_version: "joiner.dev/v1".into(),
+                api_version: served.node_pools().api_version,
                 kind: "NodePool".into(),
                 name: pool.name_any(),
                 uid,
@@ -71,7 +73,12 @@ fn claim_metadata(
 /// The NodeClaim object for a planned claim. Drift compares the stamped hashes with
 /// today's; stamping at birth means a change made right after launch still drifts the node
 /// (claims stamped later get the then-current hashes, which would hide such a change).
-pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) -> NodeClaim {
+pub fn build(
+    served: &Served,
+    plan: &NewNodeClaim,
+    pool: &NodePool,
+    class: Option<&NodeClass>,
+) -> NodeClaim {
     let pool_name = pool.name_any();
     let spec = NodeClaimSpec::from_plan(plan, &pool.spec);
     let mut labels: BTreeMap<String, String> = pool.spec.template.metadata.labels.clone();
@@ -101,7 +108,7 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) ->
     }
     let name = claim_name(&pool_name);
     NodeClaim {
-        metadata: claim_metadata(name, labels, annotations, pool),
+        metadata: claim_metadata(served, name, labels, annotations, pool),
         spec,
         status: None,
     }
@@ -110,7 +117,7 @@ pub fn build(plan: &NewNodeClaim, pool: &NodePool, class: Option<&NodeClass>) ->
 /// Creates the claim and puts it in the local store at once, so the next round counts it
 /// as in flight even before the watch delivers it.
 pub(crate) async fn create(ctx: &Context, claim: &NodeClaim) -> Result<NodeClaim, kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     let created = api.create(&PostParams::default(), claim).await?;
     ctx.state
         .node_claims
@@ -128,6 +135,7 @@ pub const ADOPTED_FROM: &str = "joiner.dev/adopted-from";
 /// and stamped as a claim of the pool would be, so consolidation, expiry and drift treat it
 /// as one of theirs.
 pub fn adopted(
+    served: &Served,
     name: &str,
     from: &str,
     node_labels: &BTreeMap<String, String>,
@@ -168,7 +176,7 @@ pub fn adopted(
     }
     annotations.insert(ADOPTED_FROM.into(), from.to_string());
     NodeClaim {
-        metadata: claim_metadata(name.to_string(), labels, annotations, pool),
+        metadata: claim_metadata(served, name.to_string(), labels, annotations, pool),
         spec: NodeClaimSpec {
             node_class_ref: t.node_class_ref.clone(),
             requirements,
@@ -188,7 +196,7 @@ pub(crate) async fn create_adopted(
     ctx: &Context,
     claim: &NodeClaim,
 ) -> Result<NodeClaim, kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     let out = match api.create(&PostParams::default(), claim).await {
         Ok(c) => c,
         Err(kube::Error::Api(e)) if e.code == 409 => api.get(&claim.name_any()).await?,
@@ -209,7 +217,7 @@ pub async fn patch_status(
     name: &str,
     status: serde_json::Value,
 ) -> Result<NodeClaim, kube::Error> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     let out = api
         .patch_status(
             name,
@@ -264,6 +272,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let c = adopted(
+            &Served::joiner(),
             "general-k7x2p",
             "karpenter.sh/v1 NodeClaim general-k7x2p",
             &node_labels,
@@ -285,6 +294,6 @@ mod tests {
         assert!(c
             .annotations()
             .contains_key(crate::disruption::drift::NODEPOOL_HASH));
-        assert_eq!(c.finalizers(), &[TERMINATION_FINALIZER.to_string()]);
+        assert_eq!(c.finalizers(), &["joiner.dev/termination".to_string()]);
     }
 }

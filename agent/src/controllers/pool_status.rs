@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use super::conditions;
 use super::context::Context;
 use super::state::ClusterState;
+use crate::api::served::ClassCloud;
 use crate::api::{NodeClass, NodePool};
 use crate::scheduler::ParsedPool;
 
@@ -25,7 +26,15 @@ pub fn usable(
         let msgs: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         format!("invalid NodePool: {}", msgs.join("; "))
     })?;
-    let class_name = &pool.spec.template.spec.node_class_ref.name;
+    let class_ref = &pool.spec.template.spec.node_class_ref;
+    if !state.served.refers_to_served_class(class_ref) {
+        let served = state.served.node_classes();
+        return Err(format!(
+            "nodeClassRef names a {}/{}; this agent serves {}/{}",
+            class_ref.group, class_ref.kind, served.group, served.kind
+        ));
+    }
+    let class_name = &class_ref.name;
     let Some(class) = state.node_classes.get(class_name) else {
         if let Some((_, e)) = state
             .node_classes
@@ -40,6 +49,25 @@ pub fn usable(
     // A class being deleted launches nothing more: its finalizer waits for its claims.
     if class.metadata.deletion_timestamp.is_some() {
         return Err(format!("NodeClass {class_name:?} is being deleted"));
+    }
+    if state.served.cloud == ClassCloud::Kwok && state.served.is_karpenter() {
+        // A KWOKNodeClass has no spec to check: its readiness is its Ready condition,
+        // which its CRD defaults to True and a test may set False.
+        let ready = class
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY));
+        if let Some(c) = ready.filter(|c| c.status != "True") {
+            return Err(format!(
+                "NodeClass {class_name:?} is not ready: {}",
+                if c.message.is_empty() {
+                    &c.reason
+                } else {
+                    &c.message
+                }
+            ));
+        }
+        return Ok((class, parsed));
     }
     let errors = crate::api::validate::node_class(&class.spec, "spec");
     if !errors.is_empty() {
@@ -70,7 +98,7 @@ pub async fn set_condition(
     if !conditions::set(&mut conds, type_, ok, reason, message) {
         return;
     }
-    let api: Api<NodePool> = Api::all(ctx.client.clone());
+    let api = ctx.node_pool_api();
     let patch = json!({"status": {"conditions": conds}});
     if let Err(e) = api
         .patch_status(pool, &PatchParams::default(), &Patch::Merge(&patch))

@@ -46,6 +46,7 @@ fn nodeclaims_are_created_in_one_module_only() {
             "Api<NodeClaim>",
             "Api::<NodeClaim>",
             "Api<crate::api::NodeClaim>",
+            "node_claim_api()",
         ]
         .iter()
         .any(|t| text.contains(t));

@@ -18,6 +18,7 @@ mod iam;
 mod ice;
 mod interruption;
 mod interruption_queue;
+mod karpenter_api;
 mod kms;
 mod kwok_cloud;
 mod labels;

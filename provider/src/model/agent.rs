@@ -18,6 +18,7 @@ model! {
         pub log_level: Option<String>,
         pub namespace: Option<String>,
         pub adopt_karpenter_namespace: Option<String>,
+        pub api: Option<String>,
         pub env: BTreeMap<String, String>,
         pub labels: BTreeMap<String, String>,
         pub tolerations: Vec<TolerationModel> => "toleration",

@@ -96,6 +96,12 @@ impl Resource<ProviderContext> for Agent {
                         if ok { Ok(()) } else { Err(format!("must be a namespace name, a DNS-1123 label (a-z, 0-9, '-', at most 63), got {s:?}")) }
                     }),
             )
+            .attribute(
+                Attribute::string("api")
+                    .default("joiner")
+                    .description("The API the agent reconciles. `joiner`: joiner's `joiner.dev/v1` kinds, whose CRDs this resource installs. `karpenter`: Karpenter's (`karpenter.sh/v1` NodePools and NodeClaims, `karpenter.sh/v1alpha1` NodeOverlays, `karpenter.k8s.aws/v1` EC2NodeClasses), so existing Karpenter manifests are served unchanged in place of Karpenter's controller; their CRDs stay Karpenter's (its `karpenter-crd` chart) and are not installed here.")
+                    .validate(validators::one_of(&["joiner", "karpenter"])),
+            )
             .attribute(Attribute::string_map("env").optional().validate(|v| {
                 for k in v.as_string_map().keys() {
                     let ok = !k.is_empty()
@@ -134,6 +140,13 @@ impl Resource<ProviderContext> for Agent {
     fn validate(&self, config: &Value) -> Diagnostics {
         let mut d = Diagnostics::new();
         let m = AgentModel::from_value(config);
+        if m.api.as_deref() == Some("karpenter") && m.adopt_karpenter_namespace.is_some() {
+            d.error_at(
+                "adopt_karpenter_namespace",
+                "Nothing to adopt",
+                "with api = \"karpenter\" the agent serves Karpenter's own NodeClaims, so its nodes are already the agent's; adopt_karpenter_namespace is for moving to joiner's API (api = \"joiner\")",
+            );
+        }
         if let (Some(image), Some(_)) = (&m.image, &m.image_digest) {
             if image.contains('@') {
                 d.error_at(
@@ -279,7 +292,9 @@ fn read_back(m: &mut AgentModel, d: &Json, sa: Option<&Json>) {
     m.queue_url = value("JOINER_QUEUE_URL");
     m.log_level = value("JOINER_LOG_LEVEL");
     m.adopt_karpenter_namespace = value("JOINER_ADOPT_KARPENTER_NAMESPACE");
+    m.api = Some(value("JOINER_API").unwrap_or_else(|| "joiner".into()));
     const OURS: &[&str] = &[
+        "JOINER_API",
         "JOINER_CLUSTER_NAME",
         "JOINER_QUEUE_URL",
         "JOINER_LOG_LEVEL",
@@ -492,6 +507,7 @@ mod tests {
             log_level: Some("debug".into()),
             namespace: Some("joiner".into()),
             adopt_karpenter_namespace: Some("kube-system".into()),
+            api: Some("joiner".into()),
             env: [("A".to_string(), "b".to_string())].into(),
             labels: [("team".to_string(), "x".to_string())].into(),
             tolerations: vec![TolerationModel {

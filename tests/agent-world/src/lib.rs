@@ -40,6 +40,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use joiner_agent::api::served::ApiFlavor;
 use joiner_agent::api::{NodeClaim, NodeClass, NodePool};
 use joiner_agent::cloud::ec2::{Ec2Cloud, Ec2Options};
 use joiner_agent::controllers::{self, Config};
@@ -74,6 +75,8 @@ pub struct World {
     /// under its rendered roles (see [`rbac`]), which kube-sim and the real API server both
     /// enforce.
     agent_kubeconfig: rbac::AgentKubeconfig,
+    /// The API the agent serves here (`--api`).
+    pub api: ApiFlavor,
     // Last: released once everything above has stopped.
     _slot: Slot,
 }
@@ -107,6 +110,10 @@ pub struct Opts {
     pub boot_delay: Duration,
     pub proxy: bool,
     pub target: Target,
+    /// The API the agent serves. Under Karpenter's, the world is set up as Karpenter's
+    /// getting-started guide sets up a cluster: Karpenter's CRDs, and its discovery tag on
+    /// the subnets and the cluster security group.
+    pub api: ApiFlavor,
 }
 
 impl Default for Opts {
@@ -115,6 +122,7 @@ impl Default for Opts {
             boot_delay: Duration::from_millis(500),
             proxy: false,
             target: Target::Sim,
+            api: ApiFlavor::Joiner,
         }
     }
 }
@@ -126,6 +134,40 @@ impl Opts {
             ..Default::default()
         }
     }
+}
+
+/// CRDs serving the agent's kinds under Karpenter's names (`nodepools.karpenter.sh`,
+/// `ec2nodeclasses.karpenter.k8s.aws`, ...), for kube-sim, which serves a CRD's resource but
+/// does not apply its schema: what matters there is the group, version, kind and plural.
+/// Karpenter's own CRDs, with their schemas, are what the real control plane is given in
+/// `scripts/karpenter-regression`.
+pub fn karpenter_crds() -> Vec<CustomResourceDefinition> {
+    use joiner_agent::api::served::{ClassCloud, Served};
+    let served = Served::new(ApiFlavor::Karpenter, ClassCloud::Ec2);
+    joiner_agent::api::schema::crds()
+        .into_iter()
+        .map(|crd| {
+            let mut v = serde_json::to_value(crd).expect("CRD JSON");
+            let r = match v["spec"]["names"]["kind"].as_str().unwrap_or_default() {
+                "NodePool" => served.node_pools(),
+                "NodeClaim" => served.node_claims(),
+                "NodeOverlay" => served.node_overlays(),
+                _ => served.node_classes(),
+            };
+            v["metadata"] = json!({"name": format!("{}.{}", r.plural, r.group)});
+            v["spec"]["group"] = r.group.clone().into();
+            v["spec"]["names"]["kind"] = r.kind.clone().into();
+            v["spec"]["names"]["listKind"] = format!("{}List", r.kind).into();
+            v["spec"]["names"]["plural"] = r.plural.clone().into();
+            v["spec"]["names"]["singular"] = r.kind.to_lowercase().into();
+            v["spec"]["names"]["categories"] = json!(["karpenter"]);
+            v["spec"]["names"]["shortNames"] = json!([]);
+            if let Some(version) = v["spec"]["versions"].get_mut(0) {
+                version["name"] = r.version.clone().into();
+            }
+            serde_json::from_value(v).expect("a CRD")
+        })
+        .collect()
 }
 
 /// The security groups a NodeClass here selects, as the `groupless-eks` module's default
@@ -338,15 +380,24 @@ impl World {
             .send()
             .await
             .expect("EC2 DescribeSubnets");
-        let tag = Tag::builder()
+        // Karpenter's getting-started guide tags the subnets (and below, the cluster
+        // security group) with its own discovery key.
+        let mut discovery = vec![Tag::builder()
             .key("joiner.dev/discovery")
             .value(CLUSTER)
+            .build()];
+        let karpenter_tag = Tag::builder()
+            .key("karpenter.sh/discovery")
+            .value(CLUSTER)
             .build();
+        if opts.api == ApiFlavor::Karpenter {
+            discovery.push(karpenter_tag.clone());
+        }
         for s in subnets.subnets() {
             if ZONES.contains(&s.availability_zone().unwrap_or("")) {
                 ec2.create_tags()
                     .resources(s.subnet_id().unwrap())
-                    .tags(tag.clone())
+                    .set_tags(Some(discovery.clone()))
                     .send()
                     .await
                     .expect("EC2 CreateTags subnet");
@@ -366,10 +417,31 @@ impl World {
         for g in sgs.security_groups() {
             ec2.create_tags()
                 .resources(g.group_id().unwrap())
-                .tags(tag.clone())
+                .tags(discovery[0].clone())
                 .send()
                 .await
                 .expect("EC2 CreateTags security group");
+        }
+        if opts.api == ApiFlavor::Karpenter {
+            let cluster_groups = ec2
+                .describe_security_groups()
+                .filters(
+                    Filter::builder()
+                        .name("tag:aws:eks:cluster-name")
+                        .values(CLUSTER)
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("EC2 DescribeSecurityGroups (the cluster security group)");
+            for g in cluster_groups.security_groups() {
+                ec2.create_tags()
+                    .resources(g.group_id().unwrap())
+                    .tags(karpenter_tag.clone())
+                    .send()
+                    .await
+                    .expect("EC2 CreateTags cluster security group");
+            }
         }
         // An Amazon Linux image (the family the local AL2023 public parameters name), asked
         // for by name: moto holds about a thousand Amazon images, and answering all of them
@@ -402,13 +474,17 @@ impl World {
         let agent_credentials = agent_identity(&sdk_config(&moto.endpoint()).await).await;
 
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in joiner_agent::api::schema::crds() {
-            crds.create(&PostParams::default(), &crd)
+        let served_crds = match opts.api {
+            ApiFlavor::Joiner => joiner_agent::api::schema::crds(),
+            ApiFlavor::Karpenter => karpenter_crds(),
+        };
+        for crd in &served_crds {
+            crds.create(&PostParams::default(), crd)
                 .await
                 .expect("CRD create");
         }
         // A real API server serves a CRD's objects only once it is Established.
-        for crd in joiner_agent::api::schema::crds() {
+        for crd in served_crds {
             let name = crd.metadata.name.clone().unwrap_or_default();
             wait_for(
                 &format!("CRD {name} Established"),
@@ -431,7 +507,7 @@ impl World {
         )
         .await
         .expect("namespace joiner");
-        rbac::apply(&client, &rbac::rendered(CLUSTER, None)).await;
+        rbac::apply(&client, &rbac::rendered_for(CLUSTER, None, opts.api)).await;
         let token = rbac::token(&client).await;
         let agent_kubeconfig = rbac::write_kubeconfig(&server.0, &server.1, &token);
         World {
@@ -446,6 +522,7 @@ impl World {
             server,
             began,
             agent_kubeconfig,
+            api: opts.api,
             _slot: slot,
         }
     }
@@ -507,7 +584,7 @@ impl World {
     /// Replaces the agent's ClusterRole with the rendered one minus `verb` on `resource`
     /// (the refused-permission tests).
     pub async fn remove_agent_rule_verb(&self, resource: &str, verb: &str) {
-        let role = rbac::cluster_role(&rbac::rendered(CLUSTER, None));
+        let role = rbac::cluster_role(&rbac::rendered_for(CLUSTER, None, self.api));
         self.set_agent_cluster_role(rbac::without_verb(role, resource, verb))
             .await;
     }
@@ -530,8 +607,10 @@ impl World {
 
     /// Puts the agent's ClusterRole back as rendered.
     pub async fn restore_agent_rules(&self) {
-        self.set_agent_cluster_role(rbac::cluster_role(&rbac::rendered(CLUSTER, None)))
-            .await;
+        self.set_agent_cluster_role(rbac::cluster_role(&rbac::rendered_for(
+            CLUSTER, None, self.api,
+        )))
+        .await;
     }
 
     async fn set_agent_cluster_role(&self, role: serde_json::Value) {
@@ -584,6 +663,9 @@ impl World {
             "--log-format".into(),
             "text".into(),
         ];
+        if self.api == ApiFlavor::Karpenter {
+            a.extend(["--api".into(), "karpenter".into()]);
+        }
         // clap rejects a flag given twice: a flag in `extra` replaces the default's pair.
         let mut i = 1;
         while i + 1 < a.len() {

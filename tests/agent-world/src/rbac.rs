@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use joiner_agent::api::served::ApiFlavor;
 use joiner_provider::model::agent::AgentModel;
 use joiner_provider::resources::agent::render;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -28,10 +29,23 @@ const RBAC_KINDS: [&str; 5] = [
 /// The RBAC objects `joiner_agent` renders for this world's cluster, with Karpenter's
 /// namespace when the agent adopts from it.
 pub fn rendered(cluster: &str, adopt_karpenter_namespace: Option<&str>) -> Vec<Value> {
+    rendered_for(cluster, adopt_karpenter_namespace, ApiFlavor::Joiner)
+}
+
+/// [`rendered`], for an agent serving `api`.
+pub fn rendered_for(
+    cluster: &str,
+    adopt_karpenter_namespace: Option<&str>,
+    api: ApiFlavor,
+) -> Vec<Value> {
     let model = AgentModel {
         cluster_name: Some(cluster.to_string()),
         namespace: Some(NAMESPACE.to_string()),
         adopt_karpenter_namespace: adopt_karpenter_namespace.map(str::to_string),
+        api: Some(match api {
+            ApiFlavor::Joiner => "joiner".into(),
+            ApiFlavor::Karpenter => "karpenter".into(),
+        }),
         ..Default::default()
     };
     render::objects(&model)

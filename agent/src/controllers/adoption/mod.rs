@@ -41,7 +41,7 @@ use serde_json::json;
 
 use crate::api::{NodeClaim, NodePool};
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
-use crate::controllers::context::{Context, TERMINATION_FINALIZER};
+use crate::controllers::context::Context;
 use crate::controllers::events::{self, Type};
 use crate::controllers::{nodeclaims, pool_status};
 use crate::labels;
@@ -63,6 +63,12 @@ pub async fn run(ctx: Arc<Context>) {
     else {
         return std::future::pending().await;
     };
+    if ctx.served.is_karpenter() {
+        // Serving Karpenter's API, the agent is Karpenter's controller: its nodes are
+        // already the agent's own.
+        tracing::warn!("--adopt-karpenter-namespace is ignored with --api karpenter");
+        return std::future::pending().await;
+    }
     loop {
         pass(&ctx, &namespace).await;
         tokio::time::sleep(PASS).await;
@@ -296,7 +302,14 @@ async fn adopt(ctx: &Context, w: &Waiting, claims: &[karpenter::Claim]) -> Resul
         .state
         .node_classes
         .get(&w.pool.spec.template.spec.node_class_ref.name);
-    let claim = nodeclaims::adopted(name, &a.from, w.node.labels(), &w.pool, class.as_deref());
+    let claim = nodeclaims::adopted(
+        &ctx.served,
+        name,
+        &a.from,
+        w.node.labels(),
+        &w.pool,
+        class.as_deref(),
+    );
     let created = nodeclaims::create_adopted(ctx, &claim)
         .await
         .map_err(|e| format!("creating NodeClaim {name} (nodeclaims create): {e}"))?;
@@ -396,8 +409,8 @@ async fn take_node(ctx: &Context, a: &Adoptee<'_>, w: &Waiting) -> Result<(), St
         .filter(|f| *f != karpenter::TERMINATION_FINALIZER)
         .cloned()
         .collect();
-    if !fins.iter().any(|f| f == TERMINATION_FINALIZER) {
-        fins.push(TERMINATION_FINALIZER.into());
+    if !fins.iter().any(|f| f == ctx.finalizer()) {
+        fins.push(ctx.finalizer().into());
     }
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let patch = json!({"metadata": {

@@ -118,7 +118,7 @@ async fn relabel_on_demand(ctx: &Context, claim: &NodeClaim, id: &str) -> Result
         labels::CAPACITY_RESERVATION_INTERRUPTIBLE: null,
     }}});
     let name = claim.name_any();
-    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let claims = ctx.node_claim_api();
     let updated = claims
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -420,7 +420,7 @@ impl Disruption {
         }
         let Some(class) = class else { return };
         let stamp = drift::stamp(&pool.spec, &class.spec);
-        let api: Api<NodeClaim> = Api::all(self.ctx.client.clone());
+        let api = self.ctx.node_claim_api();
         let patch = serde_json::json!({"metadata": {"annotations": stamp}});
         if let Err(e) = api
             .patch(

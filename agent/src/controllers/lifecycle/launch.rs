@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use crate::api::{ClaimView, NodeClaim};
@@ -387,7 +387,7 @@ async fn record(
         labels::CAPACITY_TYPE.into(),
         l.capacity_type.as_str().into(),
     );
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     if let Err(e) = api
         .patch(
             &name,

@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, LAUNCHED, REGISTERED};
-use crate::controllers::context::{Context, TERMINATION_FINALIZER};
+use crate::controllers::context::Context;
 use crate::controllers::disrupted;
 use crate::controllers::nodeclaims;
 use crate::controllers::state::Change;
@@ -116,15 +116,11 @@ pub async fn reconcile(ctx: &Context, own: &Lifecycle, name: &str) -> Option<Dur
     if claim.metadata.deletion_timestamp.is_some() {
         return (own.finalize)(ctx, &claim).await;
     }
-    if !claim
-        .finalizers()
-        .iter()
-        .any(|f| f == TERMINATION_FINALIZER)
-    {
+    if !claim.finalizers().iter().any(|f| f == ctx.finalizer()) {
         // A claim someone else created: adopt it into the termination flow first.
         let mut fins = claim.finalizers().to_vec();
-        fins.push(TERMINATION_FINALIZER.into());
-        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+        fins.push(ctx.finalizer().into());
+        let api = ctx.node_claim_api();
         if let Err(e) = api
             .patch(
                 name,

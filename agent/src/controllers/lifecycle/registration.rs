@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::api::NodeClaim;
 use crate::controllers::claim_termination::{request_termination, TerminationReason};
 use crate::controllers::conditions::{self, LAUNCHED, REGISTERED};
-use crate::controllers::context::{Context, TERMINATION_FINALIZER};
+use crate::controllers::context::Context;
 use crate::controllers::events::{self, Type};
 use crate::controllers::{nodeclaims, pool_status};
 use crate::labels;
@@ -237,8 +237,8 @@ async fn label_node(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(),
     let mut node_labels: BTreeMap<String, String> = claim.labels().clone();
     node_labels.insert(labels::JOINER_NODECLAIM.into(), name.clone());
     let mut finalizers = node.finalizers().to_vec();
-    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
-        finalizers.push(TERMINATION_FINALIZER.into());
+    if !finalizers.iter().any(|f| f == ctx.finalizer()) {
+        finalizers.push(ctx.finalizer().into());
     }
     // The taint list is replaced whole, so the patch is guarded by the resourceVersion we
     // computed it from: otherwise a taint the node lifecycle controller removed in between

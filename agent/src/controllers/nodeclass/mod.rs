@@ -13,11 +13,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::context::{Context, TERMINATION_FINALIZER};
+use super::context::Context;
 use super::events::Type;
 use super::state::Change;
 use crate::api::NodeClass;
@@ -38,8 +38,8 @@ pub enum Step {
 }
 
 /// The step for a class, given the names of the NodeClaims that reference it.
-pub fn step(deleting: bool, finalizers: &[String], claims_using: Vec<String>) -> Step {
-    let ours = finalizers.iter().any(|f| f == TERMINATION_FINALIZER);
+pub fn step(ours: &str, deleting: bool, finalizers: &[String], claims_using: Vec<String>) -> Step {
+    let ours = finalizers.iter().any(|f| f == ours);
     match (deleting, ours) {
         (false, false) => Step::AddFinalizer,
         (false, true) | (true, false) => Step::Nothing,
@@ -49,7 +49,7 @@ pub fn step(deleting: bool, finalizers: &[String], claims_using: Vec<String>) ->
 }
 
 fn api(ctx: &Context) -> Api<DynamicObject> {
-    Api::all_with(ctx.client.clone(), &ApiResource::erase::<NodeClass>(&()))
+    Api::all_with(ctx.client.clone(), &ctx.served.node_classes())
 }
 
 /// Sets the finalizer list, guarded by the resourceVersion read so a concurrent writer's
@@ -88,11 +88,11 @@ async fn reconcile(ctx: &Context, obj: &DynamicObject, live_classes: &[NodeClass
         .collect();
     let finalizers = obj.finalizers().to_vec();
     let deleting = obj.metadata.deletion_timestamp.is_some();
-    match step(deleting, &finalizers, claims_using) {
+    match step(ctx.finalizer(), deleting, &finalizers, claims_using) {
         Step::Nothing => {}
         Step::AddFinalizer => {
             let mut f = finalizers;
-            f.push(TERMINATION_FINALIZER.into());
+            f.push(ctx.finalizer().into());
             set_finalizers(ctx, &name, obj.metadata.resource_version.clone(), f).await;
         }
         Step::WaitForClaims(claims) => {
@@ -103,7 +103,7 @@ async fn reconcile(ctx: &Context, obj: &DynamicObject, live_classes: &[NodeClass
             );
             ctx.events
                 .publish(
-                    &reference(obj),
+                    &reference(ctx, obj),
                     Type::Normal,
                     "WaitingOnNodeClaimTermination",
                     &msg,
@@ -120,17 +120,18 @@ async fn reconcile(ctx: &Context, obj: &DynamicObject, live_classes: &[NodeClass
             tracing::info!(nodeclass = %name, "launch templates deleted; releasing the NodeClass");
             let f = finalizers
                 .into_iter()
-                .filter(|f| f != TERMINATION_FINALIZER)
+                .filter(|f| f != ctx.finalizer())
                 .collect();
             set_finalizers(ctx, &name, obj.metadata.resource_version.clone(), f).await;
         }
     }
 }
 
-fn reference(obj: &DynamicObject) -> k8s_openapi::api::core::v1::ObjectReference {
+fn reference(ctx: &Context, obj: &DynamicObject) -> k8s_openapi::api::core::v1::ObjectReference {
+    let class = ctx.served.node_classes();
     k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some("joiner.dev/v1".into()),
-        kind: Some("NodeClass".into()),
+        api_version: Some(class.api_version),
+        kind: Some(class.kind),
         name: Some(obj.name_any()),
         uid: obj.metadata.uid.clone(),
         ..Default::default()
@@ -140,6 +141,9 @@ fn reference(obj: &DynamicObject) -> k8s_openapi::api::core::v1::ObjectReference
 /// Adds the finalizer to new classes and releases deleted ones, on every NodeClass change,
 /// every NodeClaim change while a class is being deleted, and every [`RESYNC`].
 pub async fn run(ctx: Arc<Context>) {
+    if status::kwok_classes(&ctx) {
+        return std::future::pending().await;
+    }
     let mut rx = ctx.state.subscribe();
     loop {
         // The typed store knows which classes exist; the untyped list also sees malformed
@@ -206,30 +210,38 @@ pub async fn run(ctx: Arc<Context>) {
 mod tests {
     use super::*;
 
+    const OURS: &str = "joiner.dev/termination";
+
     fn ours() -> Vec<String> {
-        vec!["other.io/keep".into(), TERMINATION_FINALIZER.into()]
+        vec!["other.io/keep".into(), OURS.into()]
     }
 
     #[test]
     fn a_live_class_gets_the_finalizer_once() {
         assert_eq!(
-            step(false, &["other.io/keep".into()], vec![]),
+            step(OURS, false, &["other.io/keep".into()], vec![]),
             Step::AddFinalizer
         );
-        assert_eq!(step(false, &ours(), vec!["c-1".into()]), Step::Nothing);
+        assert_eq!(
+            step(OURS, false, &ours(), vec!["c-1".into()]),
+            Step::Nothing
+        );
     }
 
     #[test]
     fn a_deleted_class_waits_for_its_claims_then_is_released() {
         assert_eq!(
-            step(true, &ours(), vec!["default-abcde".into()]),
+            step(OURS, true, &ours(), vec!["default-abcde".into()]),
             Step::WaitForClaims(vec!["default-abcde".into()])
         );
-        assert_eq!(step(true, &ours(), vec![]), Step::Release);
+        assert_eq!(step(OURS, true, &ours(), vec![]), Step::Release);
     }
 
     #[test]
     fn a_deleted_class_without_our_finalizer_is_left_alone() {
-        assert_eq!(step(true, &["other.io/keep".into()], vec![]), Step::Nothing);
+        assert_eq!(
+            step(OURS, true, &["other.io/keep".into()], vec![]),
+            Step::Nothing
+        );
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use crate::api::{NodeClass, NodeClassStatus};
@@ -100,7 +100,7 @@ async fn reconcile(ctx: &Context, class: &NodeClass) {
             )
             .await;
     }
-    let api: Api<NodeClass> = Api::all(ctx.client.clone());
+    let api = ctx.node_class_api();
     match api
         .patch_status(
             &name,
@@ -122,6 +122,9 @@ async fn reconcile(ctx: &Context, class: &NodeClass) {
 /// generation; its own status writes come back as changes too and are ignored), and every
 /// [`REFRESH`].
 pub async fn run(ctx: Arc<Context>) {
+    if kwok_classes(&ctx) {
+        return std::future::pending().await;
+    }
     let mut rx = ctx.state.subscribe();
     let mut resolved_at: std::collections::HashMap<String, Option<i64>> = Default::default();
     loop {
@@ -154,6 +157,12 @@ pub async fn run(ctx: Arc<Context>) {
             return;
         }
     }
+}
+
+/// Karpenter's KWOKNodeClass: nothing to resolve, and its status (a Ready condition) is
+/// its own; neither NodeClass loop touches it.
+pub(super) fn kwok_classes(ctx: &Context) -> bool {
+    ctx.served.is_karpenter() && ctx.served.cloud == crate::api::served::ClassCloud::Kwok
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use super::conditions::{self, READY, VALIDATION_SUCCEEDED};
@@ -52,7 +52,7 @@ async fn report(ctx: &Context, o: &NodeOverlay) {
     if !changed {
         return;
     }
-    let api: Api<NodeOverlay> = Api::all(ctx.client.clone());
+    let api = ctx.node_overlay_api();
     let patch = json!({"status": {"conditions": conds}});
     if let Err(e) = api
         .patch_status(

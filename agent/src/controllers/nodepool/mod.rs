@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -49,7 +49,7 @@ async fn report(ctx: &Context, pool: &NodePool) {
             )
             .await;
     }
-    let api: Api<NodePool> = Api::all(ctx.client.clone());
+    let api = ctx.node_pool_api();
     let patch = json!({"status": {"conditions": conds}});
     if let Err(e) = api
         .patch_status(
@@ -76,7 +76,7 @@ async fn report_malformed(
     }
     last.insert(name.to_string(), error.to_string());
     let msg = format!("NodePool cannot be read: {error}");
-    let ar = ApiResource::erase::<NodePool>(&());
+    let ar = ctx.served.node_pools();
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
     let obj = api.get_opt(name).await.ok().flatten();
     let reference = k8s_openapi::api::core::v1::ObjectReference {

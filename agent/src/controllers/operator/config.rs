@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use crate::api::served::{ApiFlavor, ClassCloud, Served};
+
 /// Where capacity comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CloudKind {
@@ -33,6 +35,11 @@ pub struct Config {
     /// binary built with the cargo feature `kwok`).
     #[arg(long, env = "JOINER_CLOUD", value_enum, default_value = "ec2")]
     pub cloud: CloudKind,
+    /// `karpenter` serves Karpenter's API instead of joiner's: `karpenter.sh/v1` NodePools
+    /// and NodeClaims, `karpenter.sh/v1alpha1` NodeOverlays and `karpenter.k8s.aws/v1`
+    /// EC2NodeClasses (KWOKNodeClasses with `--cloud kwok`), whose CRDs are Karpenter's.
+    #[arg(long, env = "JOINER_API", value_enum, default_value = "joiner")]
+    pub api: ApiFlavor,
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     pub region: String,
     /// The interruption queue; interruption handling is off without it.
@@ -147,6 +154,15 @@ impl Config {
     {
         use clap::Parser;
         Standalone::try_parse_from(args).map(|s| s.config)
+    }
+
+    /// The served API: its groups and the names written on its objects.
+    pub fn served(&self) -> Served {
+        let cloud = match self.cloud {
+            CloudKind::Ec2 => ClassCloud::Ec2,
+            CloudKind::Kwok => ClassCloud::Kwok,
+        };
+        Served::new(self.api, cloud)
     }
 
     /// The Lease holder name: `--identity`, else the hostname, else a random name.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use tokio::sync::Notify;
 
 use crate::api::NodeClaim;
@@ -308,7 +308,10 @@ fn claim_object<'a>(
         .state
         .node_classes
         .get(&pool.spec.template.spec.node_class_ref.name);
-    Some((pool, nodeclaims::build(claim, pool, class.as_deref())))
+    Some((
+        pool,
+        nodeclaims::build(&ctx.served, claim, pool, class.as_deref()),
+    ))
 }
 
 /// Creates the claims no pod waits for (static replicas, headroom, spare nodes).
@@ -403,7 +406,7 @@ async fn name_replacements(
     let list: Vec<&str> = names.iter().map(String::as_str).collect();
     let patch =
         serde_json::json!({"metadata": {"annotations": {disrupted::REPLACED_BY: list.join(",")}}});
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let api = ctx.node_claim_api();
     match api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -102,23 +102,54 @@ fn is_not_served(e: &watcher::Error) -> bool {
     }
 }
 
-fn convert<T: DeserializeOwned>(obj: &DynamicObject) -> Result<T, String> {
-    let v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+fn convert<T: DeserializeOwned>(obj: &DynamicObject, read: Reader) -> Result<T, String> {
+    let mut v = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    read(&mut v);
     serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+/// What turns a served object into the agent's type before it is parsed: nothing for a
+/// kind of the same shape; see [`kwok_node_class`] for one that is not.
+pub type Reader = fn(&mut serde_json::Value);
+
+pub fn as_is(_: &mut serde_json::Value) {}
+
+/// A `KWOKNodeClass` has nothing to select (no subnets, groups or images): it reads as a
+/// class whose selector terms are empty, which the KWOK cloud never consults.
+pub fn kwok_node_class(v: &mut serde_json::Value) {
+    let spec = v
+        .as_object_mut()
+        .map(|o| o.entry("spec").or_insert_with(|| serde_json::json!({})));
+    if let Some(spec) = spec.and_then(|s| s.as_object_mut()) {
+        for key in [
+            "subnetSelectorTerms",
+            "securityGroupSelectorTerms",
+            "amiSelectorTerms",
+        ] {
+            spec.entry(key).or_insert_with(|| serde_json::json!([]));
+        }
+    }
+}
+
+/// The served resource a store watches, and how its objects are read.
+pub struct Source {
+    pub resource: ApiResource,
+    pub read: Reader,
 }
 
 /// Watches `T` until the stream ends (never, in practice): kube's watcher re-lists on
 /// errors with backoff.
 pub async fn run<T>(
     client: Client,
+    source: Source,
     store: Arc<CrdStore<T>>,
     metrics: Arc<Metrics>,
     changes: broadcast::Sender<Change>,
     change: fn(String) -> Change,
 ) where
-    T: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug + Send + Sync + 'static,
+    T: Resource + DeserializeOwned + Clone + Debug + Send + Sync + 'static,
 {
-    let ar = ApiResource::erase::<T>(&());
+    let Source { resource: ar, read } = source;
     let kind = ar.kind.clone();
     let api: Api<DynamicObject> = Api::all_with(client, &ar);
     let mut stream = watcher(api, watcher::Config::default())
@@ -147,7 +178,7 @@ pub async fn run<T>(
             // cluster (a few kB each on a real API server).
             obj.metadata.managed_fields = None;
             let name = obj.metadata.name.clone().unwrap_or_default();
-            match convert::<T>(&obj) {
+            match convert::<T>(&obj, read) {
                 Ok(t) => {
                     bad.remove(&name);
                     items.insert(name.clone(), Arc::new(t));
@@ -202,5 +233,48 @@ pub async fn run<T>(
                 let _ = changes.send(change(name));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{NodeClass, NodePool};
+
+    fn object(v: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_kwok_node_class_reads_as_a_class_with_nothing_to_select() {
+        let obj = object(serde_json::json!({
+            "apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+            "metadata": {"name": "default"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]},
+        }));
+        assert!(
+            convert::<NodeClass>(&obj, as_is).is_err(),
+            "no selector terms"
+        );
+        let class = convert::<NodeClass>(&obj, kwok_node_class).expect("read as a class");
+        assert!(class.spec.subnet_selector_terms.is_empty());
+        assert_eq!(class.status.unwrap().conditions[0].status, "True");
+    }
+
+    #[test]
+    fn a_karpenter_pool_with_numeric_limits_reads() {
+        let obj = object(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {
+                "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}},
+                "limits": {"cpu": 1000, "memory": "1000Gi", "nvidia.com/gpu": 0.5},
+            },
+        }));
+        let pool = convert::<NodePool>(&obj, as_is).expect("Karpenter's int-or-string limits");
+        assert_eq!(pool.spec.limits["cpu"], "1000");
+        assert_eq!(pool.spec.limits["memory"], "1000Gi");
+        assert_eq!(pool.spec.limits["nvidia.com/gpu"], "0.5");
+        assert_eq!(pool.spec.template.spec.node_class_ref.kind, "EC2NodeClass");
     }
 }

@@ -23,10 +23,11 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::broadcast;
 
-pub use crd_store::CrdStore;
+pub use crd_store::{CrdStore, Source};
 pub use pods::{PodRecord, PodStore};
 pub use volumes::VolumeStore;
 
+use crate::api::served::{ClassCloud, Served};
 use crate::api::{NodeClaim, NodeClass, NodeOverlay, NodePool};
 use crate::controllers::operator::metrics::Metrics;
 use crate::labels;
@@ -73,6 +74,8 @@ pub struct ClusterState {
     pub node_overlays: Arc<CrdStore<NodeOverlay>>,
     /// Claims, volumes and classes: where volume pods may run.
     pub volumes: Arc<VolumeStore>,
+    /// The API the stores above are read from.
+    pub served: Served,
     changes: broadcast::Sender<Change>,
 }
 
@@ -208,7 +211,7 @@ fn watch_pods(client: &Client, store: Arc<PodStore>, tx: broadcast::Sender<Chang
 
 impl ClusterState {
     /// Starts the watches on the current runtime.
-    pub fn start(client: Client, metrics: Arc<Metrics>) -> Arc<ClusterState> {
+    pub fn start(client: Client, metrics: Arc<Metrics>, served: Served) -> Arc<ClusterState> {
         let (changes, _) = broadcast::channel(CHANGE_SLOTS);
         let (nodes, nodes_w) = reflector::store();
         let (daemonsets, ds_w) = reflector::store();
@@ -223,9 +226,14 @@ impl ClusterState {
             node_claims: Arc::default(),
             node_overlays: Arc::default(),
             volumes: Arc::default(),
+            served,
             changes: changes.clone(),
         });
         let tx = || changes.clone();
+        let class_reader: crd_store::Reader = match served.cloud {
+            ClassCloud::Kwok if served.is_karpenter() => crd_store::kwok_node_class,
+            _ => crd_store::as_is,
+        };
         watch_pods(&client, state.pods.clone(), tx());
         state.volumes.start(&client, &changes);
         watch_into(&client, nodes_w, "node", trim_node, tx(), |n| {
@@ -239,6 +247,10 @@ impl ClusterState {
         });
         tokio::spawn(crd_store::run(
             client.clone(),
+            Source {
+                resource: served.node_pools(),
+                read: crd_store::as_is,
+            },
             state.node_pools.clone(),
             metrics.clone(),
             changes.clone(),
@@ -246,6 +258,10 @@ impl ClusterState {
         ));
         tokio::spawn(crd_store::run(
             client.clone(),
+            Source {
+                resource: served.node_classes(),
+                read: class_reader,
+            },
             state.node_classes.clone(),
             metrics.clone(),
             changes.clone(),
@@ -253,6 +269,10 @@ impl ClusterState {
         ));
         tokio::spawn(crd_store::run(
             client.clone(),
+            Source {
+                resource: served.node_overlays(),
+                read: crd_store::as_is,
+            },
             state.node_overlays.clone(),
             metrics.clone(),
             changes.clone(),
@@ -260,6 +280,10 @@ impl ClusterState {
         ));
         tokio::spawn(crd_store::run(
             client,
+            Source {
+                resource: served.node_claims(),
+                read: crd_store::as_is,
+            },
             state.node_claims.clone(),
             metrics,
             changes,

@@ -30,7 +30,7 @@ use crate::api::NodeClaim;
 use crate::controllers::claim_termination::{
     request_termination, TerminationReason, TERMINATION_REASON,
 };
-use crate::controllers::context::{Context, TERMINATION_FINALIZER};
+use crate::controllers::context::Context;
 use crate::controllers::disrupted;
 use crate::controllers::do_not_disrupt::has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
@@ -59,32 +59,34 @@ fn drain_deadline(claim: &NodeClaim) -> Option<jiff::Timestamp> {
         .ok()
 }
 
-async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let fins: Vec<String> = obj
-        .finalizers()
-        .iter()
-        .filter(|f| *f != TERMINATION_FINALIZER)
-        .cloned()
-        .collect();
-    if fins.len() == obj.finalizers().len() {
-        return Ok(());
-    }
-    let patch = json!({"metadata": {"finalizers": fins}});
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
+/// The merge patch that takes the agent's finalizer off `obj`; `None` when it is not on.
+fn finalizer_removal<K: kube::Resource>(obj: &K, ours: &str) -> Option<serde_json::Value> {
+    let fins: Vec<&String> = obj.finalizers().iter().filter(|f| *f != ours).collect();
+    (fins.len() != obj.finalizers().len()).then(|| json!({"metadata": {"finalizers": fins}}))
+}
+
+/// A write to an object that is already gone has nothing left to do.
+fn gone_is_done<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+async fn release_node(ctx: &Context, nodes: &Api<Node>, node: &Node) -> Result<(), kube::Error> {
+    let Some(patch) = finalizer_removal(node, ctx.finalizer()) else {
+        return Ok(());
+    };
+    gone_is_done(
+        nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await,
+    )
 }
 
 /// The claim's instance id: from its providerID (`aws:///zone/i-...`), else by tag.
@@ -110,11 +112,7 @@ async fn instance_id(
 
 /// One step of a claim's termination; returns when to look again.
 pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
-    if !claim
-        .finalizers()
-        .iter()
-        .any(|f| f == TERMINATION_FINALIZER)
-    {
+    if !claim.finalizers().iter().any(|f| f == ctx.finalizer()) {
         return None;
     }
     let name = claim.name_any();
@@ -158,10 +156,19 @@ async fn take_down(
     if let Some(node) = node {
         remove_node(ctx, node).await?;
     }
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    if let Err(e) = remove_finalizer(&api, claim).await {
-        ctx.metrics.kube_error("nodeclaims patch", &e);
-        return Err(Duration::from_secs(2));
+    if let Some(patch) = finalizer_removal(claim, ctx.finalizer()) {
+        let api = ctx.node_claim_api();
+        let released = api
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        if let Err(e) = gone_is_done(released) {
+            ctx.metrics.kube_error("nodeclaims patch", &e);
+            return Err(Duration::from_secs(2));
+        }
     }
     // A wait its Node's disappearance cut short is over too.
     detach::forget(ctx, &claim.name_any());
@@ -272,7 +279,7 @@ async fn terminate_instance(ctx: &Context, claim: &NodeClaim) -> Result<(), Dura
 /// Releases and deletes the Node. `Err`: when to try again.
 async fn remove_node(ctx: &Context, node: &Node) -> Result<(), Duration> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    if let Err(e) = remove_finalizer(&nodes, node).await {
+    if let Err(e) = release_node(ctx, &nodes, node).await {
         ctx.metrics.kube_error("nodes patch", &e);
         return Err(Duration::from_secs(2));
     }
@@ -346,7 +353,7 @@ pub async fn run_node_finalizer(ctx: std::sync::Arc<Context>) {
         }
         for node in ctx.state.nodes.state() {
             if node.metadata.deletion_timestamp.is_none()
-                || !node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER)
+                || !node.finalizers().iter().any(|f| f == ctx.finalizer())
             {
                 continue;
             }
@@ -362,7 +369,7 @@ pub async fn run_node_finalizer(ctx: std::sync::Arc<Context>) {
                 Some(_) => {}
                 None => {
                     let nodes: Api<Node> = Api::all(ctx.client.clone());
-                    if let Err(e) = remove_finalizer(&nodes, node.as_ref()).await {
+                    if let Err(e) = release_node(&ctx, &nodes, node.as_ref()).await {
                         ctx.metrics.kube_error("nodes patch", &e);
                     }
                 }

@@ -99,13 +99,10 @@ fn cluster_rules(m: &AgentModel) -> Json {
         // Attach limits (CSINodes) and, before an instance is terminated, its volumes'
         // detachment (VolumeAttachments): read only, the attach-detach controller writes them.
         {"apiGroups": ["storage.k8s.io"], "resources": ["csinodes", "volumeattachments"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-        // NodeOverlays are read, and their validation written on their status; never changed.
-        {"apiGroups": ["joiner.dev"], "resources": ["nodeoverlays"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["joiner.dev"], "resources": ["nodeoverlays/status"], "verbs": ["get", "patch"]},
     ]);
+    if let Json::Array(r) = &mut rules {
+        r.extend(crd_rules(m));
+    }
     // Adopting Karpenter's nodes: reading its NodeClaims, then releasing (finalizer patch)
     // and deleting them. Only when asked for.
     if m.adopt_karpenter_namespace.is_some() {
@@ -114,6 +111,34 @@ fn cluster_rules(m: &AgentModel) -> Json {
         }
     }
     rules
+}
+
+/// Whether the agent serves Karpenter's API (`api = "karpenter"`).
+pub fn serves_karpenter(m: &AgentModel) -> bool {
+    m.api.as_deref() == Some("karpenter")
+}
+
+/// The served kinds' rules: joiner's group, or Karpenter's (NodePools, NodeClaims and
+/// NodeOverlays in `karpenter.sh`, the classes as `karpenter.k8s.aws` EC2NodeClasses).
+/// NodeOverlays are read, and their validation written on their status; never changed.
+fn crd_rules(m: &AgentModel) -> Vec<Json> {
+    if !serves_karpenter(m) {
+        return vec![
+            json!({"apiGroups": ["joiner.dev"], "resources": ["nodepools", "nodeclasses"], "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": ["joiner.dev"], "resources": ["nodepools/status", "nodeclasses/status", "nodeclaims/status"], "verbs": ["get", "patch"]}),
+            json!({"apiGroups": ["joiner.dev"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}),
+            json!({"apiGroups": ["joiner.dev"], "resources": ["nodeoverlays"], "verbs": ["get", "list", "watch"]}),
+            json!({"apiGroups": ["joiner.dev"], "resources": ["nodeoverlays/status"], "verbs": ["get", "patch"]}),
+        ];
+    }
+    vec![
+        json!({"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "watch", "patch"]}),
+        json!({"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"], "verbs": ["get", "list", "watch", "patch"]}),
+        json!({"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status", "nodeclaims/status", "nodeoverlays/status"], "verbs": ["get", "patch"]}),
+        json!({"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["get", "patch"]}),
+        json!({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}),
+        json!({"apiGroups": ["karpenter.sh"], "resources": ["nodeoverlays"], "verbs": ["get", "list", "watch"]}),
+    ]
 }
 
 /// The Role (and its binding) in Karpenter's namespace: reading its leader Lease, by name,
@@ -136,8 +161,12 @@ pub fn objects(m: &AgentModel) -> Vec<(Kind, Option<String>, Json)> {
         false,
         json!({"metadata": meta(&ns, None)}),
     );
-    for crd in crate::kubernetes::crds::all() {
-        push(kinds::CRD, false, crd);
+    // Under Karpenter's API the CRDs are Karpenter's, installed with its chart: replacing
+    // them with joiner's schema would prune the fields joiner does not read.
+    if !serves_karpenter(m) {
+        for crd in crate::kubernetes::crds::all() {
+            push(kinds::CRD, false, crd);
+        }
     }
     for (kind, namespaced, body) in access(m, &ns) {
         push(kind, namespaced, body);
@@ -263,6 +292,9 @@ fn env(m: &AgentModel) -> Json {
     env.push(json!({"name": "JOINER_LOG_LEVEL", "value": m.log_level.clone().unwrap_or_else(|| "info".into())}));
     if let Some(ns) = &m.adopt_karpenter_namespace {
         env.push(json!({"name": "JOINER_ADOPT_KARPENTER_NAMESPACE", "value": ns}));
+    }
+    if serves_karpenter(m) {
+        env.push(json!({"name": "JOINER_API", "value": "karpenter"}));
     }
     env.push(json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}));
     env.push(json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}));
@@ -486,6 +518,69 @@ mod tests {
 
     /// Attach limits and volume detachment are read, never written: the kubelet writes
     /// CSINodes and the attach-detach controller VolumeAttachments.
+    #[test]
+    fn karpenters_api_grants_karpenters_groups_and_installs_no_crd() {
+        let m = AgentModel {
+            cluster_name: Some("prod".into()),
+            api: Some("karpenter".into()),
+            ..Default::default()
+        };
+        let objects = objects(&m);
+        assert!(
+            objects
+                .iter()
+                .all(|(k, _, _)| k.kind != "CustomResourceDefinition"),
+            "Karpenter's CRDs stay Karpenter's"
+        );
+        let rules = cluster_rules(&m);
+        let groups: Vec<&str> = rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["apiGroups"].as_array().unwrap().iter())
+            .filter_map(|g| g.as_str())
+            .collect();
+        assert!(!groups.contains(&"joiner.dev"), "{groups:?}");
+        assert!(groups.contains(&"karpenter.sh") && groups.contains(&"karpenter.k8s.aws"));
+        let grants = |group: &str, resource: &str, verb: &str| {
+            rules.as_array().unwrap().iter().any(|r| {
+                r["apiGroups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|g| g == group)
+                    && r["resources"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|x| x == resource)
+                    && r["verbs"].as_array().unwrap().iter().any(|v| v == verb)
+            })
+        };
+        assert!(grants("karpenter.sh", "nodeclaims", "create"));
+        assert!(grants(
+            "karpenter.k8s.aws",
+            "ec2nodeclasses/status",
+            "patch"
+        ));
+        assert!(
+            !grants("karpenter.sh", "nodepools", "create"),
+            "pools are the user's"
+        );
+        let env = env(&m);
+        assert!(env
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "JOINER_API" && e["value"] == "karpenter"));
+        let joiner = objects_of_kind(&AgentModel::default(), "CustomResourceDefinition");
+        assert!(joiner > 0, "joiner's API installs its CRDs");
+    }
+
+    fn objects_of_kind(m: &AgentModel, kind: &str) -> usize {
+        objects(m).iter().filter(|(k, _, _)| k.kind == kind).count()
+    }
+
     #[test]
     fn storage_objects_are_only_read() {
         let rules = cluster_rules(&AgentModel::default());
