@@ -16,6 +16,10 @@ pub const REGION: &str = "topology.kubernetes.io/region";
 pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
 pub const KARPENTER_NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// On a node once its claim has registered it, and once it is initialized, as Karpenter's
+/// lifecycle controller labels its nodes (tools select on them).
+pub const KARPENTER_REGISTERED: &str = "karpenter.sh/registered";
+pub const KARPENTER_INITIALIZED: &str = "karpenter.sh/initialized";
 
 // karpenter.k8s.aws
 pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";

@@ -110,9 +110,11 @@ pub struct Condition {
     #[serde(rename = "type")]
     pub type_: String,
     pub status: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    // Reason and message are written even when empty: `metav1.Condition` requires both,
+    // and Karpenter's CRDs refuse a condition without its message.
+    #[serde(default)]
     pub reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,

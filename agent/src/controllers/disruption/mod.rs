@@ -10,10 +10,13 @@
 //! NodeClaims without the drift hashes of [`crate::disruption::drift`] are stamped with
 //! today's hashes on first sight (the provisioner stamps them at launch).
 //!
-//! Each pass also scales static pools down to their `replicas` ([`static_pools`]), and
+//! Each pass writes Karpenter's `Consolidatable` and `Drifted` conditions on the claims
+//! ([`claim_conditions`]), also scales static pools down to their `replicas` ([`static_pools`]), and
 //! keeps each pool's tally of consolidation evictions of the last hour, which
 //! `consolidationEvictionsPerHour` caps, in the NodePool's status so that it survives a
 //! change of leader.
+
+pub mod claim_conditions;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -583,8 +586,10 @@ impl Disruption {
     pub async fn pass(&self) -> Vec<Decision> {
         let started = Instant::now();
         self.scale_static_pools().await;
-        let (world, catalog) = self.world().await;
+        let (mut world, catalog) = self.world().await;
         let world_ms = started.elapsed().as_millis();
+        claim_conditions::sync(&self.ctx, &world).await;
+        claim_conditions::hold_unmarked(&self.ctx, &mut world);
         let fingerprint = quiet::fingerprint(&world, &catalog);
         let lock = || self.quiet.lock().unwrap_or_else(|p| p.into_inner());
         if lock().holds(fingerprint, world.now) {

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -17,6 +18,7 @@ use crate::api::NodeClaim;
 use crate::controllers::conditions::{self, INITIALIZED, READY};
 use crate::controllers::context::Context;
 use crate::controllers::nodeclaims;
+use crate::labels;
 
 pub fn node_ready(node: &Node) -> bool {
     node.status
@@ -80,6 +82,28 @@ pub async fn reconcile(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
         }
         // Node changes wake the claim; this is the backstop.
         return Some(Duration::from_secs(30));
+    }
+    // The node's label first, as Karpenter's initialization does: a claim Initialized
+    // names a node labelled so.
+    if node
+        .labels()
+        .get(labels::KARPENTER_INITIALIZED)
+        .map(String::as_str)
+        != Some("true")
+    {
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        let patch = json!({"metadata": {"labels": {labels::KARPENTER_INITIALIZED: "true"}}});
+        if let Err(e) = nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            ctx.metrics.kube_error("nodes patch", &e);
+            return Some(Duration::from_secs(2));
+        }
     }
     let mut conds = claim.status.clone().unwrap_or_default().conditions;
     conditions::set(&mut conds, INITIALIZED, true, "Initialized", "");

@@ -228,7 +228,8 @@ async fn registration_timed_out(
     None
 }
 
-/// Makes the node the claim's: its labels, joiner's termination finalizer, and the taints
+/// Makes the node the claim's: its labels (and Karpenter's `registered`), the agent's
+/// termination finalizer, and the taints
 /// it registers with. `Err`: when to try again.
 async fn label_node(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(), Duration> {
     let name = claim.name_any();
@@ -236,6 +237,7 @@ async fn label_node(ctx: &Context, claim: &NodeClaim, node: &Node) -> Result<(),
     // zone, capacity type) and the claim's name.
     let mut node_labels: BTreeMap<String, String> = claim.labels().clone();
     node_labels.insert(labels::JOINER_NODECLAIM.into(), name.clone());
+    node_labels.insert(labels::KARPENTER_REGISTERED.into(), "true".into());
     let mut finalizers = node.finalizers().to_vec();
     if !finalizers.iter().any(|f| f == ctx.finalizer()) {
         finalizers.push(ctx.finalizer().into());
