@@ -18,6 +18,8 @@ mkdir -p "$tools/bin" "$tools/cache"
 # own peer only.
 # go-karpenter (never part of all or go: only scripts/bench-perf-suite needs it, and CI's
 # time is precious) builds Karpenter's controller with its KWOK cloud provider.
+# go-karpenter-regression (never part of all or go either: scripts/karpenter-regression)
+# builds Karpenter's regression suite and the KWOK controller of the same pin.
 part=all
 case "${1:-}" in
   --base) part=base ;;
@@ -27,8 +29,9 @@ case "${1:-}" in
   --go-terraform) part=go-terraform ;;
   --go-cluster) part=go-cluster ;;
   --go-karpenter) part=go-karpenter ;;
+  --go-karpenter-regression) part=go-karpenter-regression ;;
   "") ;;
-  *) echo "usage: $0 [--base|--base-no-go|--nodeadm|--go|--go-terraform|--go-cluster|--go-karpenter]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--base|--base-no-go|--nodeadm|--go|--go-terraform|--go-cluster|--go-karpenter|--go-karpenter-regression]" >&2; exit 2 ;;
 esac
 want() { # want go-terraform|go-cluster: whether this run installs that half
   case "$part" in all|go) return 0 ;; "$1") return 0 ;; *) return 1 ;; esac
@@ -276,17 +279,40 @@ fi # go-terraform
 # Its CRDs (karpenter.sh NodePool/NodeClaim/NodeOverlay, the KWOKNodeClass) and the instance
 # types its provider embeds are copied from the module next to the binary, since the module
 # cache is thrown away.
-if [ "$part" = go-karpenter ]; then
-  go_tools_gcflags="" go_tools karpenter kwok:karpenter-kwok
+# karpenter_data MODULE: Karpenter's CRDs and KWOK instance types, from MODULE's pin, next to
+# the binary go_tools just built (in $built_dir/karpenter).
+karpenter_data() {
   if [ -n "${built_dir:-}" ] && [ ! -f "$built_dir/karpenter/instance_types.json" ]; then
     [ -n "$go_bin" ] || go_bin=$(find_go)
-    karp_src=$(cd "$root/tools/go/karpenter" && env "${go_env[@]}" "$go_bin" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+    karp_src=$(cd "$root/tools/go/$1" && env "${go_env[@]}" "$go_bin" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
     rm -rf "$built_dir/karpenter.tmp" && mkdir -p "$built_dir/karpenter.tmp/crds"
     cp "$karp_src"/kwok/charts/crds/*.yaml "$karp_src"/kwok/apis/crds/*.yaml "$built_dir/karpenter.tmp/crds/"
     cp "$karp_src/kwok/cloudprovider/instance_types.json" "$built_dir/karpenter.tmp/"
     chmod -R u+w "$built_dir/karpenter.tmp"
     rm -rf "$built_dir/karpenter" && mv "$built_dir/karpenter.tmp" "$built_dir/karpenter"
   fi
+}
+if [ "$part" = go-karpenter ]; then
+  go_tools_gcflags="" go_tools karpenter kwok:karpenter-kwok
+  karpenter_data karpenter
+fi
+
+# Karpenter's regression suite (sigs.k8s.io/karpenter/test/suites/regression, pinned in
+# tools/go/karpenter-regression), its files unchanged, compiled with `go test -c` into
+# regression.test beside the KWOK controller of the same pin (karpenter-kwok-regression),
+# with that pin's CRDs (the capacity buffer CRD among them): scripts/karpenter-regression
+# runs it against both controllers. Both optimised: the suite's specs have time limits.
+if [ "$part" = go-karpenter-regression ]; then
+  go_tools_gcflags="" go_tools karpenter-regression kwok:karpenter-kwok-regression
+  karpenter_data karpenter-regression
+  if [ ! -x "$built_dir/regression.test" ]; then
+    echo "install-tools: building Karpenter's regression suite (go test -c)" >&2
+    [ -n "$go_bin" ] || go_bin=$(find_go)
+    (cd "$root/tools/go/karpenter-regression" && env "${go_env[@]}" CGO_ENABLED=0 nice -n "${JOINER_GO_NICE:-19}" \
+      "$go_bin" test -c -trimpath -o "$built_dir/regression.test.tmp" sigs.k8s.io/karpenter/test/suites/regression)
+    mv "$built_dir/regression.test.tmp" "$built_dir/regression.test"
+  fi
+  ln -sfn "$built_dir/regression.test" "$tools/bin/karpenter-regression.test"
 fi
 
 go_scratch_clean

@@ -115,6 +115,11 @@ pub async fn apply(client: &kube::Client, objects: &[Value]) {
 
 /// A TokenRequest token of the agent's ServiceAccount, as `kubectl create token` gets one.
 pub async fn token(client: &kube::Client) -> String {
+    token_valid_for(client, 3600).await
+}
+
+/// [`token`], valid for `seconds` (a run of hours).
+pub async fn token_valid_for(client: &kube::Client, seconds: i64) -> String {
     let sas: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         NAMESPACE,
@@ -125,7 +130,7 @@ pub async fn token(client: &kube::Client) -> String {
     );
     let request = json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
+        "spec": {"expirationSeconds": seconds},
     });
     let answer: Value = sas
         .create_subresource("token", SERVICE_ACCOUNT, &PostParams::default(), &request)
