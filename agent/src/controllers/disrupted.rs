@@ -239,6 +239,12 @@ pub async fn taint_node(ctx: &Context, claim: &NodeClaim) {
     else {
         return;
     };
+    taint(ctx, &node).await;
+}
+
+/// Puts [`DISRUPTED_TAINT`] on `node` if it lacks it (see [`taint_node`]).
+pub async fn taint(ctx: &Context, node: &Node) {
+    let node_name = node.name_any();
     let mut taints = node
         .spec
         .as_ref()
@@ -257,7 +263,13 @@ pub async fn taint_node(ctx: &Context, claim: &NodeClaim) {
         .patch(
             &node_name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"taints": taints}})),
+            // Guarded by the version read: the list is written whole, and a taint another
+            // writer changed meanwhile must not be put back or lost. A conflict is retried by
+            // the caller's next step.
+            &Patch::Merge(json!({
+                "metadata": {"resourceVersion": node.resource_version()},
+                "spec": {"taints": taints},
+            })),
         )
         .await
     {

@@ -20,12 +20,31 @@ use super::input::{
     TopologySpreadConstraint, WhenUnsatisfiable,
 };
 
+/// A container's requests, a limit standing in for a request it lacks: the API server
+/// defaults a Pod's requests so (`SetDefaults_Pod`, `pkg/apis/core/v1/defaults.go`), but
+/// not a template's, and a DaemonSet's template is read here for the pods it will make.
 fn requests_of(c: &core::Container, path: &str) -> Result<Resources, String> {
-    let Some(req) = c.resources.as_ref().and_then(|r| r.requests.as_ref()) else {
+    let Some(res) = c.resources.as_ref() else {
         return Ok(Resources::default());
     };
-    Resources::from_quantities(req.iter().map(|(k, q)| (k.as_str(), q.0.as_str())))
-        .map_err(|e| format!("{path}.resources.requests.{e}"))
+    let requested = |k: &String| res.requests.as_ref().is_some_and(|r| r.contains_key(k));
+    let mut r = Resources::from_quantities(
+        res.requests
+            .iter()
+            .flatten()
+            .map(|(k, q)| (k.as_str(), q.0.as_str())),
+    )
+    .map_err(|e| format!("{path}.resources.requests.{e}"))?;
+    let defaulted = Resources::from_quantities(
+        res.limits
+            .iter()
+            .flatten()
+            .filter(|(k, _)| !requested(k))
+            .map(|(k, q)| (k.as_str(), q.0.as_str())),
+    )
+    .map_err(|e| format!("{path}.resources.limits.{e}"))?;
+    r.add(&defaulted);
+    Ok(r)
 }
 
 /// Effective requests like the kube-scheduler: sum of containers (plus restartable init
@@ -388,6 +407,31 @@ impl NodeClaimSpec {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_limit_stands_in_for_a_missing_request_as_the_api_server_defaults_it() {
+        let c: core::Container = serde_json::from_value(serde_json::json!({
+            "name": "c",
+            "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+        }))
+        .unwrap();
+        let r = requests_of(&c, "spec.containers[0]").unwrap();
+        assert_eq!(r.cpu_milli, 100, "a request stands over its limit");
+        assert_eq!(
+            r.memory_bytes,
+            1 << 30,
+            "the limit stands in for the missing request"
+        );
+        let bad: core::Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "resources": {"limits": {"memory": "lots"}},
+        }))
+        .unwrap();
+        let e = requests_of(&bad, "spec.containers[0]").unwrap_err();
+        assert!(
+            e.starts_with("spec.containers[0].resources.limits.memory"),
+            "{e}"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -442,8 +442,14 @@ pub fn reconcile_daemonsets(store: &Store) {
         let mut desired = 0;
         for node in &nodes {
             let probe = json!({"spec": template["spec"], "metadata": template["metadata"]});
-            let eligible =
-                node_selector_ok(&probe, node) && untolerated_taint(&probe, node, true).is_none();
+            let selected = node_selector_ok(&probe, node);
+            let untolerated = untolerated_taint(&probe, node, true);
+            let eligible = selected && untolerated.is_none();
+            // kube-controller-manager's daemon controller (`NodeShouldRunDaemonPod`): a pod
+            // already there keeps running on a node it no longer fits for a NoSchedule taint;
+            // only a NoExecute taint it does not tolerate, or a selector it no longer
+            // matches, takes it off.
+            let keep = selected && untolerated_no_execute(&probe, node).is_none();
             let node_name = name_of(node);
             let has = mine.iter().any(|p| p["spec"]["nodeName"] == node_name);
             if eligible {
@@ -454,7 +460,7 @@ pub fn reconcile_daemonsets(store: &Store) {
                     pod["spec"]["nodeName"] = json!(node_name);
                     let _ = store.create(&t.pods, Some(ns), pod);
                 }
-            } else if has {
+            } else if has && !keep {
                 for p in mine.iter().filter(|p| p["spec"]["nodeName"] == node_name) {
                     let _ = store.delete(&t.pods, Some(ns), name_of(p), &DeleteOptions::default());
                 }
@@ -551,6 +557,15 @@ pub(crate) fn untolerated_taint(pod: &Value, node: &Value, daemon: bool) -> Opti
         .iter()
         .find(|taint| taint["effect"] != "PreferNoSchedule" && !tolerates(&tolerations, taint))
         .cloned()
+}
+
+/// The first NoExecute taint of the node a DaemonSet's pod does not tolerate.
+fn untolerated_no_execute(pod: &Value, node: &Value) -> Option<Value> {
+    let mut only = node.clone();
+    if let Some(taints) = only["spec"]["taints"].as_array_mut() {
+        taints.retain(|t| t["effect"] == "NoExecute");
+    }
+    untolerated_taint(pod, &only, true)
 }
 
 pub(crate) fn node_selector_term_matches(term: &Value, node: &Value) -> bool {

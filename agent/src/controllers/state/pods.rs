@@ -42,6 +42,8 @@ pub struct PodRecord {
     pub deleting: bool,
     /// A DaemonSet's pod or a static pod's mirror: it lives and dies with its node.
     pub goes_with_node: bool,
+    /// When a drain evicts it; None for a static pod's mirror, which no API call removes.
+    pub drain_group: Option<DrainGroup>,
     pub created: Option<i64>,
     pub started: Option<i64>,
     pub grace_seconds: Option<i64>,
@@ -52,6 +54,40 @@ pub struct PodRecord {
     /// The PersistentVolumeClaims its volumes use, apart from the shared view: a
     /// StatefulSet's pods differ only by them. Most pods have none (no allocation).
     pub claims: Box<[String]>,
+}
+
+/// A drain's order, Karpenter's (`terminator.go`, after Kubernetes' graceful node
+/// shutdown): ordinary pods, then DaemonSet pods, then critical pods (priority class
+/// `system-cluster-critical` or `system-node-critical`), then critical DaemonSet pods. A
+/// group is evicted only once every pod of the groups before it is gone, so the node's
+/// logging agents, CNI and DNS outlive the workloads they serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DrainGroup {
+    Workload,
+    Daemon,
+    CriticalWorkload,
+    CriticalDaemon,
+}
+
+impl DrainGroup {
+    /// None for a static pod's mirror.
+    pub fn of(p: &Pod) -> Option<DrainGroup> {
+        let daemon = super::owned_by_daemonset(p);
+        if super::goes_with_node(p) && !daemon {
+            return None;
+        }
+        let critical = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref())
+            .is_some_and(|c| c == "system-cluster-critical" || c == "system-node-critical");
+        Some(match (critical, daemon) {
+            (false, false) => DrainGroup::Workload,
+            (false, true) => DrainGroup::Daemon,
+            (true, false) => DrainGroup::CriticalWorkload,
+            (true, true) => DrainGroup::CriticalDaemon,
+        })
+    }
 }
 
 /// The annotations [`PodRecord`] keeps.
@@ -97,6 +133,7 @@ impl PodRecord {
             ),
             deleting: meta.deletion_timestamp.is_some(),
             goes_with_node: super::goes_with_node(p),
+            drain_group: DrainGroup::of(p),
             created: meta.creation_timestamp.as_ref().map(|t| t.0.as_second()),
             started: status
                 .and_then(|s| s.start_time.as_ref())

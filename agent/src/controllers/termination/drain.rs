@@ -2,8 +2,15 @@
 //! PodDisruptionBudgets hold. kube's built-in 429 retry is off for these calls
 //! ([`crate::controllers::context::Context::eviction_client`]); a refused eviction is retried by
 //! the claim's own requeue with a per-pod exponential backoff (1 s doubling to 30 s), so one
-//! blocked pod never stalls the worker. DaemonSet pods and static (mirror) pods are left:
-//! they go with the node.
+//! blocked pod never stalls the worker.
+//!
+//! Pods leave in Karpenter's order ([`DrainGroup`]): ordinary pods, then DaemonSet pods, then
+//! critical pods, then critical DaemonSet pods, each group once the one before is gone.
+//! DaemonSet pods are evicted too (their controller does not put them back on a node marked
+//! `karpenter.sh/disrupted:NoSchedule`, which termination puts first), so a logging agent
+//! stops gracefully rather than with its instance. Left: static pods' mirrors (no API call
+//! removes them) and pods that tolerate the disrupted taint, which would be placed right
+//! back (Karpenter's `IsDrainable`).
 //!
 //! A drain with a deadline (the claim's deletion plus its `terminationGracePeriod`) ends by
 //! it, as Karpenter's terminator does: a pod whose own grace period would run past the
@@ -25,10 +32,13 @@ use serde_json::json;
 
 use crate::api::NodeClaim;
 use crate::controllers::context::Context;
+use crate::controllers::disrupted::DISRUPTED_TAINT;
 use crate::controllers::do_not_disrupt::pod_has_do_not_disrupt;
 use crate::controllers::events::{self, Type};
 use crate::controllers::operator::metrics::l;
+use crate::controllers::state::pods::DrainGroup;
 use crate::controllers::state::PodRecord;
+use crate::taints::{Effect, Taint};
 
 pub enum Outcome {
     Drained,
@@ -165,10 +175,9 @@ pub async fn drain(ctx: &Context, claim: &NodeClaim, node: &Node, terms: &Terms)
         .state
         .pods_on(&node.name_any())
         .into_iter()
-        // Pods to evict, and pods already leaving (waited for); DaemonSet and static pods
-        // go with the node, finished ones need nothing.
-        .filter(|p| p.reschedulable() || (p.deleting && !p.goes_with_node))
-        .map(|p| {
+        // Pods to evict, and pods already leaving (waited for); finished ones need nothing.
+        .filter_map(|p| {
+            let group = drained_in(&p)?;
             let s = step(
                 p.deleting,
                 p.grace_seconds,
@@ -176,15 +185,26 @@ pub async fn drain(ctx: &Context, claim: &NodeClaim, node: &Node, terms: &Terms)
                 terms,
                 now,
             );
-            (p, s)
+            Some((p, group, s))
         })
         .collect();
-    if pods.iter().all(|(_, s)| *s == Step::Abandon) {
+    // The group being drained: the first with a pod still held for.
+    let Some(current) = pods
+        .iter()
+        .filter(|(_, _, s)| *s != Step::Abandon)
+        .map(|(_, g, _)| *g)
+        .min()
+    else {
         return Outcome::Drained;
-    }
+    };
     let mut wait = Duration::from_secs(30);
     let mut blocked_dnd = 0;
-    for (p, s) in &pods {
+    for (p, group, s) in &pods {
+        // A later group waits its turn, but not past the deadline: a deletion that falls
+        // due is made whatever the group (Karpenter's expiring pods).
+        if *group > current && !matches!(s, Step::Delete(_) | Step::Hurry) {
+            continue;
+        }
         let d = match *s {
             Step::Abandon => continue,
             Step::Await => Duration::from_secs(1),
@@ -218,6 +238,24 @@ pub async fn drain(ctx: &Context, claim: &NodeClaim, node: &Node, terms: &Terms)
             .await;
     }
     Outcome::Waiting(wait)
+}
+
+/// The pod's drain group, or None when the drain does not wait for it: a mirror pod, a
+/// finished pod, or one that tolerates [`DISRUPTED_TAINT`] (evicted, it would be placed
+/// right back).
+fn drained_in(p: &PodRecord) -> Option<DrainGroup> {
+    if p.finished && !p.deleting {
+        return None;
+    }
+    let disrupted = Taint {
+        key: DISRUPTED_TAINT.into(),
+        value: String::new(),
+        effect: Effect::NoSchedule,
+    };
+    if p.shape.tolerations.iter().any(|t| t.tolerates(&disrupted)) {
+        return None;
+    }
+    p.drain_group
 }
 
 /// Deletes one pod whose deletion fell due (its PDB and do-not-disrupt give way), with
@@ -415,5 +453,65 @@ mod tests {
                 "at {now}"
             );
         }
+    }
+
+    fn record(extra: serde_json::Value) -> PodRecord {
+        let mut pod = serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"nodeName": "n", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        });
+        json_patch(&mut pod, extra);
+        PodRecord::from_pod(&serde_json::from_value(pod).unwrap())
+    }
+
+    fn json_patch(into: &mut serde_json::Value, from: serde_json::Value) {
+        match (into, from) {
+            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+                for (k, v) in b {
+                    json_patch(a.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+
+    #[test]
+    fn pods_leave_in_karpenters_order() {
+        let daemon = serde_json::json!({"metadata": {"ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d", "controller": true}]}});
+        let critical = serde_json::json!({"spec": {"priorityClassName": "system-node-critical"}});
+        let mut critical_daemon = daemon.clone();
+        json_patch(&mut critical_daemon, critical.clone());
+        let groups: Vec<_> = [serde_json::json!({}), daemon, critical, critical_daemon]
+            .into_iter()
+            .map(|p| drained_in(&record(p)))
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                Some(DrainGroup::Workload),
+                Some(DrainGroup::Daemon),
+                Some(DrainGroup::CriticalWorkload),
+                Some(DrainGroup::CriticalDaemon),
+            ]
+        );
+        assert!(groups.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn mirrors_finished_pods_and_pods_tolerating_the_taint_are_not_waited_for() {
+        let mirror =
+            serde_json::json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "x"}}});
+        let everything = serde_json::json!({"spec": {"tolerations": [{"operator": "Exists"}]}});
+        let the_taint = serde_json::json!({"spec": {"tolerations": [
+            {"key": DISRUPTED_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}});
+        let other = serde_json::json!({"spec": {"tolerations": [
+            {"key": "dedicated", "operator": "Exists"}]}});
+        let finished = serde_json::json!({"status": {"phase": "Succeeded"}});
+        for p in [mirror, everything, the_taint, finished] {
+            assert_eq!(drained_in(&record(p.clone())), None, "{p}");
+        }
+        assert_eq!(drained_in(&record(other)), Some(DrainGroup::Workload));
     }
 }

@@ -139,9 +139,13 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
     None
 }
 
-/// The steps in order: empty the node, wait for its volumes to detach ([`detach`]),
-/// terminate the instance, remove the Node, then release the claim. `Err`: when to look
-/// again (at the step that has to wait).
+/// The steps in order: mark the node [`disrupted::DISRUPTED_TAINT`], empty it, wait for its
+/// volumes to detach ([`detach`]), terminate the instance, remove the Node, then release the
+/// claim. `Err`: when to look again (at the step that has to wait).
+///
+/// The taint comes first, as Karpenter's node termination puts it: whatever the claim
+/// waits for next (replacements, a do-not-disrupt pod's grace), no new pod is placed on a
+/// node that is going away.
 async fn take_down(
     ctx: &Context,
     claim: &NodeClaim,
@@ -149,6 +153,7 @@ async fn take_down(
     reason: TerminationReason,
 ) -> Result<(), Duration> {
     if let Some(node) = node {
+        disrupted::taint(ctx, node).await;
         empty_node(ctx, claim, node, reason).await?;
         detach::await_detachment(ctx, claim, node, reason).await?;
     }

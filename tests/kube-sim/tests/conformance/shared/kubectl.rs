@@ -778,3 +778,69 @@ fn imperative_create_commands_work() {
         });
     }
 }
+
+/// kube-controller-manager's daemon controller (`NodeShouldRunDaemonPod`) keeps a
+/// DaemonSet's pod on a node that a NoSchedule taint it does not tolerate now marks (it only
+/// places no new one there), and takes it off for such a NoExecute taint. A drain relies on
+/// the first: the pod stays until it is evicted, and is not put back.
+#[test]
+fn a_daemonset_pod_stays_for_a_no_schedule_taint_and_goes_for_a_no_execute_one() {
+    for t in targets() {
+        let ns = TestNamespace::create(&t, "ks-ds-taint");
+        let n = ns.name.as_str();
+        let node = format!("{n}-node");
+        add_fake_node(&t, &node, "2", "4Gi", &[("kubernetes.io/hostname", &node)]);
+        let ds = format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: agent, namespace: {n}}}\nspec:\n  selector: {{matchLabels: {{app: agent}}}}\n  template:\n    metadata: {{labels: {{app: agent}}}}\n    spec:\n      nodeSelector: {{kubernetes.io/hostname: {node}}}\n      containers: [{{name: a, image: 'registry.k8s.io/pause:3.10'}}]\n"
+        );
+        kubectl_stdin(&t, &["apply", "-f", "-"], Some(&ds));
+        let pod_on_node = || {
+            let pods = kubectl_json(
+                &t,
+                &["get", "pods", "-n", n, "-l", "app=agent", "-o", "json"],
+            );
+            pods["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["spec"]["nodeName"] == node.as_str())
+                .cloned()
+        };
+        let first = wait_for(
+            "the DaemonSet's pod on the node",
+            Duration::from_secs(60),
+            || pod_on_node().filter(|p| p["metadata"]["deletionTimestamp"].is_null()),
+        );
+        kubectl_ok(
+            &t,
+            &["taint", "node", &node, "example.com/leaving=yes:NoSchedule"],
+        );
+        // A deleted pod never comes back with its UID: the same UID, not deleting, after the
+        // controller has had time to act, is a pod that was never taken off.
+        std::thread::sleep(Duration::from_secs(5));
+        let still = pod_on_node().expect("the pod is still there");
+        assert_eq!(
+            (
+                &still["metadata"]["uid"],
+                &still["metadata"]["deletionTimestamp"]
+            ),
+            (&first["metadata"]["uid"], &Value::Null),
+            "[{}] the NoSchedule taint took the DaemonSet's pod off",
+            t.name()
+        );
+        kubectl_ok(
+            &t,
+            &["taint", "node", &node, "example.com/gone=yes:NoExecute"],
+        );
+        wait_for(
+            "the pod taken off for NoExecute",
+            Duration::from_secs(60),
+            || {
+                pod_on_node()
+                    .is_none_or(|p| !p["metadata"]["deletionTimestamp"].is_null())
+                    .then_some(())
+            },
+        );
+        kubectl_ok(&t, &["delete", "node", &node, "--wait=false"]);
+    }
+}
