@@ -10,16 +10,17 @@ mkdir -p "$tools/bin" "$tools/cache"
 # what the main test pass and the sandbox need); base-no-go (base without nodeadm's check: a
 # minute) and nodeadm (the check alone: about 3 min of CPU cold), which scripts/test runs
 # apart so that the check builds in the background beside the Rust build; go (the tools
-# built from Go: the control plane first, then OpenTofu, then current Terraform), or a part
-# of them: go-cluster (the Kubernetes control plane, KWOK, etcd) or go-terraform (OpenTofu,
-# current Terraform). scripts/test builds them in the background while it compiles and runs
-# the tests that do not need them; with JOINER_GO_MARKERS set to a directory, each finished
-# part touches a file there (cluster, opentofu, terraform), so that each pass waits for its
-# own peer only.
+# built from Go: the control plane first, then Karpenter's regression suite, then OpenTofu,
+# then current Terraform), or a part of them: go-cluster (the Kubernetes control plane, KWOK,
+# etcd), go-karpenter-suite (Karpenter's regression suite, compiled, with its CRDs) or
+# go-terraform (OpenTofu, current Terraform). scripts/test builds them in the background
+# while it compiles and runs the tests that do not need them; with JOINER_GO_MARKERS set to a
+# directory, each finished part touches a file there (cluster, karpenter-suite, opentofu,
+# terraform), so that each pass waits for its own peer only.
 # go-karpenter (never part of all or go: only scripts/bench-perf-suite needs it, and CI's
 # time is precious) builds Karpenter's controller with its KWOK cloud provider.
 # go-karpenter-regression (never part of all or go either: scripts/karpenter-regression)
-# builds Karpenter's regression suite and the KWOK controller of the same pin.
+# builds the KWOK controller of the regression suite's pin, and the suite.
 part=all
 case "${1:-}" in
   --base) part=base ;;
@@ -29,11 +30,12 @@ case "${1:-}" in
   --go-terraform) part=go-terraform ;;
   --go-cluster) part=go-cluster ;;
   --go-karpenter) part=go-karpenter ;;
+  --go-karpenter-suite) part=go-karpenter-suite ;;
   --go-karpenter-regression) part=go-karpenter-regression ;;
   "") ;;
-  *) echo "usage: $0 [--base|--base-no-go|--nodeadm|--go|--go-terraform|--go-cluster|--go-karpenter|--go-karpenter-regression]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--base|--base-no-go|--nodeadm|--go|--go-terraform|--go-cluster|--go-karpenter-suite|--go-karpenter|--go-karpenter-regression]" >&2; exit 2 ;;
 esac
-want() { # want go-terraform|go-cluster: whether this run installs that half
+want() { # want go-terraform|go-cluster|go-karpenter-suite: whether this run installs that part
   case "$part" in all|go) return 0 ;; "$1") return 0 ;; *) return 1 ;; esac
 }
 
@@ -190,6 +192,52 @@ go_tools() {
   built_dir=$dir
 }
 
+# karpenter_data MODULE: Karpenter's CRDs, KWOK instance types and the KWOK stages its e2e
+# suites run with (hack/kwok/stages), from MODULE's pin, next to the binary just built (in
+# $built_dir/karpenter).
+karpenter_data() {
+  if [ -n "${built_dir:-}" ] && [ ! -d "$built_dir/karpenter/stages" ]; then
+    [ -n "$go_bin" ] || go_bin=$(find_go)
+    (cd "$root/tools/go/$1" && env "${go_env[@]}" "$go_bin" mod download sigs.k8s.io/karpenter)
+    karp_src=$(cd "$root/tools/go/$1" && env "${go_env[@]}" "$go_bin" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+    [ -n "$karp_src" ] || { echo "install-tools: sigs.k8s.io/karpenter not in the module cache for tools/go/$1" >&2; exit 1; }
+    rm -rf "$built_dir/karpenter.tmp" && mkdir -p "$built_dir/karpenter.tmp/crds" "$built_dir/karpenter.tmp/stages"
+    cp "$karp_src"/kwok/charts/crds/*.yaml "$karp_src"/kwok/apis/crds/*.yaml "$built_dir/karpenter.tmp/crds/"
+    if [ -d "$karp_src/hack/kwok/stages" ]; then cp "$karp_src"/hack/kwok/stages/*.yaml "$built_dir/karpenter.tmp/stages/"; fi
+    cp "$karp_src/kwok/cloudprovider/instance_types.json" "$built_dir/karpenter.tmp/"
+    chmod -R u+w "$built_dir/karpenter.tmp"
+    rm -rf "$built_dir/karpenter" && mv "$built_dir/karpenter.tmp" "$built_dir/karpenter"
+  fi
+}
+
+# karpenter_suite: Karpenter's regression suite (sigs.k8s.io/karpenter/test/suites/regression,
+# pinned in tools/go/karpenter-regression), its files unchanged, compiled with `go test -c`
+# into a directory of its own keyed like go_tools' (unoptimised like the other tools: the
+# suite waits on the cluster, it does not compute), with that pin's CRDs next to it (the
+# capacity buffer CRD among them). Linked as karpenter-regression.test.
+karpenter_suite() {
+  local mod="$root/tools/go/karpenter-regression" key dir
+  key=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "$go_gcflags suite cgo=0") | sha256sum | cut -c1-16)
+  dir="$cache/karpenter-suite-$key"
+  if [ ! -x "$dir/regression.test" ]; then
+    [ -n "$go_bin" ] || go_bin=$(find_go)
+    echo "install-tools: building Karpenter's regression suite (go test -c; cold: minutes; cached in $dir)" >&2
+    local t0=$SECONDS
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    (cd "$mod" && env "${go_env[@]}" CGO_ENABLED=0 nice -n "${JOINER_GO_NICE:-19}" "$go_bin" test -c -trimpath \
+      -gcflags "$go_gcflags" -ldflags "-s -w" -o "$dir.tmp/regression.test" sigs.k8s.io/karpenter/test/suites/regression)
+    built_dir="$dir.tmp"
+    karpenter_data karpenter-regression
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    echo "install-tools: built Karpenter's regression suite in $((SECONDS - t0))s" >&2
+  elif [ ! -d "$dir/karpenter/stages" ]; then
+    built_dir="$dir"
+    karpenter_data karpenter-regression
+  fi
+  ln -sfn "$dir/regression.test" "$tools/bin/karpenter-regression.test"
+  summary+=("karpenter-regression.test (karpenter-regression)")
+}
+
 # nodeadm's parsing and validation of AL2023 user data (tools/go/nodeadm), which kube-sim's
 # EC2 bridge runs on every instance. Part of base: the main test pass and the sandbox start
 # kube-sim right after the Rust build. Its own scratch caches, removed here: this build must
@@ -256,6 +304,14 @@ if want go-cluster; then
   go_scratch_clean
 fi
 
+# Karpenter's regression suite, a part of which scripts/test runs on the control plane as soon
+# as that pass is done: built right after the control plane.
+if want go-karpenter-suite && [ "${JOINER_REAL_CLUSTER:-1}" != 0 ]; then
+  karpenter_suite
+  go_mark karpenter-suite
+  go_scratch_clean
+fi
+
 if want go-terraform; then
 if [ "${JOINER_OPENTOFU:-1}" != 0 ]; then
   go_tools opentofu tofu -- -X github.com/opentofu/opentofu/version.dev=no
@@ -279,40 +335,18 @@ fi # go-terraform
 # Its CRDs (karpenter.sh NodePool/NodeClaim/NodeOverlay, the KWOKNodeClass) and the instance
 # types its provider embeds are copied from the module next to the binary, since the module
 # cache is thrown away.
-# karpenter_data MODULE: Karpenter's CRDs and KWOK instance types, from MODULE's pin, next to
-# the binary go_tools just built (in $built_dir/karpenter).
-karpenter_data() {
-  if [ -n "${built_dir:-}" ] && [ ! -f "$built_dir/karpenter/instance_types.json" ]; then
-    [ -n "$go_bin" ] || go_bin=$(find_go)
-    karp_src=$(cd "$root/tools/go/$1" && env "${go_env[@]}" "$go_bin" list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
-    rm -rf "$built_dir/karpenter.tmp" && mkdir -p "$built_dir/karpenter.tmp/crds"
-    cp "$karp_src"/kwok/charts/crds/*.yaml "$karp_src"/kwok/apis/crds/*.yaml "$built_dir/karpenter.tmp/crds/"
-    cp "$karp_src/kwok/cloudprovider/instance_types.json" "$built_dir/karpenter.tmp/"
-    chmod -R u+w "$built_dir/karpenter.tmp"
-    rm -rf "$built_dir/karpenter" && mv "$built_dir/karpenter.tmp" "$built_dir/karpenter"
-  fi
-}
 if [ "$part" = go-karpenter ]; then
   go_tools_gcflags="" go_tools karpenter kwok:karpenter-kwok
   karpenter_data karpenter
 fi
 
-# Karpenter's regression suite (sigs.k8s.io/karpenter/test/suites/regression, pinned in
-# tools/go/karpenter-regression), its files unchanged, compiled with `go test -c` into
-# regression.test beside the KWOK controller of the same pin (karpenter-kwok-regression),
-# with that pin's CRDs (the capacity buffer CRD among them): scripts/karpenter-regression
-# runs it against both controllers. Both optimised: the suite's specs have time limits.
+# The KWOK controller of the regression suite's pin (karpenter-kwok-regression), optimised like
+# karpenter-kwok, and the suite: scripts/karpenter-regression runs the suite against both
+# controllers.
 if [ "$part" = go-karpenter-regression ]; then
   go_tools_gcflags="" go_tools karpenter-regression kwok:karpenter-kwok-regression
   karpenter_data karpenter-regression
-  if [ ! -x "$built_dir/regression.test" ]; then
-    echo "install-tools: building Karpenter's regression suite (go test -c)" >&2
-    [ -n "$go_bin" ] || go_bin=$(find_go)
-    (cd "$root/tools/go/karpenter-regression" && env "${go_env[@]}" CGO_ENABLED=0 nice -n "${JOINER_GO_NICE:-19}" \
-      "$go_bin" test -c -trimpath -o "$built_dir/regression.test.tmp" sigs.k8s.io/karpenter/test/suites/regression)
-    mv "$built_dir/regression.test.tmp" "$built_dir/regression.test"
-  fi
-  ln -sfn "$built_dir/regression.test" "$tools/bin/karpenter-regression.test"
+  karpenter_suite
 fi
 
 go_scratch_clean

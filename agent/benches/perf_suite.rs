@@ -92,7 +92,7 @@ impl Run {
     async fn start(kind: Kind, karpenter: Option<&KarpenterBuild>, out: &Path) -> Run {
         std::fs::create_dir_all(out).unwrap();
         let (cp, client) = control_plane().await;
-        install_crds(&cp, kind, karpenter);
+        install_crds(&cp, kind, karpenter.map(|b| b.crds.as_path()));
         let (pool, class) = pool_and_class(kind, None);
         apply(&cp, &[&class, &pool]);
         let obs = Observer::start(&client);

@@ -19,6 +19,7 @@ mod ice;
 mod interruption;
 mod interruption_queue;
 mod karpenter_api;
+mod karpenter_suite;
 mod kms;
 mod kwok_cloud;
 mod labels;

@@ -176,11 +176,22 @@ impl Controller {
     /// Karpenter's KWOK controller, as its chart runs it but out of cluster: the admin
     /// kubeconfig (joiner's agent gets the same), leader election off, info logs.
     pub fn karpenter(cp: &ControlPlane, build: &KarpenterBuild, out: &Path) -> Controller {
+        Controller::karpenter_with(cp, build, out, &[])
+    }
+
+    /// [`Controller::karpenter`] with more environment (its settings: `FEATURE_GATES`...).
+    pub fn karpenter_with(
+        cp: &ControlPlane,
+        build: &KarpenterBuild,
+        out: &Path,
+        env: &[(&str, &str)],
+    ) -> Controller {
         let metrics = joiner_test_support::free_port();
         let health = joiner_test_support::free_port();
         let log = out.join("karpenter.log");
         let file = std::fs::File::create(&log).expect("karpenter log");
         let child = Command::new(&build.bin)
+            .envs(env.iter().copied())
             .env("KUBECONFIG", cp.kubeconfig_path())
             .env("DISABLE_LEADER_ELECTION", "true")
             .env("METRICS_PORT", metrics.to_string())
@@ -369,16 +380,20 @@ impl Drop for Sampler {
 pub async fn control_plane() -> (ControlPlane, Client) {
     let qps: u32 = env_or("JOINER_PERF_CLIENT_QPS", 200);
     let grace: u32 = env_or("JOINER_PERF_NODE_GRACE", 600);
-    let cp = tokio::task::spawn_blocking(move || {
-        ControlPlane::start(Options {
-            client_qps: Some(qps),
-            node_monitor_grace_secs: Some(grace),
-            ..Default::default()
-        })
+    control_plane_with(Options {
+        client_qps: Some(qps),
+        node_monitor_grace_secs: Some(grace),
+        ..Default::default()
     })
     .await
-    .unwrap()
-    .expect("control plane (scripts/install-tools.sh --go-cluster builds it)");
+}
+
+/// A control plane started with `opts`, and an admin client of it.
+pub async fn control_plane_with(opts: Options) -> (ControlPlane, Client) {
+    let cp = tokio::task::spawn_blocking(move || ControlPlane::start(opts))
+        .await
+        .unwrap()
+        .expect("control plane (scripts/install-tools.sh --go-cluster builds it)");
     let kc = Kubeconfig::read_from(cp.kubeconfig_path()).unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
@@ -408,8 +423,10 @@ fn kubectl_stdin(cp: &ControlPlane, args: &[&str], input: &str) {
     );
 }
 
-/// The CRDs a controller serves, applied and established.
-pub fn install_crds(cp: &ControlPlane, kind: Kind, karpenter: Option<&KarpenterBuild>) {
+/// The CRDs a controller serves, applied and established: joiner's from the agent,
+/// Karpenter's from `karpenter_crds` (the directory a Karpenter build or the regression
+/// suite carries).
+pub fn install_crds(cp: &ControlPlane, kind: Kind, karpenter_crds: Option<&Path>) {
     match kind {
         Kind::Joiner => {
             let out = Command::new(joiner_test_support::agent_bin())
@@ -423,7 +440,7 @@ pub fn install_crds(cp: &ControlPlane, kind: Kind, karpenter: Option<&KarpenterB
             );
         }
         Kind::Karpenter => {
-            let dir = &karpenter.expect("Karpenter's build").crds;
+            let dir = karpenter_crds.expect("Karpenter's CRDs");
             cp.kubectl(&["apply", "--server-side", "-f", &dir.display().to_string()])
                 .expect("Karpenter's CRDs");
         }

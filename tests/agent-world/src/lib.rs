@@ -23,6 +23,7 @@ pub mod claim_log;
 pub mod crd_rules;
 pub mod csi_attacher;
 pub mod ebs_provisioner;
+pub mod karpenter_regression;
 pub mod kwok;
 pub mod pod_watch;
 pub mod rbac;

@@ -139,6 +139,10 @@ pub struct Options {
     /// Unknown and their pods NotReady, and KWOK never makes the pods Ready again (its
     /// pod stage has already run). Benchmarks at that size lengthen it.
     pub node_monitor_grace_secs: Option<u32>,
+    /// KWOK stage files to run instead of the default stage of the same file name (or
+    /// beside the defaults): a suite written for other stages brings its own, as
+    /// Karpenter's regression suite brings a pod-delete stage that honours a delay.
+    pub kwok_stages: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -150,6 +154,7 @@ impl Default for Options {
             token_webhook: None,
             client_qps: None,
             node_monitor_grace_secs: None,
+            kwok_stages: Vec::new(),
         }
     }
 }
@@ -354,7 +359,7 @@ impl ControlPlane {
         }
         if opts.kwok {
             let (k, v) = KWOK_NODE_ANNOTATION;
-            let mut args = kwok_stage_configs(&binaries.kwok)?;
+            let mut args = kwok_stage_configs(&binaries.kwok, &opts.kwok_stages)?;
             args.extend([
                 format!("--kubeconfig={}", s(&kubeconfig)),
                 "--manage-all-nodes=false".into(),
@@ -564,11 +569,11 @@ fn qps_args(qps: Option<u32>) -> Vec<String> {
     .unwrap_or_default()
 }
 
-/// The last `lines` lines of a log, without the flag dump components print at start.
 /// `--config=` for each lifecycle stage file install-tools.sh put next to the real kwok
-/// binary (`<cache>/kwok-<key>/stages/`): node initialise and heartbeat, pod ready,
-/// complete and delete.
-fn kwok_stage_configs(kwok: &Path) -> anyhow::Result<Vec<String>> {
+/// binary (`<cache>/kwok-<key>/stages/`: node initialise and heartbeat, pod ready, complete
+/// and delete), each replaced by the file of `overrides` of the same name, and the other
+/// `overrides` beside them.
+fn kwok_stage_configs(kwok: &Path, overrides: &[PathBuf]) -> anyhow::Result<Vec<String>> {
     let real =
         std::fs::canonicalize(kwok).with_context(|| format!("resolve {}", kwok.display()))?;
     let stages = real.parent().map(|p| p.join("stages")).unwrap_or_default();
@@ -581,6 +586,8 @@ fn kwok_stage_configs(kwok: &Path) -> anyhow::Result<Vec<String>> {
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .filter(|p| !overrides.iter().any(|o| o.file_name() == p.file_name()))
+        .chain(overrides.iter().cloned())
         .map(|p| format!("--config={}", p.display()))
         .collect();
     v.sort();
@@ -590,6 +597,7 @@ fn kwok_stage_configs(kwok: &Path) -> anyhow::Result<Vec<String>> {
     Ok(v)
 }
 
+/// The last `lines` lines of a log, without the flag dump components print at start.
 fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().filter(|l| !l.contains("] FLAG: --")).collect();
     v[v.len().saturating_sub(lines)..].join("\n")
