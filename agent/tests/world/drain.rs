@@ -7,14 +7,18 @@
 //! so this also proves the permission the deletions need. The same body runs on the real
 //! control plane (kube-controller-manager's disruption controller keeping the PDB's status,
 //! the real Eviction API refusing); the e2e `agent_rbac` test runs the scenario again with
-//! the agent deployed by Terraform.
+//! the agent deployed by Terraform. And the order of a drain: the disrupted taint first,
+//! then ordinary pods, DaemonSet pods and critical pods, each group once the one before is
+//! gone.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use joiner_agent::api::NodeClaim;
+use joiner_agent_world::pod_watch::PodWatch;
 use joiner_agent_world::{wait_for, Agent, Opts, Target, World};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::ResourceExt;
@@ -259,4 +263,156 @@ mod real_control_plane {
     async fn a_pdb_holds_the_drain_until_the_termination_grace_period_then_the_node_goes() {
         held_drain_ends_at_the_grace_period(Target::ControlPlane).await
     }
+}
+
+/// The evictions the PodDisruptionBudget refused so far.
+async fn evictions_refused(w: &World, agent: &Agent) -> f64 {
+    w.metrics(agent.metrics)
+        .await
+        .lines()
+        .filter(|l| l.starts_with("joiner_evictions_total{") && l.contains("blocked"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Termination as Karpenter's terminator runs it: the node is tainted
+/// `karpenter.sh/disrupted:NoSchedule` first, then drained in order: the ordinary pod, then
+/// the DaemonSet's pod, then the critical pod (`system-node-critical`), each once the one
+/// before is gone. A PodDisruptionBudget holds the ordinary pod at first: while it refuses,
+/// the taint is on and no later pod has been touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn termination_taints_first_and_drains_in_karpenters_order() {
+    let w = World::start(Opts::on(Target::Sim)).await;
+    w.node_class("default").await;
+    let mut spec = pool();
+    spec["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("terminationGracePeriod");
+    w.node_pool("ordered", spec).await;
+    let labels = json!({"labels": {"drain-order": "yes"}});
+    let quick = json!({"terminationGracePeriodSeconds": 0});
+    w.deployment_with("plain", 1, "250m", "256Mi", labels.clone(), quick.clone())
+        .await;
+    let mut critical = quick.clone();
+    critical["priorityClassName"] = json!("system-node-critical");
+    w.deployment_with("critical", 1, "250m", "256Mi", labels, critical)
+        .await;
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "logs"},
+        "spec": {"selector": {"matchLabels": {"app": "logs"}},
+            "template": {"metadata": {"labels": {"app": "logs", "drain-order": "yes"}},
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}}
+    }))
+    .unwrap();
+    let daemonsets: Api<DaemonSet> = Api::namespaced(w.client.clone(), "default");
+    daemonsets
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(w.client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "plain"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "plain"}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let agent = w.agent(&[]).await;
+
+    let node = wait_for(
+        "both pods Running on one node",
+        Duration::from_secs(90),
+        || async {
+            let on = |app: &'static str| {
+                let w = &w;
+                async move {
+                    w.pods(app).await.into_iter().find_map(|p| {
+                        joiner_agent_world::pod_watch::running_on(&p).map(str::to_string)
+                    })
+                }
+            };
+            match (on("plain").await, on("critical").await) {
+                (Some(a), Some(b)) if a == b => Some(a),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    wait_for(
+        "the DaemonSet's pod on it",
+        Duration::from_secs(60),
+        || async {
+            w.pods("logs")
+                .await
+                .iter()
+                .any(|p| joiner_agent_world::pod_watch::running_on(p) == Some(node.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
+    let watch = PodWatch::start_selecting(w.client.clone(), "default", "drain-order=yes").await;
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let claim = w
+        .claims()
+        .await
+        .into_iter()
+        .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()))
+        .expect("the node's NodeClaim");
+    claims
+        .delete(&claim.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Two refusals: the drain has passed over the node twice and stopped at its first group.
+    wait_for("two refused evictions", Duration::from_secs(90), || async {
+        (evictions_refused(&w, &agent).await >= 2.0).then_some(())
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(w.client.clone());
+    let taints = nodes
+        .get(&node)
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default();
+    assert!(
+        taints
+            .iter()
+            .any(|t| t.key == "karpenter.sh/disrupted" && t.effect == "NoSchedule"),
+        "the node is tainted before its pods leave: {taints:?}"
+    );
+    assert_eq!(
+        watch.leaving(),
+        Vec::<String>::new(),
+        "no pod leaves while the first group is held"
+    );
+
+    pdbs.delete("plain", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the node gone", Duration::from_secs(120), || async {
+        nodes
+            .get_opt(&node)
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let leaving = watch.leaving();
+    let at = |prefix: &str| {
+        leaving
+            .iter()
+            .position(|n| n.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} pod left the node: {leaving:?}"))
+    };
+    assert!(
+        at("plain-") < at("logs-") && at("logs-") < at("critical-"),
+        "the ordinary pod, then the DaemonSet's, then the critical one: {leaving:?}"
+    );
+    drop(agent);
 }

@@ -43,6 +43,8 @@ struct State {
     verdicts: Vec<Verdict>,
     /// The message last recorded per pod uid: a status rewrite repeating it is no new one.
     last: BTreeMap<String, String>,
+    /// Pods in the order they were first seen leaving (a deletion timestamp, or gone).
+    leaving: Vec<String>,
 }
 
 pub struct PodWatch {
@@ -70,10 +72,19 @@ impl PodWatch {
     /// Starts watching the pods labelled `app=<app>` in `namespace`; returns once the first
     /// list is in.
     pub async fn start(client: kube::Client, namespace: &str, app: &str) -> PodWatch {
+        PodWatch::start_selecting(client, namespace, &format!("app={app}")).await
+    }
+
+    /// [`PodWatch::start`] for the pods a label selector picks.
+    pub async fn start_selecting(
+        client: kube::Client,
+        namespace: &str,
+        selector: &str,
+    ) -> PodWatch {
         let state = Arc::new(Mutex::new(State::default()));
         let (tx, changed) = tokio::sync::watch::channel(0u64);
         let api: Api<Pod> = Api::namespaced(client, namespace);
-        let config = watcher::Config::default().labels(&format!("app={app}"));
+        let config = watcher::Config::default().labels(selector);
         let s = state.clone();
         let task = tokio::spawn(async move {
             let mut events = watcher(api, config).default_backoff().boxed();
@@ -96,9 +107,13 @@ impl PodWatch {
                         }
                         watcher::Event::Apply(p) => {
                             st.note_verdict(&p);
+                            if p.metadata.deletion_timestamp.is_some() {
+                                st.note_leaving(&p.name_any());
+                            }
                             st.pods.insert(p.name_any(), p);
                         }
                         watcher::Event::Delete(p) => {
+                            st.note_leaving(&p.name_any());
                             st.pods.remove(&p.name_any());
                         }
                     }
@@ -114,6 +129,11 @@ impl PodWatch {
         // The first send comes after the initial list (InitDone at the latest).
         let _ = tokio::time::timeout(Duration::from_secs(30), w.changed.changed()).await;
         w
+    }
+
+    /// The pods seen leaving so far, in the order the watch saw each start to.
+    pub fn leaving(&self) -> Vec<String> {
+        self.state.lock().unwrap().leaving.clone()
     }
 
     /// Every `Unschedulable` verdict seen so far, oldest first.
@@ -155,6 +175,12 @@ impl PodWatch {
 }
 
 impl State {
+    fn note_leaving(&mut self, name: &str) {
+        if !self.leaving.iter().any(|n| n == name) {
+            self.leaving.push(name.to_string());
+        }
+    }
+
     fn note_verdict(&mut self, p: &Pod) {
         let uid = p.uid().unwrap_or_default();
         if let Some(message) = unschedulable(p) {
