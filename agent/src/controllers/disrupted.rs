@@ -263,13 +263,7 @@ pub async fn taint(ctx: &Context, node: &Node) {
         .patch(
             &node_name,
             &PatchParams::default(),
-            // Guarded by the version read: the list is written whole, and a taint another
-            // writer changed meanwhile must not be put back or lost. A conflict is retried by
-            // the caller's next step.
-            &Patch::Merge(json!({
-                "metadata": {"resourceVersion": node.resource_version()},
-                "spec": {"taints": taints},
-            })),
+            &Patch::Merge(json!({"spec": {"taints": taints}})),
         )
         .await
     {

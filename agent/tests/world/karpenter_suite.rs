@@ -11,10 +11,10 @@
 use joiner_agent_world::karpenter_regression::{self as suite, Selection, Suite};
 use joiner_agent_world::kwok::Kind;
 
-/// Ginkgo's focus: Termination / Emptiness (an empty node removed, and kept while a budget
+/// Ginkgo's focus: Termination / Emptiness / Budgets (an empty node kept while a budget
 /// blocks it, at all times or in a scheduled window).
-const FOCUS: &str = "Termination Emptiness";
-const SPECS: usize = 3;
+const FOCUS: &str = "Termination Emptiness Budgets";
+const SPECS: usize = 2;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the control plane and Karpenter's compiled regression suite: scripts/test runs it (`-- --ignored karpenter_suite::`) once `scripts/install-tools.sh --go-karpenter-suite` has built it"]

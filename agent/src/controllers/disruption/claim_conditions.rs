@@ -6,10 +6,9 @@
 //! from its pool or class. Users and tools read them (`kubectl get nodeclaims -o yaml`,
 //! Karpenter's own e2e suite waits on them).
 //!
-//! As in Karpenter, a claim is consolidated only once it has carried `Consolidatable` for
-//! [`VALIDATION_DELAY_SECS`] ([`hold_unvalidated`]): what a reader sees says what the agent
-//! is about to do, never what it already did, and the pass that acts reads the cluster
-//! afresh after the delay, as Karpenter validates its command again.
+//! As in Karpenter, a claim is consolidated only once it carries `Consolidatable`: the
+//! condition is written in one pass and acted on in a later one ([`hold_unmarked`]), so
+//! what a reader sees says what the agent is about to do, never what it already did.
 
 use kube::ResourceExt;
 use serde_json::json;
@@ -78,21 +77,13 @@ pub async fn sync(ctx: &Context, world: &World) {
     }
 }
 
-/// How long a claim shows `Consolidatable` before it is consolidated: Karpenter's
-/// `commandValidationDelay` (`pkg/controllers/disruption/consolidation.go`), after which it
-/// validates an emptiness or consolidation command again before acting. A pod that
-/// kube-scheduler binds to the node meanwhile keeps it, rather than being evicted from a
-/// node chosen a moment before.
-pub const VALIDATION_DELAY_SECS: i64 = 15;
-
-/// Holds back consolidation of the claims that are due but have not shown `Consolidatable`
-/// for [`VALIDATION_DELAY_SECS`]: their pods' last change is moved so that decide sees them
-/// due exactly when the delay ends (counted from now for a claim the cluster does not show
-/// marked yet; the next pass, which sees the mark, counts from its transition time). Only
-/// those claims: one inside its window is held by decide itself, and moving every claim's
-/// time would change the world each pass and defeat the quiet pass. Expiry, drift and
-/// interruption do not wait on the condition, as in Karpenter.
-pub fn hold_unvalidated(ctx: &Context, world: &mut World) {
+/// Holds back, for this pass, consolidation of the claims that became consolidatable but
+/// whose `Consolidatable` the cluster does not show yet: their pods' last change is read as
+/// now, so decide waits for them; the next pass, which sees the condition, reads the real
+/// time. Only those claims: one inside its window is held by decide itself, and reading
+/// every claim's time as now would change the world each pass and defeat the quiet pass.
+/// Expiry, drift and interruption do not wait on the condition, as in Karpenter.
+pub fn hold_unmarked(ctx: &Context, world: &mut World) {
     let now = world.now;
     let after: std::collections::HashMap<&str, Option<u64>> = world
         .pools
@@ -100,44 +91,27 @@ pub fn hold_unvalidated(ctx: &Context, world: &mut World) {
         .map(|p| (p.name.as_str(), p.consolidate_after))
         .collect();
     for c in &mut world.candidates {
-        let Some(Some(after)) = after.get(c.nodepool.as_str()).copied() else {
+        let Some(Some(a)) = after.get(c.nodepool.as_str()).copied() else {
             continue;
         };
-        if !c.initialized || now < c.last_pod_change.saturating_add(after as i64) {
+        let due = c.initialized && now >= c.last_pod_change.saturating_add(a as i64);
+        if !due {
             continue;
         }
-        let marked_at =
-            ctx.state.node_claims.get(&c.nodeclaim).and_then(|claim| {
-                consolidatable_since(claim.status.as_ref()?.conditions.as_slice())
+        let marked = ctx
+            .state
+            .node_claims
+            .get(&c.nodeclaim)
+            .is_some_and(|claim| {
+                claim
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| conditions::is_true(&s.conditions, CONSOLIDATABLE))
             });
-        c.last_pod_change = held_change(c.last_pod_change, after, marked_at, now);
+        if !marked {
+            c.last_pod_change = now;
+        }
     }
-}
-
-/// The last pod change decide should see for a claim due for consolidation, marked
-/// `Consolidatable` at `marked_at` (or not yet): unchanged once the delay has run, else the
-/// time that makes it due when the delay ends.
-fn held_change(last_pod_change: i64, after: u64, marked_at: Option<i64>, now: i64) -> i64 {
-    let valid_at = marked_at
-        .unwrap_or(now)
-        .saturating_add(VALIDATION_DELAY_SECS);
-    if now < valid_at {
-        valid_at.saturating_sub(after as i64)
-    } else {
-        last_pod_change
-    }
-}
-
-/// When `Consolidatable` became True, in Unix seconds; `None` when it is not True. A mark
-/// without a readable time counts as made now.
-fn consolidatable_since(conds: &[Condition]) -> Option<i64> {
-    let c = conditions::get(conds, CONSOLIDATABLE).filter(|c| c.status == "True")?;
-    let at = c
-        .last_transition_time
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .unwrap_or_else(jiff::Timestamp::now);
-    Some(at.as_second())
 }
 
 #[cfg(test)]
@@ -170,32 +144,5 @@ mod tests {
         assert_eq!(d[0].status, "True");
         assert_eq!(d[0].message, "the NodeClass changed");
         assert!(updated(&d, false, None).unwrap().is_empty());
-    }
-
-    #[test]
-    fn the_mark_counts_from_its_transition() {
-        let mut conds = Vec::new();
-        conditions::set(&mut conds, CONSOLIDATABLE, true, "Consolidatable", "");
-        conds[0].last_transition_time = Some("2026-12-03T16:02:28Z".into());
-        let at: jiff::Timestamp = "2026-12-03T16:02:28Z".parse().unwrap();
-        assert_eq!(consolidatable_since(&conds), Some(at.as_second()));
-        conds[0].status = "False".into();
-        assert_eq!(consolidatable_since(&conds), None);
-        assert_eq!(consolidatable_since(&[]), None);
-    }
-
-    #[test]
-    fn a_due_claim_waits_for_the_delay_after_its_mark() {
-        let now = 1_000;
-        // Not marked yet: due only a full delay from now.
-        assert_eq!(
-            held_change(900, 10, None, now) + 10,
-            now + VALIDATION_DELAY_SECS
-        );
-        // Marked 5 s ago: due 10 s from now.
-        assert_eq!(held_change(900, 10, Some(now - 5), now) + 10, now + 10);
-        // Marked long enough ago: its real time stands.
-        assert_eq!(held_change(900, 10, Some(now - 20), now), 900);
-        assert_eq!(held_change(900, 0, Some(now - 15), now), 900);
     }
 }

@@ -589,7 +589,7 @@ impl Disruption {
         let (mut world, catalog) = self.world().await;
         let world_ms = started.elapsed().as_millis();
         claim_conditions::sync(&self.ctx, &world).await;
-        claim_conditions::hold_unvalidated(&self.ctx, &mut world);
+        claim_conditions::hold_unmarked(&self.ctx, &mut world);
         let fingerprint = quiet::fingerprint(&world, &catalog);
         let lock = || self.quiet.lock().unwrap_or_else(|p| p.into_inner());
         if lock().holds(fingerprint, world.now) {

@@ -144,8 +144,11 @@ pub async fn finalize(ctx: &Context, claim: &NodeClaim) -> Option<Duration> {
 /// claim. `Err`: when to look again (at the step that has to wait).
 ///
 /// The taint comes first, as Karpenter's node termination puts it: whatever the claim
-/// waits for next (replacements, a do-not-disrupt pod's grace), no new pod is placed on a
-/// node that is going away.
+/// waits for next (a do-not-disrupt pod's grace), no new pod is placed on a node that is
+/// going away. Not for a claim a loop disrupted with a deadline (an interruption notice):
+/// its node keeps serving while its replacements come up, and is cordoned when its drain
+/// starts; tainted at once, the pods other drains moved meanwhile waited for capacity in
+/// the sandbox's Spot storm.
 async fn take_down(
     ctx: &Context,
     claim: &NodeClaim,
@@ -153,7 +156,9 @@ async fn take_down(
     reason: TerminationReason,
 ) -> Result<(), Duration> {
     if let Some(node) = node {
-        disrupted::taint(ctx, node).await;
+        if disrupted::deadline(claim).is_none() {
+            disrupted::taint(ctx, node).await;
+        }
         empty_node(ctx, claim, node, reason).await?;
         detach::await_detachment(ctx, claim, node, reason).await?;
     }
